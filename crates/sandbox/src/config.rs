@@ -1,0 +1,123 @@
+//! Sandbox settings (`[sandbox]` in `lsm.toml`).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::RiskLevel;
+
+/// A rate limit: at most `calls` per `per_seconds`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimit {
+    /// Calls allowed per window (≥ 1).
+    pub calls: u32,
+    /// Window length in seconds (≥ 1).
+    pub per_seconds: u64,
+}
+
+impl Default for RateLimit {
+    fn default() -> Self {
+        RateLimit {
+            calls: 120,
+            per_seconds: 60,
+        }
+    }
+}
+
+/// The sandbox policy. Every field has a safe default: nothing readable or writable, no
+/// network, permission rules from the tools' own defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SandboxConfig {
+    /// Folders whose contents tools may read.
+    pub allowed_read_paths: Vec<PathBuf>,
+    /// Folders whose contents tools may write.
+    pub allowed_write_paths: Vec<PathBuf>,
+    /// Base folder for relative paths and the working directory of commands. Default: the
+    /// first write path, else the first read path, else the process's current directory.
+    pub working_dir: Option<PathBuf>,
+    /// Whether tools of risk `network` may run.
+    pub allow_url_access: bool,
+    /// Per-tool permission override: `true` asks a person, `false` never asks.
+    pub require_user_permission: BTreeMap<String, bool>,
+    /// Per-risk permission override, consulted when the tool has no per-tool setting.
+    pub require_permission_by_risk: BTreeMap<RiskLevel, bool>,
+    /// If non-empty, only these base command names may run (case-insensitive).
+    pub command_allowlist: Vec<String>,
+    /// These base command names never run (case-insensitive); checked before the allowlist.
+    pub command_denylist: Vec<String>,
+    /// Per-call time limit in seconds.
+    pub timeout_seconds: f64,
+    /// Output cap in bytes; the rest is replaced by `[TRUNCATED n bytes]`.
+    pub max_output_bytes: usize,
+    /// Largest file a tool may write, in bytes.
+    pub max_write_bytes: usize,
+    /// Largest string argument accepted, in bytes.
+    pub max_string_arg_bytes: usize,
+    /// Default rate limit per tool.
+    pub rate_limit: RateLimit,
+    /// Per-tool rate limits.
+    pub rate_limits: BTreeMap<String, RateLimit>,
+    /// Environment variables passed to executed commands; everything else is scrubbed.
+    pub env_passthrough: Vec<String>,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig {
+            allowed_read_paths: Vec::new(),
+            allowed_write_paths: Vec::new(),
+            working_dir: None,
+            allow_url_access: false,
+            require_user_permission: BTreeMap::new(),
+            require_permission_by_risk: BTreeMap::new(),
+            command_allowlist: Vec::new(),
+            command_denylist: default_command_denylist(),
+            timeout_seconds: 30.0,
+            max_output_bytes: 256 * 1024,
+            max_write_bytes: 10 * 1024 * 1024,
+            max_string_arg_bytes: 10 * 1024 * 1024,
+            rate_limit: RateLimit::default(),
+            rate_limits: BTreeMap::new(),
+            env_passthrough: ["PATH", "HOME", "TMP", "TMPDIR", "LANG"]
+                .map(String::from)
+                .to_vec(),
+        }
+    }
+}
+
+/// Commands refused unless the configuration replaces the list: privilege changes, disk
+/// and system administration, and programs that open a shell or the network themselves.
+pub fn default_command_denylist() -> Vec<String> {
+    [
+        "sudo", "su", "doas", "dd", "mkfs", "mount", "umount", "shutdown", "reboot", "halt",
+        "poweroff", "chown", "chmod", "sh", "bash", "zsh", "dash", "fish", "env", "xargs",
+        "eval", "exec", "nohup", "curl", "wget", "nc", "ncat", "ssh", "scp", "rsync", "ftp",
+        "telnet", "python", "python3", "perl", "ruby", "node",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+impl SandboxConfig {
+    /// A policy that reads and writes inside `root` only (relative paths resolve against it).
+    pub fn confined_to(root: impl Into<PathBuf>) -> Self {
+        let root = root.into();
+        SandboxConfig {
+            allowed_read_paths: vec![root.clone()],
+            allowed_write_paths: vec![root.clone()],
+            working_dir: Some(root),
+            ..SandboxConfig::default()
+        }
+    }
+
+    /// The rate limit that applies to `tool`.
+    pub fn rate_limit_for(&self, tool: &str) -> RateLimit {
+        self.rate_limits
+            .get(tool)
+            .copied()
+            .unwrap_or(self.rate_limit)
+    }
+}

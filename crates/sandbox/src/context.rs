@@ -1,0 +1,100 @@
+//! What a tool receives for one call: validated arguments, confined paths, a checked command.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::{CheckedCommand, ToolError};
+
+/// The inputs of one call, prepared by the sandbox.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// The arguments, already validated against the tool's schema.
+    pub args: serde_json::Value,
+    pub(crate) paths: HashMap<String, PathBuf>,
+    pub(crate) command: Option<CheckedCommand>,
+    /// Largest file the tool may write, in bytes.
+    pub max_write_bytes: usize,
+    /// The call's time limit (the sandbox enforces it; tools that run children use it too).
+    pub timeout: Duration,
+    /// Base folder for relative paths and working directory for commands.
+    pub working_dir: PathBuf,
+    /// The scrubbed environment for executed programs.
+    pub env: Vec<(String, String)>,
+}
+
+impl ToolContext {
+    /// The confined, resolved path of the path argument `name`.
+    ///
+    /// # Errors
+    /// When `name` is not a declared path argument or was absent from the call: a tool can
+    /// only ever open paths the sandbox checked.
+    pub fn path(&self, name: &str) -> Result<&Path, ToolError> {
+        self.paths.get(name).map(PathBuf::as_path).ok_or_else(|| {
+            ToolError::InvalidArguments(format!("missing path argument '{name}'"))
+        })
+    }
+
+    /// The confined path of `name`, or `None` when the optional argument was not given.
+    pub fn optional_path(&self, name: &str) -> Option<&Path> {
+        self.paths.get(name).map(PathBuf::as_path)
+    }
+
+    /// The checked command line of a command tool.
+    ///
+    /// # Errors
+    /// When the tool declared no command argument.
+    pub fn command(&self) -> Result<&CheckedCommand, ToolError> {
+        self.command
+            .as_ref()
+            .ok_or_else(|| ToolError::Failed("this tool has no checked command".into()))
+    }
+
+    /// A string argument.
+    ///
+    /// # Errors
+    /// When absent or not a string.
+    pub fn str_arg(&self, name: &str) -> Result<&str, ToolError> {
+        self.args
+            .get(name)
+            .and_then(serde_json::Value::as_str)
+            .ok_or_else(|| ToolError::InvalidArguments(format!("'{name}' must be a string")))
+    }
+
+    /// An optional string argument.
+    pub fn opt_str_arg(&self, name: &str) -> Option<&str> {
+        self.args.get(name).and_then(serde_json::Value::as_str)
+    }
+
+    /// An optional unsigned integer argument.
+    pub fn opt_u64_arg(&self, name: &str) -> Option<u64> {
+        self.args.get(name).and_then(serde_json::Value::as_u64)
+    }
+
+    /// An optional boolean argument.
+    pub fn opt_bool_arg(&self, name: &str) -> Option<bool> {
+        self.args.get(name).and_then(serde_json::Value::as_bool)
+    }
+
+    /// A context for calling a tool directly in tests of the tool itself (no sandbox checks:
+    /// the given paths are used as they are).
+    #[cfg(test)]
+    pub(crate) fn for_test(
+        args: serde_json::Value,
+        paths: impl IntoIterator<Item = (&'static str, PathBuf)>,
+        working_dir: PathBuf,
+    ) -> Self {
+        ToolContext {
+            args,
+            paths: paths
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            command: None,
+            max_write_bytes: 10 * 1024 * 1024,
+            timeout: Duration::from_secs(30),
+            working_dir,
+            env: Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,54 @@
+//! Tools and the sandbox every tool execution goes through.
+//!
+//! A [`Tool`] declares its name, description, JSON-schema parameters, [`RiskLevel`], whether
+//! it needs a person's permission by default, which of its arguments are paths
+//! ([`Tool::path_args`]) and which is a shell command ([`Tool::command_arg`]). A
+//! [`ToolRegistry`] holds tools by name. The [`Sandbox`] runs a call through, in this order:
+//!
+//! 1. permission gate — `require_user_permission[tool]`, then `require_permission_by_risk[risk]`,
+//!    then the tool's default; when a person must decide, the [`PermissionAsker`] is asked, and
+//!    with none configured the call is denied;
+//! 2. network policy — tools of risk `network` need `allow_url_access`;
+//! 3. argument validation against the schema (missing, unexpected, wrong JSON type, oversize
+//!    strings);
+//! 4. read/write path allowlists for every declared path argument (empty, NUL, `..` before and
+//!    after resolving, escaping symlinks, anything outside the allowlists are refused);
+//! 5. command policy for a declared command argument (chaining and substitution refused,
+//!    allow/deny lists on the base command name, path arguments and redirections checked);
+//! 6. a rate limit per tool;
+//! 7. the runner: a timeout, panics caught, an output cap with `[TRUNCATED n bytes]`, secrets
+//!    redacted.
+//!
+//! Tools receive their checked paths and command through [`ToolContext`]: a built-in tool has
+//! no way to open a path the sandbox has not confined.
+//!
+//! # What this crate must never do
+//!
+//! - Let a denial or a tool failure escape as a panic or an `Err` to the caller: every call
+//!   ends in an [`Execution`] whose outcome is a value.
+//! - Run a command through a shell: `bash` parses the command itself and executes the program
+//!   directly, so no expansion, globbing or chaining can happen behind the policy's back.
+//! - Depend on any other `lsm-*` crate.
+
+pub mod builtin;
+mod command;
+mod config;
+mod context;
+mod error;
+mod output;
+mod paths;
+mod permission;
+mod registry;
+mod sandbox;
+mod tool;
+mod validate;
+
+pub use command::{CheckedCommand, Redirect};
+pub use config::{RateLimit, SandboxConfig};
+pub use context::ToolContext;
+pub use error::{ExecError, SandboxConfigError, ToolError};
+pub use output::{cap_output, redact_secrets};
+pub use permission::{PermissionAsker, PermissionDecision, PermissionEvent, PermissionRequest};
+pub use registry::ToolRegistry;
+pub use sandbox::{Execution, Sandbox};
+pub use tool::{PathAccess, PathArg, RiskLevel, Tool, ToolOutput, schema_for};

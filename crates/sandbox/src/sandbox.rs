@@ -1,0 +1,396 @@
+//! The [`Sandbox`]: the one path from a tool call to a tool's code.
+
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+
+use crate::command::CommandPolicy;
+use crate::output::{cap_output, redact_secrets};
+use crate::paths::PathPolicy;
+use crate::validate::Validator;
+use crate::{
+    ExecError, PermissionAsker, PermissionEvent, PermissionRequest, SandboxConfig,
+    SandboxConfigError, ToolContext, ToolRegistry,
+};
+
+/// The result of one call through the sandbox. Never a panic, never an `Err` to unwrap.
+#[derive(Debug)]
+pub struct Execution {
+    /// The tool's (capped, redacted) output, or why there is none.
+    pub outcome: Result<String, ExecError>,
+    /// Files the call wrote.
+    pub artifacts: Vec<PathBuf>,
+    /// The permission or policy decision, when one was made (a person was asked, or a policy
+    /// check refused the call).
+    pub permission: Option<PermissionEvent>,
+}
+
+impl Execution {
+    fn refused(err: ExecError, permission: Option<PermissionEvent>) -> Self {
+        Execution {
+            outcome: Err(err),
+            artifacts: Vec::new(),
+            permission,
+        }
+    }
+}
+
+struct Prepared {
+    validator: Validator,
+    limiter: DefaultDirectRateLimiter,
+}
+
+/// Runs tool calls under a policy. Cheap to share (`Arc<Sandbox>`); all methods take `&self`.
+pub struct Sandbox {
+    config: SandboxConfig,
+    registry: ToolRegistry,
+    prepared: HashMap<String, Prepared>,
+    paths: PathPolicy,
+    commands: CommandPolicy,
+    asker: Option<Arc<dyn PermissionAsker>>,
+    env: Vec<(String, String)>,
+    timeout: Duration,
+    working_dir: PathBuf,
+}
+
+impl std::fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandbox")
+            .field("config", &self.config)
+            .field("registry", &self.registry)
+            .field("has_asker", &self.asker.is_some())
+            .finish()
+    }
+}
+
+impl Sandbox {
+    /// A sandbox over `registry` with this policy. `asker` is who decides when a call needs a
+    /// person; with `None`, such calls are denied.
+    ///
+    /// # Errors
+    /// When an allowlist folder cannot be resolved, a tool's schema does not compile, or a
+    /// limit is zero.
+    pub fn new(
+        config: SandboxConfig,
+        registry: ToolRegistry,
+        asker: Option<Arc<dyn PermissionAsker>>,
+    ) -> Result<Self, SandboxConfigError> {
+        if !(config.timeout_seconds.is_finite() && config.timeout_seconds > 0.0) {
+            return Err(SandboxConfigError::BadLimit {
+                key: "timeout_seconds",
+                value: config.timeout_seconds.to_string(),
+                message: "must be a positive number of seconds".into(),
+            });
+        }
+        let working_dir = match config
+            .working_dir
+            .clone()
+            .or_else(|| config.allowed_write_paths.first().cloned())
+            .or_else(|| config.allowed_read_paths.first().cloned())
+        {
+            Some(dir) => dir,
+            None => std::env::current_dir().map_err(|e| SandboxConfigError::BadAllowlistPath {
+                path: PathBuf::from("."),
+                message: e.to_string(),
+            })?,
+        };
+        let paths = PathPolicy::new(
+            &config.allowed_read_paths,
+            &config.allowed_write_paths,
+            &working_dir,
+        )?;
+        let commands = CommandPolicy::new(
+            &config.command_allowlist,
+            &config.command_denylist,
+            config.allow_url_access,
+        );
+        let mut prepared = HashMap::new();
+        for tool in registry.iter() {
+            let name = tool.name().to_string();
+            let validator = Validator::new(&tool.parameters()).map_err(|message| {
+                SandboxConfigError::BadLimit {
+                    key: "tool schema",
+                    value: name.clone(),
+                    message,
+                }
+            })?;
+            let limit = config.rate_limit_for(&name);
+            let calls = NonZeroU32::new(limit.calls).ok_or(SandboxConfigError::BadLimit {
+                key: "rate_limit.calls",
+                value: limit.calls.to_string(),
+                message: "must be at least 1".into(),
+            })?;
+            if limit.per_seconds == 0 {
+                return Err(SandboxConfigError::BadLimit {
+                    key: "rate_limit.per_seconds",
+                    value: "0".into(),
+                    message: "must be at least 1".into(),
+                });
+            }
+            let period = Duration::from_secs(limit.per_seconds) / limit.calls;
+            let quota = Quota::with_period(period.max(Duration::from_nanos(1)))
+                .ok_or(SandboxConfigError::BadLimit {
+                    key: "rate_limit",
+                    value: format!("{}/{}s", limit.calls, limit.per_seconds),
+                    message: "window too small".into(),
+                })?
+                .allow_burst(calls);
+            prepared.insert(
+                name,
+                Prepared {
+                    validator,
+                    limiter: RateLimiter::direct(quota),
+                },
+            );
+        }
+        let env = config
+            .env_passthrough
+            .iter()
+            .filter_map(|k| std::env::var(k).ok().map(|v| (k.clone(), v)))
+            .collect();
+        let timeout = Duration::from_secs_f64(config.timeout_seconds);
+        Ok(Sandbox {
+            paths,
+            commands,
+            prepared,
+            asker,
+            env,
+            timeout,
+            working_dir,
+            registry,
+            config,
+        })
+    }
+
+    /// The tools this sandbox can run.
+    pub fn registry(&self) -> &ToolRegistry {
+        &self.registry
+    }
+
+    /// The policy.
+    pub fn config(&self) -> &SandboxConfig {
+        &self.config
+    }
+
+    /// Run one call through every check, in the documented order.
+    pub async fn execute(&self, name: &str, args: &serde_json::Value) -> Execution {
+        let Some(tool) = self.registry.get(name) else {
+            return Execution::refused(
+                ExecError::UnknownTool {
+                    name: name.to_string(),
+                },
+                None,
+            );
+        };
+        let Some(prepared) = self.prepared.get(name) else {
+            return Execution::refused(
+                ExecError::UnknownTool {
+                    name: name.to_string(),
+                },
+                None,
+            );
+        };
+        let tool_name = name.to_string();
+        let denied = |err: ExecError| {
+            let event = PermissionEvent {
+                tool_name: tool_name.clone(),
+                allowed: false,
+                reason: err.to_string(),
+            };
+            Execution::refused(err, Some(event))
+        };
+
+        // 1. Permission gate.
+        let mut permission = None;
+        if let Some(reason) = self.permission_reason(tool.as_ref()) {
+            let decision = match &self.asker {
+                None => crate::PermissionDecision::deny(format!(
+                    "{reason}, and no one is available to approve it"
+                )),
+                Some(asker) => {
+                    asker
+                        .ask(PermissionRequest {
+                            tool_name: tool_name.clone(),
+                            risk_level: tool.risk(),
+                            reason: reason.clone(),
+                            args_summary: args_summary(args),
+                        })
+                        .await
+                }
+            };
+            if !decision.allowed {
+                return denied(ExecError::PermissionDenied {
+                    tool: tool_name.clone(),
+                    reason: decision.reason,
+                });
+            }
+            permission = Some(PermissionEvent {
+                tool_name: tool_name.clone(),
+                allowed: true,
+                reason: decision.reason,
+            });
+        }
+
+        // 2. Network policy.
+        if tool.risk() == crate::RiskLevel::Network && !self.config.allow_url_access {
+            return denied(ExecError::NetworkDenied {
+                tool: tool_name.clone(),
+            });
+        }
+
+        // 3. Arguments against the schema.
+        if let Err(message) = prepared
+            .validator
+            .validate(args, self.config.max_string_arg_bytes)
+        {
+            return Execution::refused(
+                ExecError::InvalidArguments {
+                    tool: tool_name.clone(),
+                    message,
+                },
+                permission,
+            );
+        }
+
+        // 4. Path allowlists for every declared path argument.
+        let mut paths = HashMap::new();
+        for arg in tool.path_args() {
+            let Some(raw) = args.get(arg.name) else {
+                continue; // optional and absent; required ones were checked by the schema
+            };
+            let Some(raw) = raw.as_str() else {
+                return Execution::refused(
+                    ExecError::InvalidArguments {
+                        tool: tool_name.clone(),
+                        message: format!("'{}' must be a path string", arg.name),
+                    },
+                    permission,
+                );
+            };
+            match self.paths.check(raw, arg.access) {
+                Ok(resolved) => {
+                    paths.insert(arg.name.to_string(), resolved);
+                }
+                Err(reason) => {
+                    return denied(ExecError::PathDenied {
+                        tool: tool_name.clone(),
+                        path: raw.to_string(),
+                        reason,
+                    });
+                }
+            }
+        }
+
+        // 5. Command policy.
+        let mut command = None;
+        if let Some(arg) = tool.command_arg() {
+            let line = args.get(arg).and_then(serde_json::Value::as_str).unwrap_or("");
+            match self.commands.check(line, &self.paths) {
+                Ok(checked) => command = Some(checked),
+                Err(reason) => {
+                    return denied(ExecError::CommandDenied {
+                        tool: tool_name.clone(),
+                        reason,
+                    });
+                }
+            }
+        }
+
+        // 6. Rate limit.
+        if prepared.limiter.check().is_err() {
+            let limit = self.config.rate_limit_for(name);
+            return denied(ExecError::RateLimited {
+                tool: tool_name.clone(),
+                calls: limit.calls,
+                per_seconds: limit.per_seconds,
+            });
+        }
+
+        // 7. The runner: timeout, contained panics, capped and redacted output.
+        let ctx = ToolContext {
+            args: args.clone(),
+            paths,
+            command,
+            max_write_bytes: self.config.max_write_bytes,
+            timeout: self.timeout,
+            working_dir: self.working_dir.clone(),
+            env: self.env.clone(),
+        };
+        let run = std::panic::AssertUnwindSafe(tool.execute(ctx)).catch_unwind();
+        let outcome = match tokio::time::timeout(self.timeout, run).await {
+            Err(_) => Err(ExecError::Timeout {
+                tool: tool_name.clone(),
+                seconds: self.config.timeout_seconds,
+            }),
+            Ok(Err(panic)) => Err(ExecError::Panicked {
+                tool: tool_name.clone(),
+                message: panic_message(panic.as_ref()),
+            }),
+            Ok(Ok(Err(source))) => Err(ExecError::Failed {
+                tool: tool_name.clone(),
+                source,
+            }),
+            Ok(Ok(Ok(output))) => {
+                let text = cap_output(
+                    redact_secrets(&output.text).into_owned(),
+                    self.config.max_output_bytes,
+                );
+                return Execution {
+                    outcome: Ok(text),
+                    artifacts: output.artifacts,
+                    permission,
+                };
+            }
+        };
+        Execution {
+            outcome,
+            artifacts: Vec::new(),
+            permission,
+        }
+    }
+
+    /// Why this tool needs a person's permission, or `None` when it does not.
+    fn permission_reason(&self, tool: &dyn crate::Tool) -> Option<String> {
+        let name = tool.name();
+        if let Some(&required) = self.config.require_user_permission.get(name) {
+            return required.then(|| format!("sandbox.require_user_permission.{name} is set"));
+        }
+        if let Some(&required) = self.config.require_permission_by_risk.get(&tool.risk()) {
+            return required.then(|| {
+                format!(
+                    "sandbox.require_permission_by_risk.{} is set",
+                    tool.risk()
+                )
+            });
+        }
+        tool.needs_permission()
+            .then(|| format!("tool '{name}' needs permission by default"))
+    }
+}
+
+/// Sorted-key JSON of the arguments, at most 500 characters.
+fn args_summary(args: &serde_json::Value) -> String {
+    // serde_json's default map is a BTreeMap, so keys serialize sorted.
+    let text = args.to_string();
+    if text.chars().count() <= 500 {
+        return text;
+    }
+    let mut cut: String = text.chars().take(497).collect();
+    cut.push_str("...");
+    cut
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "no message".to_string()
+    }
+}

@@ -1,0 +1,155 @@
+//! The [`Tool`] trait and what a tool declares about itself.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{ToolContext, ToolError};
+
+/// How much harm a tool can do; drives the permission gate and the network policy.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum RiskLevel {
+    /// Reads only.
+    ReadOnly,
+    /// Writes inside the workspace.
+    WritesWorkspace,
+    /// Reaches the network.
+    Network,
+    /// Executes programs.
+    Exec,
+}
+
+impl RiskLevel {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RiskLevel::ReadOnly => "read_only",
+            RiskLevel::WritesWorkspace => "writes_workspace",
+            RiskLevel::Network => "network",
+            RiskLevel::Exec => "exec",
+        }
+    }
+}
+
+impl std::fmt::Display for RiskLevel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Whether a path argument is read or written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PathAccess {
+    /// Checked against the read allowlist.
+    Read,
+    /// Checked against the write allowlist.
+    Write,
+}
+
+/// A path-valued argument of a tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathArg {
+    /// The argument's name in the JSON object.
+    pub name: &'static str,
+    /// How the tool uses it.
+    pub access: PathAccess,
+}
+
+impl PathArg {
+    /// A path the tool reads.
+    pub const fn read(name: &'static str) -> Self {
+        PathArg {
+            name,
+            access: PathAccess::Read,
+        }
+    }
+    /// A path the tool writes.
+    pub const fn write(name: &'static str) -> Self {
+        PathArg {
+            name,
+            access: PathAccess::Write,
+        }
+    }
+}
+
+/// What a successful tool call produced.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolOutput {
+    /// Text for the model (the sandbox caps and redacts it).
+    pub text: String,
+    /// Files the call wrote (reported as the run's artifacts).
+    pub artifacts: Vec<PathBuf>,
+}
+
+impl ToolOutput {
+    /// Output with text only.
+    pub fn text(text: impl Into<String>) -> Self {
+        ToolOutput {
+            text: text.into(),
+            artifacts: Vec::new(),
+        }
+    }
+
+    /// Output that wrote `path`.
+    pub fn wrote(text: impl Into<String>, path: PathBuf) -> Self {
+        ToolOutput {
+            text: text.into(),
+            artifacts: vec![path],
+        }
+    }
+}
+
+/// A tool an agent can call. Executed only through [`crate::Sandbox::execute`].
+#[async_trait::async_trait]
+pub trait Tool: Send + Sync {
+    /// Unique name (`read_file`).
+    fn name(&self) -> &str;
+
+    /// One or two sentences for the model.
+    fn description(&self) -> &str;
+
+    /// JSON schema of the arguments object; derive it with [`schema_for`].
+    fn parameters(&self) -> serde_json::Value;
+
+    /// Risk level.
+    fn risk(&self) -> RiskLevel;
+
+    /// Whether a person must approve a call unless configuration says otherwise.
+    fn needs_permission(&self) -> bool {
+        false
+    }
+
+    /// Arguments that are paths. Every one is confined by the sandbox before the call, and the
+    /// tool gets the resolved path from [`ToolContext::path`].
+    fn path_args(&self) -> &[PathArg] {
+        &[]
+    }
+
+    /// The argument that holds a command line, if this tool executes one. The sandbox parses
+    /// and checks it; the tool gets it from [`ToolContext::command`].
+    fn command_arg(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// Run the call. Arguments have been validated against [`Tool::parameters`].
+    ///
+    /// # Errors
+    /// A [`ToolError`] the model will see as the tool's failure.
+    async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError>;
+}
+
+/// The JSON schema of `T` as a `serde_json::Value`, for [`Tool::parameters`].
+///
+/// Use `#[serde(deny_unknown_fields)]` on `T` so unexpected arguments are refused.
+pub fn schema_for<T: schemars::JsonSchema>() -> serde_json::Value {
+    let mut v = schemars::schema_for!(T).to_value();
+    if let Some(obj) = v.as_object_mut() {
+        // The model does not need these and they only cost tokens.
+        obj.remove("$schema");
+        obj.remove("title");
+    }
+    v
+}
