@@ -1,2 +1,102 @@
-//! `lsm`.
-fn main() {}
+//! `lsm`: the command-line program. It is the composition root — the one place where the
+//! concrete crates (providers, sandbox, harness, agents) are wired together.
+//!
+//! # What this program must never do
+//!
+//! - Print anything but the final run summary on stdout under `--json`.
+//! - Exit 0 when a run did not finish: exit codes say how it ended (see [`exit`]).
+//! - Lose a run's records: the harness writes them, also when the run fails.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod agent_run;
+mod config;
+mod exit;
+mod progress;
+mod tools_cmd;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+/// lsm — run LLM agents in bounded phases over sandboxed tools.
+#[derive(Debug, Parser)]
+#[command(name = "lsm", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    /// Configuration file (default: ./lsm.toml when it exists).
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+
+    /// More log output on stderr (-v info, -vv debug).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run and inspect agents.
+    #[command(subcommand)]
+    Agent(AgentCommand),
+    /// Inspect the tools agents can use.
+    #[command(subcommand)]
+    Tools(ToolsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum AgentCommand {
+    /// Run an agent on a task.
+    Run(agent_run::RunArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum ToolsCommand {
+    /// List every built-in tool: name, risk level, description.
+    List(ListArgs),
+}
+
+#[derive(Debug, Args)]
+struct ListArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::OK
+            };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    init_logging(cli.verbose);
+    let code = match cli.command {
+        Command::Tools(ToolsCommand::List(args)) => tools_cmd::list(args.json),
+        Command::Agent(AgentCommand::Run(args)) => agent_run::run(cli.config.as_deref(), args),
+    };
+    ExitCode::from(code)
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("LSM_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .without_time()
+        .try_init();
+}

@@ -1,1 +1,41 @@
-//! The harness.
+//! The agent harness: bounded LLM + tool phases over a provider and a sandbox.
+//!
+//! [`AgentHarness`] implements [`lsm_phase::PhaseExecutor`]. One harness lives for one agent
+//! run and owns everything an agent must not touch: the conversation contexts (one history,
+//! conversation id and last response id per `context_label`), the token budget, the stop
+//! signal, the provider, the sandbox, and the run's records. [`HarnessFactory`] implements
+//! [`lsm_phase::ExecutorFactory`] so the agent layer can ask for a harness without naming it.
+//!
+//! One iteration: check budget → check stop → assemble messages (system prompt, standing
+//! memory, the label's history under the context strategy) → one provider call with
+//! `max_output_tokens` capped to what is left of the budget → record → `block` ends the phase
+//! as blocked, no tool call ends it as done → every requested call is checked against the
+//! allowlist and the phase's `tool_names`, run through the sandbox, recorded, and fed back.
+//!
+//! Records, under `<agents_folder>/<agent>/logs/<run_id>/`: `transcript.jsonl`, appended and
+//! flushed event by event, and `run_summary.json`, written when the run finishes (also when it
+//! fails).
+//!
+//! # What this crate must never do
+//!
+//! - Put an accounting figure in a [`lsm_phase::PhaseResult`]: tokens and cost stay here.
+//! - Make an LLM call once the budget is exhausted, in this phase or any later one.
+//! - Let a tool failure, a provider failure or a record failure escape as a panic: each ends
+//!   as an error result fed to the model or as an `error` stop, and is recorded.
+//! - Execute a tool except through [`lsm_sandbox::Sandbox::execute`].
+
+mod config;
+mod contexts;
+mod factory;
+mod harness;
+mod memory;
+mod records;
+
+pub use config::{ContextStrategy, HarnessConfig};
+pub use factory::HarnessFactory;
+pub use harness::{AgentHarness, BLOCK_TOOL, EventSink, RunReport, RunUsage};
+pub use memory::{MemoryProvider, NoMemory};
+pub use records::{
+    ApprovalsDenials, ContextTracking, LabelTracking, RunSummary, TokenUsage, ToolApprovalCounts,
+    extract_constraints,
+};

@@ -65,7 +65,10 @@ impl StopReason {
     /// Whether a multi-phase agent should stop starting new phases after this one
     /// (budget gone or stop requested: later phases would return at once anyway).
     pub fn ends_run(self) -> bool {
-        matches!(self, StopReason::BudgetExhausted | StopReason::StopRequested)
+        matches!(
+            self,
+            StopReason::BudgetExhausted | StopReason::StopRequested
+        )
     }
 }
 

@@ -46,6 +46,9 @@ pub struct ScriptedResponse {
     /// Response id (default `scripted-<n>`).
     #[serde(default)]
     pub response_id: Option<String>,
+    /// Wait this long before answering, like a slow model (for stop and timeout tests).
+    #[serde(default)]
+    pub delay_ms: Option<u64>,
 }
 
 impl ScriptedResponse {
@@ -224,12 +227,18 @@ impl Provider for ScriptedProvider {
             Some(Err(e)) => return Err(e.clone()),
             Some(Ok(r)) => r,
         };
+        if let Some(ms) = scripted.delay_ms {
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        }
         let tool_calls: Vec<ToolCall> = scripted
             .tool_calls
             .iter()
             .enumerate()
             .map(|(i, c)| ToolCall {
-                id: c.id.clone().unwrap_or_else(|| format!("call_{}_{}", n + 1, i)),
+                id: c
+                    .id
+                    .clone()
+                    .unwrap_or_else(|| format!("call_{}_{}", n + 1, i)),
                 name: c.name.clone(),
                 arguments: c.arguments.clone(),
             })
@@ -346,6 +355,14 @@ mod tests {
     fn unreadable_file_names_the_path() {
         let e = ScriptedProvider::from_file(Path::new("/no/such/script.jsonl")).unwrap_err();
         assert!(e.to_string().contains("/no/such/script.jsonl"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn delay_ms_holds_the_answer_back() {
+        let p = ScriptedProvider::from_jsonl("s", "{\"text\": \"slow\", \"delay_ms\": 5000}");
+        let start = tokio::time::Instant::now();
+        assert_eq!(p.complete(&req("x")).await.unwrap().text, "slow");
+        assert!(start.elapsed() >= std::time::Duration::from_millis(5000));
     }
 
     #[tokio::test]

@@ -1,8 +1,19 @@
-//! Command-line policy for tools that execute programs. IMPLEMENTATION PENDING.
+//! Command-line policy for tools that execute programs.
+//!
+//! A command line is never given to a shell. It is split into words here (with `shlex`'s
+//! POSIX quoting rules), the only shell syntax understood is `<`, `>` and `>>` redirection,
+//! and everything that would make a shell do more than run one program — chaining, pipes,
+//! substitution, variables, background jobs — is refused outright, quoted or not, so that
+//! no quoting subtlety can ever change what runs.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use crate::PathAccess;
 use crate::paths::PathPolicy;
+
+mod parse;
+
+use parse::parse;
 
 /// An output redirection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,7 +27,8 @@ pub struct Redirect {
 /// A parsed command line that passed the policy. Executed without a shell.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckedCommand {
-    /// The program (as given; looked up on the scrubbed PATH).
+    /// The program: a bare name looked up on the scrubbed PATH, an absolute path, or (for a
+    /// relative path such as `./tool`) the confined absolute path.
     pub program: String,
     /// Its arguments, unexpanded.
     pub args: Vec<String>,
@@ -26,15 +38,595 @@ pub struct CheckedCommand {
     pub stdout: Option<Redirect>,
 }
 
+/// Programs that reach the network; refused whenever network access is off, whatever the
+/// deny list says.
+const NETWORK_PROGRAMS: &[&str] = &[
+    "curl", "wget", "nc", "ncat", "ssh", "scp", "rsync", "ftp", "telnet",
+];
+
+/// Shell syntax refused anywhere in the line, with what it would have done. Longer
+/// operators come first so the message names the one actually used.
+const FORBIDDEN: &[(&str, &str)] = &[
+    ("$(", "command substitution"),
+    ("${", "variable expansion"),
+    ("<(", "process substitution"),
+    (">(", "process substitution"),
+    ("&&", "command chaining"),
+    ("||", "command chaining"),
+    ("&>", "redirecting stderr"),
+    (";", "command chaining"),
+    ("|", "a pipe"),
+    ("&", "a background job or file-descriptor redirection"),
+    ("`", "command substitution"),
+    ("$", "variable expansion"),
+    ("\n", "a second command line"),
+    ("\r", "a carriage return"),
+    ("\0", "a NUL byte"),
+];
+
+/// The command allow/deny lists.
 #[derive(Debug)]
-pub(crate) struct CommandPolicy {}
+pub(crate) struct CommandPolicy {
+    allow: Vec<String>,
+    deny: Vec<String>,
+    allow_network: bool,
+}
 
 impl CommandPolicy {
-    pub(crate) fn new(_allow: &[String], _deny: &[String], _allow_network: bool) -> Self {
-        CommandPolicy {}
+    /// Lists of base command names (matched case-insensitively).
+    pub(crate) fn new(allow: &[String], deny: &[String], allow_network: bool) -> Self {
+        let lower = |names: &[String]| names.iter().map(|n| n.trim().to_lowercase()).collect();
+        CommandPolicy {
+            allow: lower(allow),
+            deny: lower(deny),
+            allow_network,
+        }
     }
 
-    pub(crate) fn check(&self, _line: &str, _paths: &PathPolicy) -> Result<CheckedCommand, String> {
-        Err("command checks are not implemented yet".into())
+    /// Parse `line` and check it: syntax, program name, path arguments, redirections.
+    /// Err: the reason, for the model.
+    pub(crate) fn check(&self, line: &str, paths: &PathPolicy) -> Result<CheckedCommand, String> {
+        if line.trim().is_empty() {
+            return Err("the command is empty".into());
+        }
+        for (token, what) in FORBIDDEN {
+            if line.contains(token) {
+                return Err(format!(
+                    "'{}' ({what}) is not allowed: commands run without a shell, one program per call",
+                    token.escape_default()
+                ));
+            }
+        }
+        let parsed = parse(line)?;
+        let Some((argv0, args)) = parsed.words.split_first() else {
+            return Err("no program given (only a redirection)".into());
+        };
+        let program = self.check_program(argv0, paths)?;
+        let access = argument_access(&base_name(argv0)?, args)?;
+        check_arguments(args, paths, access)?;
+        let stdin = match &parsed.stdin {
+            Some(target) => Some(check_redirect_target(target, PathAccess::Read, paths)?),
+            None => None,
+        };
+        let stdout = match &parsed.stdout {
+            Some((target, append)) => Some(Redirect {
+                path: check_redirect_target(target, PathAccess::Write, paths)?,
+                append: *append,
+            }),
+            None => None,
+        };
+        Ok(CheckedCommand {
+            program,
+            args: args.to_vec(),
+            stdin,
+            stdout,
+        })
+    }
+
+    /// Check the program against the lists; returns what to execute.
+    fn check_program(&self, argv0: &str, paths: &PathPolicy) -> Result<String, String> {
+        let mut names = vec![base_name(argv0)?];
+        let mut program = argv0.to_string();
+        if argv0.contains('/') {
+            if argv0.starts_with('~') {
+                return Err("'~' is not expanded; give the program's full path or its name".into());
+            }
+            let path = Path::new(argv0);
+            if path.is_relative() {
+                // A program inside the workspace: it must be readable, and it is executed by
+                // its confined absolute path (a relative program path would be resolved
+                // against this process's directory, not the command's).
+                let resolved = paths
+                    .check(argv0, PathAccess::Read)
+                    .map_err(|reason| format!("program '{argv0}': {reason}"))?;
+                program = resolved
+                    .to_str()
+                    .ok_or_else(|| format!("program '{argv0}' resolves to a non-UTF-8 path"))?
+                    .to_string();
+            }
+            // A link such as `./x -> /bin/sh` is judged by what it runs too.
+            if let Ok(real) = std::fs::canonicalize(Path::new(&program)) {
+                if let Some(name) = real.file_name().and_then(|n| n.to_str()) {
+                    names.push(name.to_lowercase());
+                }
+            }
+        }
+        for name in &names {
+            let unversioned = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+            if self.deny.iter().any(|d| d == name || d == unversioned) {
+                return Err(format!("'{name}' is on the command denylist"));
+            }
+            if !self.allow_network
+                && NETWORK_PROGRAMS
+                    .iter()
+                    .any(|n| *n == name.as_str() || *n == unversioned)
+            {
+                return Err(format!(
+                    "'{name}' reaches the network, which this sandbox does not allow"
+                ));
+            }
+        }
+        if !self.allow.is_empty() && !self.allow.iter().any(|a| *a == names[0]) {
+            return Err(format!(
+                "'{}' is not on the command allowlist (allowed: {})",
+                names[0],
+                self.allow.join(", ")
+            ));
+        }
+        Ok(program)
+    }
+}
+
+/// Programs that create, change or delete the files named by their arguments. Their path
+/// arguments must be inside the write allowlist too (the read allowlist alone would let
+/// `rm` delete read-only documents), and every positional argument counts as a path
+/// (`touch notes` names a file without looking like one).
+const WRITING_PROGRAMS: &[&str] = &[
+    "rm", "rmdir", "mv", "cp", "touch", "mkdir", "ln", "tee", "truncate", "shred", "unlink",
+    "install", "patch", "split", "csplit",
+];
+
+/// Programs whose job is to run another program, which the lists would never see.
+const PROGRAM_RUNNERS: &[&str] = &[
+    "nice", "timeout", "stdbuf", "time", "watch", "strace", "ltrace", "ionice", "chroot", "setsid",
+    "flock", "taskset", "unshare", "nsenter", "chrt", "busybox", "command", "sg", "script",
+    "parallel",
+];
+
+/// How the arguments of `base` are checked: as reads, or also as writes for programs that
+/// write to them (`sed -i`, `find -delete`, [`WRITING_PROGRAMS`]). Err for ways of running
+/// another program (`find -exec`, [`PROGRAM_RUNNERS`]).
+fn argument_access(base: &str, args: &[String]) -> Result<PathAccess, String> {
+    if PROGRAM_RUNNERS.contains(&base) {
+        return Err(format!(
+            "'{base}' runs another program, which the command policy could not check; run that program directly"
+        ));
+    }
+    let writes = match base {
+        "sed" => args.iter().any(|a| {
+            a.starts_with("--in-place")
+                || (a.starts_with('-') && !a.starts_with("--") && a.contains('i'))
+        }),
+        "find" => {
+            if let Some(flag) = args
+                .iter()
+                .find(|a| matches!(a.as_str(), "-exec" | "-execdir" | "-ok" | "-okdir"))
+            {
+                return Err(format!(
+                    "'find {flag}' runs other programs, which the command policy could not check; find the files, then run the program directly"
+                ));
+            }
+            args.iter()
+                .any(|a| a == "-delete" || a.starts_with("-fprint") || a == "-fls")
+        }
+        _ => WRITING_PROGRAMS.contains(&base),
+    };
+    Ok(if writes {
+        PathAccess::Write
+    } else {
+        PathAccess::Read
+    })
+}
+
+/// The lowercased file name of `argv0` (`/bin/LS` → `ls`).
+fn base_name(argv0: &str) -> Result<String, String> {
+    Path::new(argv0)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .map(str::to_lowercase)
+        .ok_or_else(|| format!("'{argv0}' is not a program name"))
+}
+
+/// Check every argument that could name a file: as a read path, and with
+/// `PathAccess::Write` also as a write path (and then every positional argument is a path).
+fn check_arguments(args: &[String], paths: &PathPolicy, access: PathAccess) -> Result<(), String> {
+    let writes = access == PathAccess::Write;
+    let mut options_ended = false;
+    for arg in args {
+        if options_ended || !arg.starts_with('-') || arg == "-" {
+            if (writes && arg != "-") || is_path_like(arg, paths) {
+                check_path(arg, arg, paths, access)?;
+            }
+            continue;
+        }
+        if arg == "--" {
+            options_ended = true;
+            continue;
+        }
+        if let Some((_, value)) = arg.split_once('=') {
+            // `--file=/etc/passwd`
+            if value.contains('/') || value.starts_with('.') || value.starts_with('~') {
+                check_path(value, arg, paths, access)?;
+            }
+        } else if !arg.starts_with("--") && arg.contains('/') {
+            // `-f/etc/passwd`: getopt takes the value right after the option letter.
+            check_path(after_option_letter(arg), arg, paths, access)?;
+            // `-xf/etc/passwd` is `-x -f /etc/passwd` for some programs: when only option
+            // letters come before the first '/', the absolute tail is a path too.
+            if let Some(slash) = arg.find('/') {
+                if slash > 2 && arg[1..slash].bytes().all(|b| b.is_ascii_alphabetic()) {
+                    check_path(&arg[slash..], arg, paths, access)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `-fvalue` → `value` (the text after the dash and one option letter).
+fn after_option_letter(arg: &str) -> &str {
+    arg.char_indices().nth(2).map_or("", |(i, _)| &arg[i..])
+}
+
+/// Whether a positional argument could be a path: it has a '/', starts with '.' or '~', or
+/// names something in the working directory.
+fn is_path_like(arg: &str, paths: &PathPolicy) -> bool {
+    arg.contains('/')
+        || arg.starts_with('.')
+        || arg.starts_with('~')
+        || (!arg.is_empty() && !arg.contains('\0') && paths.working_dir().join(arg).exists())
+}
+
+/// Check `path` (from argument `arg`) for reading, and for writing too when `access` says so.
+fn check_path(path: &str, arg: &str, paths: &PathPolicy, access: PathAccess) -> Result<(), String> {
+    if path.starts_with('~') {
+        return Err(format!(
+            "argument '{arg}': '~' is not expanded; give an absolute path or one relative to the working directory"
+        ));
+    }
+    let mut checks = vec![PathAccess::Read];
+    if access == PathAccess::Write {
+        checks.push(PathAccess::Write);
+    }
+    for check in checks {
+        paths
+            .check(path, check)
+            .map_err(|reason| format!("argument '{arg}': {reason}"))?;
+    }
+    Ok(())
+}
+
+fn check_redirect_target(
+    target: &str,
+    access: PathAccess,
+    paths: &PathPolicy,
+) -> Result<PathBuf, String> {
+    paths
+        .check(target, access)
+        .map_err(|reason| format!("redirection target '{target}': {reason}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fixture {
+        _tmp: tempfile::TempDir,
+        root: PathBuf,
+        paths: PathPolicy,
+    }
+
+    fn fixture() -> Fixture {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap().join("ws");
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        std::fs::write(root.join("notes.txt"), "n").unwrap();
+        let paths = PathPolicy::new(
+            std::slice::from_ref(&root),
+            std::slice::from_ref(&root),
+            &root,
+        )
+        .unwrap();
+        Fixture {
+            _tmp: tmp,
+            root,
+            paths,
+        }
+    }
+
+    fn default_policy() -> CommandPolicy {
+        CommandPolicy::new(&[], &crate::config::default_command_denylist(), false)
+    }
+
+    #[test]
+    fn parses_plain_command() {
+        let f = fixture();
+        let cmd = default_policy()
+            .check("ls -la 'src' \"notes.txt\"", &f.paths)
+            .unwrap();
+        assert_eq!(cmd.program, "ls");
+        assert_eq!(cmd.args, ["-la", "src", "notes.txt"]);
+        assert_eq!(cmd.stdin, None);
+        assert_eq!(cmd.stdout, None);
+    }
+
+    #[test]
+    fn refuses_each_forbidden_token() {
+        let f = fixture();
+        let policy = default_policy();
+        for (line, token) in [
+            ("ls; rm x", ";"),
+            ("ls && rm x", "&&"),
+            ("ls || rm x", "||"),
+            ("ls | wc", "|"),
+            ("sleep 1 &", "&"),
+            ("echo `id`", "`"),
+            ("echo $(id)", "$("),
+            ("echo ${HOME}", "${"),
+            ("echo $HOME", "$"),
+            ("echo 'a$'", "$"),
+            ("ls\nrm x", "\\n"),
+            ("diff <(ls) x", "<("),
+            ("tee >(cat)", ">("),
+            ("ls &> out", "&>"),
+        ] {
+            let err = policy.check(line, &f.paths).unwrap_err();
+            assert!(err.contains(&format!("'{token}'")), "{line:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn refuses_bad_syntax() {
+        let f = fixture();
+        let policy = default_policy();
+        for (line, needle) in [
+            ("", "empty"),
+            ("   ", "empty"),
+            ("echo 'unbalanced", "unbalanced"),
+            ("echo hi 2> err.txt", "file descriptor"),
+            ("echo hi 2>>err.txt", "file descriptor"),
+            ("cat << EOF", "here-documents"),
+            ("echo hi >", "no target"),
+            ("> out.txt", "no program"),
+            ("echo a > x > y", "more than one output"),
+            ("cat < a < b", "more than one input"),
+        ] {
+            let err = policy.check(line, &f.paths).unwrap_err();
+            assert!(err.contains(needle), "{line:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn deny_list_is_case_insensitive_on_base_name() {
+        let f = fixture();
+        let deny = ["RM", "sudo", "python", "sh"].map(String::from);
+        let policy = CommandPolicy::new(&[], &deny, false);
+        for line in [
+            "/bin/RM -rf x",
+            "rm x",
+            "Sudo ls",
+            "/usr/bin/python3.12 -c 1",
+            "SH -c ls",
+        ] {
+            let err = policy.check(line, &f.paths).unwrap_err();
+            assert!(err.contains("denylist"), "{line}: {err}");
+        }
+        assert!(policy.check("ls", &f.paths).is_ok());
+        let defaults = default_policy();
+        assert!(
+            defaults
+                .check("BASH -c ls", &f.paths)
+                .unwrap_err()
+                .contains("denylist")
+        );
+    }
+
+    #[test]
+    fn allow_list_applies_after_deny_list() {
+        let f = fixture();
+        let policy = CommandPolicy::new(&["LS".into(), "cat".into()], &["cat".into()], false);
+        assert_eq!(
+            policy.check("/bin/ls", &f.paths).unwrap().program,
+            "/bin/ls"
+        );
+        assert!(
+            policy
+                .check("cat x", &f.paths)
+                .unwrap_err()
+                .contains("denylist")
+        );
+        let err = policy.check("echo x", &f.paths).unwrap_err();
+        assert!(err.contains("not on the command allowlist"), "{err}");
+    }
+
+    #[test]
+    fn network_programs_refused_without_network_even_with_empty_denylist() {
+        let f = fixture();
+        let offline = CommandPolicy::new(&[], &[], false);
+        for prog in NETWORK_PROGRAMS {
+            let err = offline
+                .check(&format!("{prog} example.com"), &f.paths)
+                .unwrap_err();
+            assert!(err.contains("network"), "{prog}: {err}");
+        }
+        let online = CommandPolicy::new(&[], &[], true);
+        assert!(online.check("curl example.com", &f.paths).is_ok());
+    }
+
+    #[test]
+    fn redirections_are_parsed_and_confined() {
+        let f = fixture();
+        let policy = default_policy();
+        let cmd = policy.check("echo hi >out.txt", &f.paths).unwrap();
+        assert_eq!(cmd.args, ["hi"]);
+        assert_eq!(
+            cmd.stdout,
+            Some(Redirect {
+                path: f.root.join("out.txt"),
+                append: false
+            })
+        );
+        let cmd = policy.check("echo hi>>log/out.txt more", &f.paths).unwrap();
+        assert_eq!(cmd.args, ["hi", "more"]);
+        assert_eq!(
+            cmd.stdout,
+            Some(Redirect {
+                path: f.root.join("log/out.txt"),
+                append: true
+            })
+        );
+        let cmd = policy.check("wc -l < notes.txt", &f.paths).unwrap();
+        assert_eq!(cmd.args, ["-l"]);
+        assert_eq!(cmd.stdin, Some(f.root.join("notes.txt")));
+        let err = policy
+            .check("echo hi > /tmp/evil.txt", &f.paths)
+            .unwrap_err();
+        assert!(err.contains("redirection target"), "{err}");
+        let err = policy.check("cat </etc/passwd", &f.paths).unwrap_err();
+        assert!(err.contains("redirection target"), "{err}");
+    }
+
+    #[test]
+    fn quoted_angle_brackets_are_arguments() {
+        let f = fixture();
+        let cmd = default_policy()
+            .check("grep '<div>' notes.txt", &f.paths)
+            .unwrap();
+        assert_eq!(cmd.args, ["<div>", "notes.txt"]);
+        assert_eq!(cmd.stdout, None);
+        let cmd = default_policy().check("echo \"a > b\"", &f.paths).unwrap();
+        assert_eq!(cmd.args, ["a > b"]);
+    }
+
+    #[test]
+    fn comment_hides_the_rest() {
+        let f = fixture();
+        let cmd = default_policy()
+            .check("echo hi # > /etc/x", &f.paths)
+            .unwrap();
+        assert_eq!(cmd.args, ["hi"]);
+        assert_eq!(cmd.stdout, None);
+    }
+
+    #[test]
+    fn path_arguments_are_checked() {
+        let f = fixture();
+        let policy = default_policy();
+        for line in [
+            "cat /etc/passwd",
+            "cat ../x",
+            "cat src/../../x",
+            "grep --file=/etc/passwd x",
+            "grep -f/etc/passwd x",
+            "tar -xf/etc/passwd",
+            "cat ~/secret",
+            "cat -- /etc/passwd",
+            "grep --file=~/x y",
+        ] {
+            let err = policy.check(line, &f.paths).unwrap_err();
+            assert!(err.contains("argument"), "{line}: {err}");
+        }
+        for line in [
+            "cat notes.txt",
+            "cat ./notes.txt",
+            "ls src/",
+            "grep -rn foo src",
+            "grep --color=never foo",
+            "cc -I./src x.c",
+            "/usr/bin/ls",
+        ] {
+            assert!(policy.check(line, &f.paths).is_ok(), "{line}");
+        }
+    }
+
+    #[test]
+    fn writing_programs_need_write_paths() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().canonicalize().unwrap();
+        let (docs, ws) = (base.join("docs"), base.join("ws"));
+        std::fs::create_dir_all(&docs).unwrap();
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(docs.join("report.txt"), "r").unwrap();
+        // Both folders readable, only ws writable; commands run in docs.
+        let paths = PathPolicy::new(
+            &[docs.clone(), ws.clone()],
+            std::slice::from_ref(&ws),
+            &docs,
+        )
+        .unwrap();
+        let policy = default_policy();
+        assert!(policy.check("cat report.txt", &paths).is_ok());
+        for line in [
+            "rm report.txt".to_string(),
+            "touch newfile".to_string(),
+            "mv report.txt x".to_string(),
+            format!("cp report.txt {}", ws.join("copy.txt").display()),
+            "sed -i s/r/x/ report.txt".to_string(),
+            "find . -delete".to_string(),
+            format!("cp -t {} report.txt", ws.display()),
+        ] {
+            let err = policy.check(&line, &paths).unwrap_err();
+            assert!(
+                err.contains("outside the allowed write paths"),
+                "{line}: {err}"
+            );
+        }
+        assert!(policy.check("sed -n 1p report.txt", &paths).is_ok());
+        let inside = format!("touch {}", ws.join("new.txt").display());
+        assert!(policy.check(&inside, &paths).is_ok());
+    }
+
+    #[test]
+    fn programs_that_run_programs_are_refused() {
+        let f = fixture();
+        let policy = default_policy();
+        for line in [
+            "timeout 5 python3 x.py",
+            "nice rm x",
+            "find . -exec rm {} +",
+            "busybox sh",
+        ] {
+            let err = policy.check(line, &f.paths).unwrap_err();
+            assert!(err.contains("runs"), "{line}: {err}");
+        }
+        assert!(policy.check("find . -name '*.rs'", &f.paths).is_ok());
+    }
+
+    #[test]
+    fn relative_program_is_confined_and_made_absolute() {
+        let f = fixture();
+        let policy = default_policy();
+        let cmd = policy.check("./tool.sh arg", &f.paths).unwrap();
+        assert_eq!(cmd.program, f.root.join("tool.sh").to_str().unwrap());
+        assert!(policy.check("../tool.sh", &f.paths).is_err());
+    }
+
+    #[test]
+    fn program_link_is_judged_by_its_target() {
+        let f = fixture();
+        let sh = std::fs::canonicalize("/bin/sh").unwrap();
+        std::os::unix::fs::symlink(&sh, f.root.join("innocent")).unwrap();
+        let policy = CommandPolicy::new(
+            &[],
+            &[sh.file_name().unwrap().to_str().unwrap().into()],
+            false,
+        );
+        let link = f.root.join("innocent");
+        let err = policy
+            .check(&format!("{} -c id", link.display()), &f.paths)
+            .unwrap_err();
+        assert!(err.contains("denylist"), "{err}");
+        // Run by a relative path, the link's target is outside the read roots.
+        assert!(policy.check("./innocent -c id", &f.paths).is_err());
     }
 }

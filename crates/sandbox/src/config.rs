@@ -93,9 +93,9 @@ impl Default for SandboxConfig {
 pub fn default_command_denylist() -> Vec<String> {
     [
         "sudo", "su", "doas", "dd", "mkfs", "mount", "umount", "shutdown", "reboot", "halt",
-        "poweroff", "chown", "chmod", "sh", "bash", "zsh", "dash", "fish", "env", "xargs",
-        "eval", "exec", "nohup", "curl", "wget", "nc", "ncat", "ssh", "scp", "rsync", "ftp",
-        "telnet", "python", "python3", "perl", "ruby", "node",
+        "poweroff", "chown", "chmod", "sh", "bash", "zsh", "dash", "fish", "env", "xargs", "eval",
+        "exec", "nohup", "curl", "wget", "nc", "ncat", "ssh", "scp", "rsync", "ftp", "telnet",
+        "python", "python3", "perl", "ruby", "node",
     ]
     .map(String::from)
     .to_vec()

@@ -30,9 +30,10 @@ impl ToolContext {
     /// When `name` is not a declared path argument or was absent from the call: a tool can
     /// only ever open paths the sandbox checked.
     pub fn path(&self, name: &str) -> Result<&Path, ToolError> {
-        self.paths.get(name).map(PathBuf::as_path).ok_or_else(|| {
-            ToolError::InvalidArguments(format!("missing path argument '{name}'"))
-        })
+        self.paths
+            .get(name)
+            .map(PathBuf::as_path)
+            .ok_or_else(|| ToolError::InvalidArguments(format!("missing path argument '{name}'")))
     }
 
     /// The confined path of `name`, or `None` when the optional argument was not given.
@@ -86,10 +87,7 @@ impl ToolContext {
     ) -> Self {
         ToolContext {
             args,
-            paths: paths
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect(),
+            paths: paths.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
             command: None,
             max_write_bytes: 10 * 1024 * 1024,
             timeout: Duration::from_secs(30),

@@ -87,7 +87,9 @@ pub enum ExecError {
         reason: String,
     },
     /// Too many calls of this tool in the current window.
-    #[error("Tool '{tool}' is rate limited: at most {calls} calls per {per_seconds} s; wait before calling it again")]
+    #[error(
+        "Tool '{tool}' is rate limited: at most {calls} calls per {per_seconds} s; wait before calling it again"
+    )]
     RateLimited {
         /// Tool.
         tool: String,

@@ -14,7 +14,9 @@
 //! 4. read/write path allowlists for every declared path argument (empty, NUL, `..` before and
 //!    after resolving, escaping symlinks, anything outside the allowlists are refused);
 //! 5. command policy for a declared command argument (chaining and substitution refused,
-//!    allow/deny lists on the base command name, path arguments and redirections checked);
+//!    allow/deny lists on the base command name, network programs refused without network
+//!    access, programs that run other programs refused, path arguments and redirections
+//!    checked — as writes for programs that write to their arguments, such as `rm` or `cp`);
 //! 6. a rate limit per tool;
 //! 7. the runner: a timeout, panics caught, an output cap with `[TRUNCATED n bytes]`, secrets
 //!    redacted.

@@ -1,24 +1,395 @@
-//! Path confinement. IMPLEMENTATION PENDING (sandbox helper).
+//! Path confinement: every path a tool touches must resolve inside the read or write
+//! allowlist.
+//!
+//! Resolution follows symlinks (via `canonicalize`), so a link inside a root that points
+//! outside is judged by where it points. A path that does not exist yet is judged by its
+//! deepest existing ancestor plus the rest, which contains no `..` (refused up front), so
+//! creating it cannot land anywhere else.
+//!
+//! These checks are synchronous: they are a handful of `stat`/`readlink` calls, far cheaper
+//! than moving the work to a blocking thread.
 
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::{Component, Path, PathBuf};
 
 use crate::{PathAccess, SandboxConfigError};
 
 /// The read and write allowlists, resolved once.
 #[derive(Debug)]
-pub(crate) struct PathPolicy {}
+pub(crate) struct PathPolicy {
+    read_roots: Vec<PathBuf>,
+    write_roots: Vec<PathBuf>,
+    working_dir: PathBuf,
+}
 
 impl PathPolicy {
+    /// Canonicalize the allowlist roots and the working directory.
+    ///
+    /// # Errors
+    /// [`SandboxConfigError::BadAllowlistPath`] when one of them does not exist or cannot be
+    /// resolved.
     pub(crate) fn new(
-        _read: &[PathBuf],
-        _write: &[PathBuf],
-        _working_dir: &Path,
+        read: &[PathBuf],
+        write: &[PathBuf],
+        working_dir: &Path,
     ) -> Result<Self, SandboxConfigError> {
-        Ok(PathPolicy {})
+        Ok(PathPolicy {
+            read_roots: read
+                .iter()
+                .map(|p| canonical_root(p))
+                .collect::<Result<_, _>>()?,
+            write_roots: write
+                .iter()
+                .map(|p| canonical_root(p))
+                .collect::<Result<_, _>>()?,
+            working_dir: canonical_root(working_dir)?,
+        })
     }
 
-    /// Resolve `raw` (relative to the working dir) and confine it. Err: the reason.
-    pub(crate) fn check(&self, _raw: &str, _access: PathAccess) -> Result<PathBuf, String> {
-        Err("path checks are not implemented yet".into())
+    /// The canonical working directory (base of relative paths).
+    pub(crate) fn working_dir(&self) -> &Path {
+        &self.working_dir
+    }
+
+    /// Resolve `raw` (relative to the working directory) and confine it to the roots for
+    /// `access`. Returns the absolute, symlink-free path. Err: the reason, for the model.
+    pub(crate) fn check(&self, raw: &str, access: PathAccess) -> Result<PathBuf, String> {
+        if raw.is_empty() {
+            return Err("the path is empty".into());
+        }
+        if raw.contains('\0') {
+            return Err("the path contains a NUL byte".into());
+        }
+        let raw_path = Path::new(raw);
+        if raw_path.components().any(|c| c == Component::ParentDir) {
+            return Err(
+                "'..' is not allowed in paths; give a path inside the allowed folders".into(),
+            );
+        }
+        if raw.starts_with('~') {
+            return Err(
+                "'~' is not expanded; give an absolute path or one relative to the working directory"
+                    .into(),
+            );
+        }
+        let roots = match access {
+            PathAccess::Read => &self.read_roots,
+            PathAccess::Write => &self.write_roots,
+        };
+        if roots.is_empty() {
+            return Err(match access {
+                PathAccess::Read => "No read paths are allowed".into(),
+                PathAccess::Write => "No write paths are allowed".into(),
+            });
+        }
+        let joined = self.working_dir.join(raw_path); // an absolute `raw` replaces the base
+        let resolved = resolve(&joined)?;
+        if resolved.components().any(|c| c == Component::ParentDir) || !resolved.is_absolute() {
+            return Err(format!(
+                "the path resolves to '{}', which is not a plain absolute path",
+                resolved.display()
+            ));
+        }
+        if roots.iter().any(|root| resolved.starts_with(root)) {
+            Ok(resolved)
+        } else {
+            let kind = match access {
+                PathAccess::Read => "read",
+                PathAccess::Write => "write",
+            };
+            let allowed: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+            Err(format!(
+                "it resolves to '{}', which is outside the allowed {kind} paths ({})",
+                resolved.display(),
+                allowed.join(", ")
+            ))
+        }
+    }
+}
+
+fn canonical_root(path: &Path) -> Result<PathBuf, SandboxConfigError> {
+    std::fs::canonicalize(path).map_err(|e| SandboxConfigError::BadAllowlistPath {
+        path: path.to_path_buf(),
+        message: format!("{e}; create the folder or fix the path in the sandbox configuration"),
+    })
+}
+
+/// Canonicalize `path`; when it does not exist, canonicalize its deepest existing ancestor and
+/// append the rest. `path` is absolute and has no `..` component.
+fn resolve(path: &Path) -> Result<PathBuf, String> {
+    let components: Vec<Component<'_>> = path.components().collect();
+    // Try the whole path, then ever shorter prefixes. Component 0 is the root, which exists.
+    for keep in (1..=components.len()).rev() {
+        let prefix: PathBuf = components[..keep].iter().collect();
+        match std::fs::canonicalize(&prefix) {
+            Ok(mut resolved) => {
+                resolved.extend(&components[keep..]);
+                return Ok(resolved);
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                // Missing, or a symlink whose target is missing. Writing through a dangling
+                // link would create its target wherever it points, so refuse those.
+                if std::fs::symlink_metadata(&prefix).is_ok() {
+                    return Err(format!(
+                        "'{}' is a symbolic link whose target does not exist",
+                        prefix.display()
+                    ));
+                }
+            }
+            Err(e) => {
+                return Err(format!("cannot resolve '{}': {e}", prefix.display()));
+            }
+        }
+    }
+    Err(format!("cannot resolve '{}'", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::symlink;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// A tempdir with `root/` (allowed), `outside/` (not), and links from inside to both.
+    struct Fixture {
+        _tmp: tempfile::TempDir,
+        root: PathBuf,
+        outside: PathBuf,
+        policy: PathPolicy,
+    }
+
+    fn fixture() -> Fixture {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().canonicalize().unwrap();
+        let root = base.join("root");
+        let outside = base.join("outside");
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(root.join("a/file.txt"), "x").unwrap();
+        std::fs::write(outside.join("secret.txt"), "s").unwrap();
+        symlink(root.join("a"), root.join("in_link")).unwrap();
+        symlink(&outside, root.join("out_link")).unwrap();
+        symlink(outside.join("secret.txt"), root.join("out_file")).unwrap();
+        symlink(outside.join("nothing"), root.join("dangling")).unwrap();
+        symlink("../outside", root.join("rel_out")).unwrap();
+        let policy = PathPolicy::new(
+            std::slice::from_ref(&root),
+            std::slice::from_ref(&root),
+            &root,
+        )
+        .unwrap();
+        Fixture {
+            _tmp: tmp,
+            root,
+            outside,
+            policy,
+        }
+    }
+
+    #[test]
+    fn missing_root_is_a_config_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        let missing = tmp.path().join("nope");
+        let err = PathPolicy::new(std::slice::from_ref(&missing), &[], tmp.path()).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("nope"), "{msg}");
+        assert!(msg.contains("create the folder"), "{msg}");
+    }
+
+    #[test]
+    fn accepts_existing_and_new_paths_inside() {
+        let f = fixture();
+        assert_eq!(
+            f.policy.check("a/file.txt", PathAccess::Read).unwrap(),
+            f.root.join("a/file.txt")
+        );
+        assert_eq!(
+            f.policy.check("./a/./b", PathAccess::Read).unwrap(),
+            f.root.join("a/b")
+        );
+        assert_eq!(
+            f.policy.check("new/dir/x.txt", PathAccess::Write).unwrap(),
+            f.root.join("new/dir/x.txt")
+        );
+        let abs = f.root.join("a/b/c.txt");
+        assert_eq!(
+            f.policy
+                .check(abs.to_str().unwrap(), PathAccess::Write)
+                .unwrap(),
+            abs
+        );
+        // A link that stays inside resolves to its target.
+        assert_eq!(
+            f.policy
+                .check("in_link/file.txt", PathAccess::Read)
+                .unwrap(),
+            f.root.join("a/file.txt")
+        );
+    }
+
+    #[test]
+    fn refuses_bad_raw_paths() {
+        let f = fixture();
+        assert!(
+            f.policy
+                .check("", PathAccess::Read)
+                .unwrap_err()
+                .contains("empty")
+        );
+        assert!(
+            f.policy
+                .check("a\0b", PathAccess::Read)
+                .unwrap_err()
+                .contains("NUL")
+        );
+        assert!(
+            f.policy
+                .check("a/../a", PathAccess::Read)
+                .unwrap_err()
+                .contains("..")
+        );
+        assert!(
+            f.policy
+                .check("..", PathAccess::Read)
+                .unwrap_err()
+                .contains("..")
+        );
+        assert!(
+            f.policy
+                .check("~/x", PathAccess::Read)
+                .unwrap_err()
+                .contains('~')
+        );
+    }
+
+    #[test]
+    fn refuses_outside_and_escaping_links() {
+        let f = fixture();
+        for raw in [
+            "/etc/passwd",
+            "/",
+            "out_link/secret.txt",
+            "out_link",
+            "out_file",
+            "out_link/new.txt",
+            "rel_out/secret.txt",
+        ] {
+            let err = f.policy.check(raw, PathAccess::Read).unwrap_err();
+            assert!(
+                err.contains("outside the allowed read paths"),
+                "{raw}: {err}"
+            );
+        }
+        let outside = f.outside.join("secret.txt");
+        assert!(
+            f.policy
+                .check(outside.to_str().unwrap(), PathAccess::Write)
+                .is_err()
+        );
+        let err = f.policy.check("dangling", PathAccess::Write).unwrap_err();
+        assert!(err.contains("symbolic link"), "{err}");
+        let err = f
+            .policy
+            .check("a/file.txt/x", PathAccess::Write)
+            .unwrap_err();
+        assert!(err.contains("cannot resolve"), "{err}");
+    }
+
+    #[test]
+    fn no_roots_of_a_kind() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_path_buf();
+        let read_only = PathPolicy::new(std::slice::from_ref(&root), &[], &root).unwrap();
+        assert_eq!(
+            read_only.check("x", PathAccess::Write).unwrap_err(),
+            "No write paths are allowed"
+        );
+        let none = PathPolicy::new(&[], &[], &root).unwrap();
+        assert_eq!(
+            none.check("x", PathAccess::Read).unwrap_err(),
+            "No read paths are allowed"
+        );
+    }
+
+    /// Whether `accepted` really stays inside `root`, judged independently of `check`: the
+    /// path itself (if it exists) or its deepest existing ancestor must canonicalize inside.
+    fn really_inside(accepted: &Path, root: &Path) -> bool {
+        if !accepted.starts_with(root) {
+            return false;
+        }
+        let mut probe = accepted.to_path_buf();
+        loop {
+            if let Ok(real) = probe.canonicalize() {
+                return real.starts_with(root);
+            }
+            if std::fs::symlink_metadata(&probe).is_ok() {
+                return false; // dangling link in the accepted path
+            }
+            if !probe.pop() {
+                return false;
+            }
+        }
+    }
+
+    fn segment() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("..".to_string()),
+            Just(".".to_string()),
+            Just(String::new()),
+            Just("a".to_string()),
+            Just("b".to_string()),
+            Just("file.txt".to_string()),
+            Just("in_link".to_string()),
+            Just("out_link".to_string()),
+            Just("out_file".to_string()),
+            Just("dangling".to_string()),
+            Just("rel_out".to_string()),
+            Just("secret.txt".to_string()),
+            Just("outside".to_string()),
+            Just("root".to_string()),
+            Just("~".to_string()),
+            Just("a\0b".to_string()),
+            "[a-z.~/\\\\]{1,4}",
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+
+        #[test]
+        fn accepted_paths_stay_inside(
+            absolute in prop_oneof![Just(0u8), Just(1), Just(2), Just(3)],
+            segments in proptest::collection::vec(segment(), 0..6),
+        ) {
+            let f = fixture();
+            let base = f.root.parent().unwrap().to_path_buf();
+            let prefix = match absolute {
+                0 => String::new(),
+                1 => format!("{}/", f.root.display()),
+                2 => format!("{}/", base.display()),
+                _ => "/".to_string(),
+            };
+            let raw = format!("{prefix}{}", segments.join("/"));
+            for access in [PathAccess::Read, PathAccess::Write] {
+                if let Ok(accepted) = f.policy.check(&raw, access) {
+                    prop_assert!(
+                        really_inside(&accepted, &f.root),
+                        "{raw:?} accepted as {accepted:?}, outside {:?}", f.root
+                    );
+                    prop_assert!(!raw.contains('\0'));
+                    prop_assert!(!accepted.components().any(|c| c == Component::ParentDir));
+                }
+            }
+        }
+
+        #[test]
+        fn arbitrary_strings_never_escape(raw in "\\PC{0,24}") {
+            let f = fixture();
+            if let Ok(accepted) = f.policy.check(&raw, PathAccess::Write) {
+                prop_assert!(really_inside(&accepted, &f.root), "{raw:?} → {accepted:?}");
+            }
+        }
     }
 }

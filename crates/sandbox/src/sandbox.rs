@@ -154,6 +154,8 @@ impl Sandbox {
             .filter_map(|k| std::env::var(k).ok().map(|v| (k.clone(), v)))
             .collect();
         let timeout = Duration::from_secs_f64(config.timeout_seconds);
+        // Commands run in, and relative paths resolve against, the same canonical folder.
+        let working_dir = paths.working_dir().to_path_buf();
         Ok(Sandbox {
             paths,
             commands,
@@ -260,8 +262,11 @@ impl Sandbox {
         // 4. Path allowlists for every declared path argument.
         let mut paths = HashMap::new();
         for arg in tool.path_args() {
-            let Some(raw) = args.get(arg.name) else {
-                continue; // optional and absent; required ones were checked by the schema
+            let raw = match args.get(arg.name) {
+                // Optional and absent (`null` is how some models say absent); required ones
+                // were checked by the schema.
+                None | Some(serde_json::Value::Null) => continue,
+                Some(raw) => raw,
             };
             let Some(raw) = raw.as_str() else {
                 return Execution::refused(
@@ -289,7 +294,10 @@ impl Sandbox {
         // 5. Command policy.
         let mut command = None;
         if let Some(arg) = tool.command_arg() {
-            let line = args.get(arg).and_then(serde_json::Value::as_str).unwrap_or("");
+            let line = args
+                .get(arg)
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("");
             match self.commands.check(line, &self.paths) {
                 Ok(checked) => command = Some(checked),
                 Err(reason) => {
@@ -361,12 +369,8 @@ impl Sandbox {
             return required.then(|| format!("sandbox.require_user_permission.{name} is set"));
         }
         if let Some(&required) = self.config.require_permission_by_risk.get(&tool.risk()) {
-            return required.then(|| {
-                format!(
-                    "sandbox.require_permission_by_risk.{} is set",
-                    tool.risk()
-                )
-            });
+            return required
+                .then(|| format!("sandbox.require_permission_by_risk.{} is set", tool.risk()));
         }
         tool.needs_permission()
             .then(|| format!("tool '{name}' needs permission by default"))
@@ -375,14 +379,34 @@ impl Sandbox {
 
 /// Sorted-key JSON of the arguments, at most 500 characters.
 fn args_summary(args: &serde_json::Value) -> String {
-    // serde_json's default map is a BTreeMap, so keys serialize sorted.
-    let text = args.to_string();
+    // Sorted explicitly: with serde_json's `preserve_order` feature (which any crate in the
+    // build can switch on) maps keep insertion order.
+    let text = sorted_keys(args).to_string();
     if text.chars().count() <= 500 {
         return text;
     }
     let mut cut: String = text.chars().take(497).collect();
     cut.push_str("...");
     cut
+}
+
+fn sorted_keys(value: &serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            serde_json::Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k.clone(), sorted_keys(v)))
+                    .collect(),
+            )
+        }
+        serde_json::Value::Array(items) => {
+            serde_json::Value::Array(items.iter().map(sorted_keys).collect())
+        }
+        other => other.clone(),
+    }
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {

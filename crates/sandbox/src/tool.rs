@@ -7,9 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::{ToolContext, ToolError};
 
 /// How much harm a tool can do; drives the permission gate and the network policy.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RiskLevel {
     /// Reads only.

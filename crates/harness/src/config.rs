@@ -1,0 +1,51 @@
+//! Harness settings (`[agents]` in `lsm.toml`).
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// How a context's history is trimmed before each call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ContextStrategy {
+    /// Send only the last 6 messages.
+    Fresh,
+    /// Once a history holds more than 12 messages, replace all but the last 8 with a one-line
+    /// note.
+    #[default]
+    Compact,
+}
+
+/// Everything the harness needs to know besides its provider and sandbox.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HarnessConfig {
+    /// Root of the agents' workspaces; records go under `<agents_folder>/<agent>/logs/`.
+    pub agents_folder: PathBuf,
+    /// Token ceiling for one run, across all phases and contexts (input + output tokens).
+    pub max_tokens_budget: u64,
+    /// Default iteration limit of `run()`.
+    pub max_iterations: u32,
+    /// Upper bound on one call's generated tokens (further capped to what is left of the budget).
+    pub max_output_tokens: Option<u64>,
+    /// History trimming.
+    pub context_window_strategy: ContextStrategy,
+    /// Write the transcript and summary files. Off only in benchmarks.
+    pub write_records: bool,
+    /// Offer the reserved `block` control tool so the model can say it cannot proceed.
+    pub offer_block_tool: bool,
+}
+
+impl Default for HarnessConfig {
+    fn default() -> Self {
+        HarnessConfig {
+            agents_folder: PathBuf::from("Agents"),
+            max_tokens_budget: 200_000,
+            max_iterations: 25,
+            max_output_tokens: Some(4096),
+            context_window_strategy: ContextStrategy::Compact,
+            write_records: true,
+            offer_block_tool: true,
+        }
+    }
+}

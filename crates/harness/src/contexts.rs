@@ -1,0 +1,170 @@
+//! Named conversation contexts and the history strategies.
+
+use std::collections::HashMap;
+
+use lsm_providers::{Message, Role};
+
+use crate::ContextStrategy;
+
+/// The key of the primary (unnamed) context in records.
+pub(crate) const DEFAULT_LABEL: &str = "__default__";
+
+/// One conversation: its history and chain ids.
+#[derive(Debug, Clone)]
+pub(crate) struct ContextState {
+    pub history: Vec<Message>,
+    pub conversation_id: String,
+    pub last_response_id: Option<String>,
+    /// LLM calls made in this context over the whole run.
+    pub iterations: u32,
+}
+
+impl ContextState {
+    fn new() -> Self {
+        ContextState {
+            history: Vec::new(),
+            conversation_id: new_conversation_id(),
+            last_response_id: None,
+            iterations: 0,
+        }
+    }
+
+    /// Forget the conversation: empty history, new conversation id, no previous response.
+    /// The iteration count is kept: it counts the run's calls in this label.
+    pub fn reset(&mut self) {
+        self.history.clear();
+        self.conversation_id = new_conversation_id();
+        self.last_response_id = None;
+    }
+
+    /// The most recent user message, the topic for standing memory.
+    pub fn last_user_message(&self) -> &str {
+        self.history
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .map_or("", |m| m.content.as_str())
+    }
+}
+
+fn new_conversation_id() -> String {
+    format!("conv-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Every context of a run, keyed by label (`None` is the primary one).
+#[derive(Debug, Default)]
+pub(crate) struct Contexts {
+    map: HashMap<Option<String>, ContextState>,
+    /// Labels in the order first seen.
+    pub seen: Vec<Option<String>>,
+}
+
+impl Contexts {
+    pub fn get_or_create(&mut self, label: &Option<String>) -> &mut ContextState {
+        if !self.map.contains_key(label) {
+            self.seen.push(label.clone());
+        }
+        self.map
+            .entry(label.clone())
+            .or_insert_with(ContextState::new)
+    }
+
+    pub fn get(&self, label: &Option<String>) -> Option<&ContextState> {
+        self.map.get(label)
+    }
+}
+
+/// The record name of a label.
+pub(crate) fn label_name(label: &Option<String>) -> &str {
+    label.as_deref().unwrap_or(DEFAULT_LABEL)
+}
+
+/// Apply the strategy. `Compact` rewrites the stored history (so it stays stable from call to
+/// call); `Fresh` only narrows what is sent. Returns the slice to send.
+pub(crate) fn apply_strategy(strategy: ContextStrategy, history: &mut Vec<Message>) -> &[Message] {
+    match strategy {
+        ContextStrategy::Compact => {
+            const TRIGGER: usize = 12;
+            const KEEP: usize = 8;
+            if history.len() > TRIGGER {
+                let start = clean_start(history, history.len() - KEEP);
+                let omitted = start;
+                let mut kept = history.split_off(start);
+                history.clear();
+                history.push(Message::system(format!(
+                    "[Earlier conversation compacted: {omitted} messages omitted.]"
+                )));
+                history.append(&mut kept);
+            }
+            history.as_slice()
+        }
+        ContextStrategy::Fresh => {
+            const KEEP: usize = 6;
+            let start = clean_start(history, history.len().saturating_sub(KEEP));
+            &history[start..]
+        }
+    }
+}
+
+/// Move `start` forward past tool results whose call would be cut off: a tool message must
+/// follow the assistant message that asked for it.
+fn clean_start(history: &[Message], mut start: usize) -> usize {
+    while start < history.len() && history[start].role == Role::Tool {
+        start += 1;
+    }
+    start
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conversation(n: usize) -> Vec<Message> {
+        (0..n)
+            .map(|i| {
+                if i % 3 == 2 {
+                    Message::tool_result(format!("c{i}"), format!("r{i}"))
+                } else {
+                    Message::user(format!("m{i}"))
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn fresh_sends_at_most_six_and_never_starts_with_a_tool_result() {
+        let mut h = conversation(20);
+        let sent = apply_strategy(ContextStrategy::Fresh, &mut h).to_vec();
+        assert!(sent.len() <= 6);
+        assert_ne!(sent[0].role, Role::Tool);
+        assert_eq!(h.len(), 20, "fresh does not rewrite the history");
+        assert_eq!(sent.last(), h.last());
+    }
+
+    #[test]
+    fn compact_keeps_history_until_twelve_then_keeps_last_eight_with_a_note() {
+        let mut h = conversation(12);
+        assert_eq!(apply_strategy(ContextStrategy::Compact, &mut h).len(), 12);
+        let mut h = conversation(13);
+        let last = h.last().cloned();
+        let sent = apply_strategy(ContextStrategy::Compact, &mut h).to_vec();
+        assert_eq!(sent[0].role, Role::System);
+        assert!(sent[0].content.contains("compacted"));
+        assert!(sent.len() <= 9);
+        assert_ne!(sent[1].role, Role::Tool);
+        assert_eq!(sent.last().cloned(), last);
+        assert_eq!(h.len(), sent.len(), "compact rewrites the stored history");
+    }
+
+    #[test]
+    fn reset_changes_the_conversation_id_and_clears_the_chain() {
+        let mut c = ContextState::new();
+        c.history.push(Message::user("x"));
+        c.last_response_id = Some("r1".into());
+        let before = c.conversation_id.clone();
+        c.reset();
+        assert!(c.history.is_empty());
+        assert_eq!(c.last_response_id, None);
+        assert_ne!(c.conversation_id, before);
+    }
+}

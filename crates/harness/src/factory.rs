@@ -1,0 +1,85 @@
+//! [`HarnessFactory`]: how the agent layer gets a harness without naming it.
+
+use std::sync::Arc;
+
+use lsm_phase::{AgentIdentity, ExecutorFactory, PhaseExecutor};
+use lsm_providers::Provider;
+use lsm_sandbox::Sandbox;
+use tokio_util::sync::CancellationToken;
+
+use crate::{AgentHarness, EventSink, HarnessConfig, MemoryProvider, NoMemory};
+
+/// Builds one [`AgentHarness`] per run, all sharing a provider, a sandbox, a memory provider,
+/// a stop token and an event sink.
+#[derive(Clone)]
+pub struct HarnessFactory {
+    config: HarnessConfig,
+    provider: Arc<dyn Provider>,
+    sandbox: Arc<Sandbox>,
+    memory: Arc<dyn MemoryProvider>,
+    stop: CancellationToken,
+    events: Option<Arc<dyn EventSink>>,
+}
+
+impl std::fmt::Debug for HarnessFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HarnessFactory")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HarnessFactory {
+    /// A factory over these parts.
+    pub fn new(config: HarnessConfig, provider: Arc<dyn Provider>, sandbox: Arc<Sandbox>) -> Self {
+        HarnessFactory {
+            config,
+            provider,
+            sandbox,
+            memory: Arc::new(NoMemory),
+            stop: CancellationToken::new(),
+            events: None,
+        }
+    }
+
+    /// Standing memory for every harness.
+    pub fn with_memory(mut self, memory: Arc<dyn MemoryProvider>) -> Self {
+        self.memory = memory;
+        self
+    }
+
+    /// The stop token every harness watches.
+    pub fn with_stop_token(mut self, stop: CancellationToken) -> Self {
+        self.stop = stop;
+        self
+    }
+
+    /// Where every harness sends its events.
+    pub fn with_event_sink(mut self, sink: Arc<dyn EventSink>) -> Self {
+        self.events = Some(sink);
+        self
+    }
+
+    /// A concrete harness (for owners that want its accounting, such as the CLI).
+    pub fn build(&self, agent: &AgentIdentity, system_prompt: &str) -> AgentHarness {
+        let mut h = AgentHarness::new(
+            agent.clone(),
+            system_prompt,
+            self.config.clone(),
+            Arc::clone(&self.provider),
+            Arc::clone(&self.sandbox),
+        )
+        .with_memory(Arc::clone(&self.memory))
+        .with_stop_token(self.stop.clone());
+        if let Some(sink) = &self.events {
+            h = h.with_event_sink(Arc::clone(sink));
+        }
+        h
+    }
+}
+
+impl ExecutorFactory for HarnessFactory {
+    fn create(&self, agent: &AgentIdentity, system_prompt: &str) -> Box<dyn PhaseExecutor> {
+        Box::new(self.build(agent, system_prompt))
+    }
+}

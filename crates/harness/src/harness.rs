@@ -1,0 +1,747 @@
+//! [`AgentHarness`]: the bounded phase loop, tool-only mode, budget, stop and records.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+use lsm_phase::{
+    AgentIdentity, DirectToolCall, PhaseExecutor, PhaseRequest, PhaseResult, RunOutcome,
+    StopReason, ToolCallRecord, ToolOutcome,
+};
+use lsm_providers::{CallOptions, LlmRequest, Message, Provider, ToolDefinition};
+use lsm_sandbox::Sandbox;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::contexts::{Contexts, apply_strategy, label_name};
+use crate::records::{
+    ApprovalEvent, ApprovalsDenials, ContextTracking, LabelTracking, Recorder, RunSummary,
+    TokenUsage, extract_constraints, timestamp,
+};
+use crate::{HarnessConfig, MemoryProvider, NoMemory};
+
+/// The reserved control tool: the model calls `block{reason}` to say it cannot proceed.
+pub const BLOCK_TOOL: &str = "block";
+
+/// Receives every transcript event as it is recorded (for live progress and log streams).
+pub trait EventSink: Send + Sync {
+    /// One event, exactly as written to the transcript.
+    fn event(&self, event: &Value);
+}
+
+/// Token accounting of a run. Visible to the harness's owner (the CLI, tests), never to an
+/// agent: it is not part of any phase result.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunUsage {
+    /// Input + output tokens.
+    pub tokens_used: u64,
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Generated tokens.
+    pub output_tokens: u64,
+    /// Cached prompt tokens.
+    pub cached_tokens: u64,
+    /// LLM calls made.
+    pub llm_calls: u64,
+}
+
+/// What [`AgentHarness::run`] returns to its owner.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// The phase result.
+    pub result: PhaseResult,
+    /// The summary as written (or as it would have been, when writing failed).
+    pub summary: RunSummary,
+    /// Where `run_summary.json` is.
+    pub summary_path: PathBuf,
+    /// Where `transcript.jsonl` is.
+    pub transcript_path: PathBuf,
+    /// Why the records could not be written, if they could not.
+    pub records_error: Option<String>,
+}
+
+/// One agent run's executor. See the crate documentation.
+pub struct AgentHarness {
+    identity: AgentIdentity,
+    allowlist: HashSet<String>,
+    system_prompt: String,
+    config: HarnessConfig,
+    provider: Arc<dyn Provider>,
+    sandbox: Arc<Sandbox>,
+    memory: Arc<dyn MemoryProvider>,
+    stop: CancellationToken,
+    events: Option<Arc<dyn EventSink>>,
+    contexts: Contexts,
+    usage: RunUsage,
+    recorder: Recorder,
+    run_id: String,
+    started_at: DateTime<Utc>,
+    started: Instant,
+    tools_used: BTreeMap<String, u64>,
+    tool_sequence: Vec<String>,
+    approvals: ApprovalsDenials,
+    artifacts: Vec<String>,
+    last_stop: Option<StopReason>,
+    last_error: Option<String>,
+    finished: bool,
+}
+
+impl std::fmt::Debug for AgentHarness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentHarness")
+            .field("agent", &self.identity.name)
+            .field("run_id", &self.run_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The phase's running output, kept outside the loop so an error keeps what was done.
+#[derive(Default)]
+struct PhaseState {
+    final_text: String,
+    tool_calls: Vec<ToolCallRecord>,
+}
+
+impl AgentHarness {
+    /// A harness for one run of `identity`. Nothing is written until the first phase.
+    pub fn new(
+        identity: AgentIdentity,
+        system_prompt: impl Into<String>,
+        config: HarnessConfig,
+        provider: Arc<dyn Provider>,
+        sandbox: Arc<Sandbox>,
+    ) -> Self {
+        let started_at = Utc::now();
+        let run_id = format!(
+            "{}_{}",
+            started_at.format("%Y%m%d_%H%M%S"),
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        let run_dir = config
+            .agents_folder
+            .join(&identity.name)
+            .join("logs")
+            .join(&run_id);
+        let recorder = Recorder::new(run_dir, run_id.clone(), config.write_records);
+        AgentHarness {
+            allowlist: identity.tool_allowlist.iter().cloned().collect(),
+            identity,
+            system_prompt: system_prompt.into(),
+            config,
+            provider,
+            sandbox,
+            memory: Arc::new(NoMemory),
+            stop: CancellationToken::new(),
+            events: None,
+            contexts: Contexts::default(),
+            usage: RunUsage::default(),
+            recorder,
+            run_id,
+            started_at,
+            started: Instant::now(),
+            tools_used: BTreeMap::new(),
+            tool_sequence: Vec::new(),
+            approvals: ApprovalsDenials::default(),
+            artifacts: Vec::new(),
+            last_stop: None,
+            last_error: None,
+            finished: false,
+        }
+    }
+
+    /// Use this memory provider for standing context.
+    pub fn with_memory(mut self, memory: Arc<dyn MemoryProvider>) -> Self {
+        self.memory = memory;
+        self
+    }
+
+    /// Stop when this token is cancelled.
+    pub fn with_stop_token(mut self, stop: CancellationToken) -> Self {
+        self.stop = stop;
+        self
+    }
+
+    /// Send every recorded event to `sink` as well.
+    pub fn with_event_sink(mut self, sink: Arc<dyn EventSink>) -> Self {
+        self.events = Some(sink);
+        self
+    }
+
+    /// The token that stops this run when cancelled.
+    pub fn stop_token(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+
+    /// This run's id.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// Token accounting so far.
+    pub fn usage(&self) -> RunUsage {
+        self.usage
+    }
+
+    /// The run's log folder.
+    pub fn run_dir(&self) -> PathBuf {
+        self.recorder.run_dir().to_path_buf()
+    }
+
+    /// Run the agent's task as one phase of up to `config.max_iterations` iterations with
+    /// every allowlisted tool, then write the summary. What single-phase agents use.
+    pub async fn run(&mut self, task: &str) -> RunReport {
+        self.identity.topic = task.to_string();
+        let request = PhaseRequest::new(task).with_max_iterations(self.config.max_iterations);
+        let result = self.run_bounded_inner(request).await;
+        let outcome = match result.stop_reason {
+            StopReason::Done => RunOutcome::Completed,
+            other => RunOutcome::Stopped(other),
+        };
+        let (summary, records_error) = self.finish_inner(outcome);
+        RunReport {
+            result,
+            summary,
+            summary_path: self.recorder.summary_path(),
+            transcript_path: self.recorder.transcript_path(),
+            records_error,
+        }
+    }
+
+    fn budget_left(&self) -> u64 {
+        self.config
+            .max_tokens_budget
+            .saturating_sub(self.usage.tokens_used)
+    }
+
+    /// Record an event (transcript + sink).
+    fn record(&mut self, event: &str, fields: Value) -> Result<(), String> {
+        let written = self.recorder.append(event, fields)?;
+        if let Some(sink) = &self.events {
+            sink.event(&written);
+        }
+        Ok(())
+    }
+
+    /// Tool definitions offered in a phase: allowlisted, registered, within `tool_names`.
+    fn offered_tools(&self, tool_names: Option<&[String]>) -> Vec<ToolDefinition> {
+        let mut tools: Vec<ToolDefinition> = self
+            .sandbox
+            .registry()
+            .iter()
+            .filter(|t| self.allowlist.contains(t.name()))
+            .filter(|t| tool_names.is_none_or(|names| names.iter().any(|n| n == t.name())))
+            .filter(|t| t.name() != BLOCK_TOOL)
+            .map(|t| ToolDefinition {
+                name: t.name().to_string(),
+                description: t.description().to_string(),
+                parameters: t.parameters(),
+            })
+            .collect();
+        if self.config.offer_block_tool {
+            tools.push(block_tool_definition());
+        }
+        tools
+    }
+
+    async fn run_bounded_inner(&mut self, request: PhaseRequest) -> PhaseResult {
+        let label = request.context_label.clone();
+        let mode = if request.direct_tool_calls.is_some() {
+            "tool_only"
+        } else {
+            "llm"
+        };
+        let mut state = PhaseState::default();
+        let started = self.record(
+            "phase_start",
+            json!({
+                "label": label_name(&label),
+                "mode": mode,
+                "user_message": request.user_message,
+                "tool_names": request.tool_names,
+                "max_iterations": request.max_iterations,
+                "continue_context": request.continue_context,
+            }),
+        );
+        let outcome = match started {
+            Err(e) => Err(e),
+            Ok(()) => match request.direct_tool_calls {
+                Some(calls) => self.run_tool_only(calls, &mut state).await,
+                None => {
+                    self.run_llm_phase(
+                        label.clone(),
+                        request.user_message,
+                        request.tool_names,
+                        request.max_iterations,
+                        request.continue_context,
+                        &mut state,
+                    )
+                    .await
+                }
+            },
+        };
+        let stop_reason = match outcome {
+            Ok(reason) => reason,
+            Err(message) => {
+                tracing::warn!(run_id = %self.run_id, "phase ended in error: {message}");
+                self.last_error = Some(message.clone());
+                state.final_text = message;
+                StopReason::Error
+            }
+        };
+        self.last_stop = Some(stop_reason);
+        // Best effort: if the transcript itself is what failed, there is nowhere to say so
+        // but the result and the summary.
+        let _ = self.record(
+            "phase_end",
+            json!({
+                "label": label_name(&label),
+                "stop_reason": stop_reason,
+                "tool_calls": state.tool_calls.len(),
+                "final_text": state.final_text,
+            }),
+        );
+        PhaseResult {
+            final_text: state.final_text,
+            tool_calls: state.tool_calls,
+            stop_reason,
+        }
+    }
+
+    /// Tool-only mode: no LLM call, no budget check; stop checked at entry and between calls.
+    async fn run_tool_only(
+        &mut self,
+        calls: Vec<DirectToolCall>,
+        state: &mut PhaseState,
+    ) -> Result<StopReason, String> {
+        if self.stop.is_cancelled() {
+            self.record("stop_requested", json!({"where": "tool_only"}))?;
+            return Ok(StopReason::StopRequested);
+        }
+        for call in calls {
+            if self.stop.is_cancelled() {
+                self.record("stop_requested", json!({"where": "tool_only"}))?;
+                return Ok(StopReason::StopRequested);
+            }
+            let outcome = self
+                .execute_tool(&call.name, &call.arguments, None, None)
+                .await?;
+            state.tool_calls.push(ToolCallRecord {
+                name: call.name,
+                arguments: call.arguments,
+                outcome,
+            });
+        }
+        Ok(StopReason::Done)
+    }
+
+    async fn run_llm_phase(
+        &mut self,
+        label: Option<String>,
+        user_message: String,
+        tool_names: Option<Vec<String>>,
+        max_iterations: u32,
+        continue_context: bool,
+        state: &mut PhaseState,
+    ) -> Result<StopReason, String> {
+        {
+            let ctx = self.contexts.get_or_create(&label);
+            if !continue_context {
+                ctx.reset();
+            }
+            if !user_message.is_empty() {
+                ctx.history.push(Message::user(user_message));
+            }
+        }
+        let offered = self.offered_tools(tool_names.as_deref());
+        let lname = label_name(&label).to_string();
+        let cache_key = format!("{}:{}", self.identity.name, lname);
+        let provider = Arc::clone(&self.provider);
+        let stop = self.stop.clone();
+
+        for iteration in 1..=max_iterations {
+            if self.budget_left() == 0 {
+                self.record(
+                    "budget_exhausted",
+                    json!({"label": lname, "tokens_used": self.usage.tokens_used,
+                           "max_tokens_budget": self.config.max_tokens_budget}),
+                )?;
+                return Ok(StopReason::BudgetExhausted);
+            }
+            if stop.is_cancelled() {
+                self.record("stop_requested", json!({"label": lname}))?;
+                return Ok(StopReason::StopRequested);
+            }
+
+            // Assemble: system prompt, standing memory, this label's history.
+            let topic = self
+                .contexts
+                .get_or_create(&label)
+                .last_user_message()
+                .to_string();
+            let standing = self
+                .memory
+                .standing_context(&self.identity.name, &topic)
+                .await;
+            let mut messages = Vec::new();
+            if !self.system_prompt.is_empty() {
+                messages.push(Message::system(self.system_prompt.clone()));
+            }
+            if let Some(block) = standing {
+                messages.push(Message::system(block));
+            }
+            let strategy = self.config.context_window_strategy;
+            let ctx = self.contexts.get_or_create(&label);
+            messages.extend_from_slice(apply_strategy(strategy, &mut ctx.history));
+            let previous_response_id = ctx.last_response_id.clone();
+            let left = self.budget_left();
+            let max_output_tokens =
+                Some(self.config.max_output_tokens.map_or(left, |m| m.min(left)));
+            let request = LlmRequest {
+                messages,
+                tools: offered.clone(),
+                options: CallOptions {
+                    max_output_tokens,
+                    previous_response_id,
+                    prompt_cache_key: Some(cache_key.clone()),
+                },
+            };
+            let estimate = provider.estimate_prompt_tokens(&request);
+            self.record(
+                "llm_request",
+                json!({
+                    "label": lname,
+                    "iteration": iteration,
+                    "provider": provider.name(),
+                    "model": provider.model(),
+                    "messages": request.messages.len(),
+                    "tools": request.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+                    "max_output_tokens": request.options.max_output_tokens,
+                    "previous_response_id": request.options.previous_response_id,
+                    "prompt_cache_key": request.options.prompt_cache_key,
+                    "prompt_tokens_estimate": estimate,
+                }),
+            )?;
+
+            let response = tokio::select! {
+                biased;
+                () = stop.cancelled() => {
+                    self.record("stop_requested", json!({"label": lname, "where": "llm_call"}))?;
+                    return Ok(StopReason::StopRequested);
+                }
+                r = provider.complete(&request) => r,
+            };
+            self.usage.llm_calls += 1;
+            self.contexts.get_or_create(&label).iterations += 1;
+            let response = match response {
+                Ok(r) => r,
+                Err(e) => {
+                    let message = format!("LLM call failed: {e}");
+                    self.record("llm_error", json!({"label": lname, "error": message}))?;
+                    return Err(message);
+                }
+            };
+            self.usage.input_tokens += response.usage.input_tokens;
+            self.usage.output_tokens += response.usage.output_tokens;
+            self.usage.cached_tokens += response.usage.cached_tokens;
+            self.usage.tokens_used = self
+                .usage
+                .tokens_used
+                .saturating_add(response.usage.total());
+            self.record(
+                "llm_response",
+                json!({
+                    "label": lname,
+                    "iteration": iteration,
+                    "text": response.text,
+                    "tool_calls": response.tool_calls,
+                    "usage": response.usage,
+                    "response_id": response.response_id,
+                    "tokens_used": self.usage.tokens_used,
+                }),
+            )?;
+            {
+                let ctx = self.contexts.get_or_create(&label);
+                if response.response_id.is_some() {
+                    ctx.last_response_id.clone_from(&response.response_id);
+                }
+                ctx.history.push(Message::assistant(
+                    response.text.clone(),
+                    response.tool_calls.clone(),
+                ));
+            }
+            state.final_text.clone_from(&response.text);
+
+            if let Some(block) = response.tool_calls.iter().find(|c| c.name == BLOCK_TOOL) {
+                let reason = block
+                    .arguments
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .unwrap_or("the model gave no reason")
+                    .to_string();
+                self.record("blocked", json!({"label": lname, "reason": reason}))?;
+                let ctx = self.contexts.get_or_create(&label);
+                for call in &response.tool_calls {
+                    ctx.history.push(Message::tool_result(
+                        call.id.clone(),
+                        "Not executed: the phase is blocked.",
+                    ));
+                }
+                state.final_text = reason;
+                return Ok(StopReason::Blocked);
+            }
+            if response.tool_calls.is_empty() {
+                return Ok(StopReason::Done);
+            }
+
+            let mut calls = response.tool_calls.into_iter();
+            while let Some(call) = calls.next() {
+                if stop.is_cancelled() {
+                    let ctx = self.contexts.get_or_create(&label);
+                    for skipped in std::iter::once(call).chain(calls.by_ref()) {
+                        ctx.history.push(Message::tool_result(
+                            skipped.id,
+                            "Not executed: a stop was requested.",
+                        ));
+                    }
+                    self.record("stop_requested", json!({"label": lname, "where": "tools"}))?;
+                    return Ok(StopReason::StopRequested);
+                }
+                let outcome = self
+                    .execute_tool(
+                        &call.name,
+                        &call.arguments,
+                        tool_names.as_deref(),
+                        Some(&lname),
+                    )
+                    .await?;
+                let for_model = match &outcome {
+                    ToolOutcome::Result(text) => text.clone(),
+                    ToolOutcome::Error(message) => format!("Error: {message}"),
+                };
+                self.contexts
+                    .get_or_create(&label)
+                    .history
+                    .push(Message::tool_result(call.id.clone(), for_model));
+                state.tool_calls.push(ToolCallRecord {
+                    name: call.name,
+                    arguments: call.arguments,
+                    outcome,
+                });
+            }
+        }
+        Ok(StopReason::MaxIterations)
+    }
+
+    /// One tool call: allowlist, the phase's `tool_names`, then the sandbox. Every outcome is a
+    /// value; only a failure to record is an `Err`.
+    async fn execute_tool(
+        &mut self,
+        name: &str,
+        arguments: &Value,
+        tool_names: Option<&[String]>,
+        label: Option<&str>,
+    ) -> Result<ToolOutcome, String> {
+        *self.tools_used.entry(name.to_string()).or_insert(0) += 1;
+        self.tool_sequence.push(name.to_string());
+        self.record(
+            "tool_call",
+            json!({"label": label, "tool": name, "arguments": arguments}),
+        )?;
+
+        let refusal = if !self.allowlist.contains(name) {
+            Some(format!("Tool '{name}' is not allowed for this harness run"))
+        } else if tool_names.is_some_and(|names| !names.iter().any(|n| n == name)) {
+            Some(format!(
+                "Tool '{name}' is not in the requested tool_names list"
+            ))
+        } else {
+            None
+        };
+        if let Some(message) = refusal {
+            self.note_decision(name, false, &message);
+            self.record(
+                "tool_denied",
+                json!({"label": label, "tool": name, "reason": message}),
+            )?;
+            return Ok(ToolOutcome::Error(message));
+        }
+
+        let sandbox = Arc::clone(&self.sandbox);
+        let stop = self.stop.clone();
+        let execution = tokio::select! {
+            biased;
+            () = stop.cancelled() => None,
+            e = sandbox.execute(name, arguments) => Some(e),
+        };
+        let Some(execution) = execution else {
+            let message = format!("Tool '{name}' was interrupted: a stop was requested");
+            self.record(
+                "tool_result",
+                json!({"label": label, "tool": name, "error": message}),
+            )?;
+            return Ok(ToolOutcome::Error(message));
+        };
+        if let Some(event) = &execution.permission {
+            self.note_decision(&event.tool_name, event.allowed, &event.reason);
+        }
+        for path in &execution.artifacts {
+            let path = path.display().to_string();
+            if !self.artifacts.contains(&path) {
+                self.artifacts.push(path);
+            }
+        }
+        match execution.outcome {
+            Ok(text) => {
+                self.record(
+                    "tool_result",
+                    json!({"label": label, "tool": name, "result": text,
+                           "artifacts": execution.artifacts,
+                           "permission": execution.permission}),
+                )?;
+                Ok(ToolOutcome::Result(text))
+            }
+            Err(err) => {
+                let message = err.to_string();
+                let event = if err.is_denial() {
+                    "tool_denied"
+                } else {
+                    "tool_result"
+                };
+                let key = if err.is_denial() { "reason" } else { "error" };
+                self.record(event, json!({"label": label, "tool": name, key: message}))?;
+                Ok(ToolOutcome::Error(message))
+            }
+        }
+    }
+
+    fn note_decision(&mut self, tool: &str, allowed: bool, reason: &str) {
+        let counts = self.approvals.by_tool.entry(tool.to_string()).or_default();
+        if allowed {
+            counts.approvals += 1;
+            self.approvals.approvals += 1;
+        } else {
+            counts.denials += 1;
+            self.approvals.denials += 1;
+        }
+        self.approvals.events.push(ApprovalEvent {
+            tool_name: tool.to_string(),
+            allowed,
+            reason: reason.to_string(),
+            timestamp: timestamp(Utc::now()),
+        });
+    }
+
+    /// The summary as of now.
+    pub fn summary(&self, status: &str, run_outcome: &str) -> RunSummary {
+        let finished_at = Utc::now();
+        let mut tracking = ContextTracking::default();
+        for label in &self.contexts.seen {
+            let name = label_name(label).to_string();
+            tracking.context_labels_seen.push(name.clone());
+            if let Some(ctx) = self.contexts.get(label) {
+                tracking.per_label.insert(
+                    name,
+                    LabelTracking {
+                        iterations: ctx.iterations,
+                        conversation_id: Some(ctx.conversation_id.clone()),
+                        response_id: ctx.last_response_id.clone(),
+                    },
+                );
+            }
+        }
+        RunSummary {
+            run_id: self.run_id.clone(),
+            agent_name: self.identity.name.clone(),
+            topic: self.identity.topic.clone(),
+            status: status.to_string(),
+            run_outcome: run_outcome.to_string(),
+            error: self.last_error.clone(),
+            started_at: timestamp(self.started_at),
+            finished_at: timestamp(finished_at),
+            duration_seconds: self.started.elapsed().as_secs_f64(),
+            provider: self.provider.name().to_string(),
+            model: self.provider.model().to_string(),
+            tools_used: self.tools_used.clone(),
+            tool_sequence: self.tool_sequence.clone(),
+            approvals_denials: self.approvals.clone(),
+            artifacts_created: self.artifacts.clone(),
+            token_usage: TokenUsage {
+                tokens_used: self.usage.tokens_used,
+                max_tokens_budget: self.config.max_tokens_budget,
+                iterations: self.usage.llm_calls,
+                input_tokens: self.usage.input_tokens,
+                output_tokens: self.usage.output_tokens,
+                cached_tokens: self.usage.cached_tokens,
+            },
+            constraints: extract_constraints(&self.identity.topic),
+            context_tracking: tracking,
+        }
+    }
+
+    /// Write the summary for `outcome` (once). Returns it, and why writing failed if it did.
+    fn finish_inner(&mut self, outcome: RunOutcome) -> (RunSummary, Option<String>) {
+        let last = self.last_stop.map_or("done", StopReason::as_str);
+        let (status, run_outcome) = match outcome {
+            RunOutcome::Completed => ("completed", last),
+            RunOutcome::Stopped(StopReason::Error) => ("failed", "error"),
+            RunOutcome::Stopped(reason) => ("stopped", reason.as_str()),
+            RunOutcome::Failed => ("failed", if last == "done" { "error" } else { last }),
+        };
+        let summary = self.summary(status, run_outcome);
+        if self.finished {
+            return (summary, None);
+        }
+        self.finished = true;
+        let _ = self.record(
+            "run_end",
+            json!({"status": status, "run_outcome": run_outcome,
+                   "tokens_used": self.usage.tokens_used}),
+        );
+        let error = self.recorder.write_summary(&summary).err();
+        if let Some(e) = &error {
+            tracing::error!(run_id = %self.run_id, "{e}");
+        }
+        (summary, error)
+    }
+}
+
+fn block_tool_definition() -> ToolDefinition {
+    ToolDefinition {
+        name: BLOCK_TOOL.to_string(),
+        description: "Call this when you cannot proceed with the task at all (missing \
+                      information, a contradiction, no permitted way forward). Give the reason."
+            .to_string(),
+        parameters: json!({
+            "type": "object",
+            "properties": {"reason": {"type": "string", "description": "Why you cannot proceed."}},
+            "required": ["reason"],
+            "additionalProperties": false
+        }),
+    }
+}
+
+#[async_trait::async_trait]
+impl PhaseExecutor for AgentHarness {
+    async fn run_bounded(&mut self, request: PhaseRequest) -> PhaseResult {
+        self.run_bounded_inner(request).await
+    }
+
+    async fn finish(&mut self, outcome: RunOutcome) {
+        self.finish_inner(outcome);
+    }
+}
+
+impl Drop for AgentHarness {
+    /// A run dropped before it finished (its agent failed or panicked) still gets a summary,
+    /// if it recorded anything at all.
+    fn drop(&mut self) {
+        if !self.finished && self.last_stop.is_some() {
+            self.last_error.get_or_insert_with(|| {
+                "the run ended without finishing (its agent stopped early or crashed)".to_string()
+            });
+            self.finish_inner(RunOutcome::Failed);
+        }
+    }
+}

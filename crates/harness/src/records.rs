@@ -1,0 +1,308 @@
+//! Run records: the JSONL transcript (appended as things happen) and `run_summary.json`.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// Counts of approvals and denials for one tool.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolApprovalCounts {
+    /// Calls let through after a permission decision.
+    pub approvals: u64,
+    /// Calls refused by a permission or policy decision.
+    pub denials: u64,
+}
+
+/// One permission or policy decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalEvent {
+    /// Tool.
+    pub tool_name: String,
+    /// Let through?
+    pub allowed: bool,
+    /// Why.
+    pub reason: String,
+    /// When (RFC 3339, UTC).
+    pub timestamp: String,
+}
+
+/// The `approvals_denials` block of the summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalsDenials {
+    /// Total approvals.
+    pub approvals: u64,
+    /// Total denials.
+    pub denials: u64,
+    /// Per tool.
+    pub by_tool: BTreeMap<String, ToolApprovalCounts>,
+    /// Every decision, in order.
+    pub events: Vec<ApprovalEvent>,
+}
+
+/// The `token_usage` block of the summary: totals over every phase and context of the run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    /// Input + output tokens, as reported by the provider.
+    pub tokens_used: u64,
+    /// The run's ceiling.
+    pub max_tokens_budget: u64,
+    /// LLM calls made.
+    pub iterations: u64,
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Generated tokens.
+    pub output_tokens: u64,
+    /// Prompt tokens served from the provider's cache.
+    pub cached_tokens: u64,
+}
+
+/// One label's chain state.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LabelTracking {
+    /// LLM calls made in this context.
+    pub iterations: u32,
+    /// The context's current conversation id.
+    pub conversation_id: Option<String>,
+    /// The last response id the provider returned in this context.
+    pub response_id: Option<String>,
+}
+
+/// The `context_tracking` block of the summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextTracking {
+    /// Labels in the order first used (`__default__` for the primary context).
+    pub context_labels_seen: Vec<String>,
+    /// Per label.
+    pub per_label: BTreeMap<String, LabelTracking>,
+}
+
+/// `run_summary.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// This run's id (also its log folder's name).
+    pub run_id: String,
+    /// The agent.
+    pub agent_name: String,
+    /// The task or topic.
+    pub topic: String,
+    /// `completed`, `stopped` or `failed`.
+    pub status: String,
+    /// The last phase's stop reason (`done`, `max_iterations`, `budget_exhausted`, …).
+    pub run_outcome: String,
+    /// Why the run failed, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Start (RFC 3339, UTC).
+    pub started_at: String,
+    /// End (RFC 3339, UTC).
+    pub finished_at: String,
+    /// Wall time.
+    pub duration_seconds: f64,
+    /// Provider name.
+    pub provider: String,
+    /// Model.
+    pub model: String,
+    /// Calls per tool (executed or refused).
+    pub tools_used: BTreeMap<String, u64>,
+    /// Tool names in call order.
+    pub tool_sequence: Vec<String>,
+    /// Permission and policy decisions.
+    pub approvals_denials: ApprovalsDenials,
+    /// Files written by tools.
+    pub artifacts_created: Vec<String>,
+    /// Token totals.
+    pub token_usage: TokenUsage,
+    /// Rules stated in the task (up to 8 clauses starting with avoid/must/should/…).
+    pub constraints: Vec<String>,
+    /// Per-context chain state.
+    pub context_tracking: ContextTracking,
+}
+
+/// RFC 3339 UTC with milliseconds.
+pub(crate) fn timestamp(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// Where a run's records go, and the open transcript.
+#[derive(Debug)]
+pub(crate) struct Recorder {
+    run_dir: PathBuf,
+    transcript: Option<File>,
+    enabled: bool,
+    seq: u64,
+    run_id: String,
+}
+
+impl Recorder {
+    pub fn new(run_dir: PathBuf, run_id: String, enabled: bool) -> Self {
+        Recorder {
+            run_dir,
+            transcript: None,
+            enabled,
+            seq: 0,
+            run_id,
+        }
+    }
+
+    pub fn run_dir(&self) -> &Path {
+        &self.run_dir
+    }
+
+    pub fn summary_path(&self) -> PathBuf {
+        self.run_dir.join("run_summary.json")
+    }
+
+    pub fn transcript_path(&self) -> PathBuf {
+        self.run_dir.join("transcript.jsonl")
+    }
+
+    fn open(&mut self) -> Result<&mut File, String> {
+        if self.transcript.is_none() {
+            std::fs::create_dir_all(&self.run_dir).map_err(|e| {
+                format!(
+                    "cannot create the run's log folder {}: {e}; check that the agents folder is writable",
+                    self.run_dir.display()
+                )
+            })?;
+            let path = self.transcript_path();
+            let file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(|e| format!("cannot open the transcript {}: {e}", path.display()))?;
+            self.transcript = Some(file);
+        }
+        self.transcript
+            .as_mut()
+            .ok_or_else(|| "transcript not open".to_string())
+    }
+
+    /// Append one event as a JSON line: `{"seq", "ts", "run_id", "event", ...fields}`.
+    /// Written with one `write` call per line, so a crash loses at most the line in flight.
+    pub fn append(&mut self, event: &str, fields: Value) -> Result<Value, String> {
+        self.seq += 1;
+        let mut record = json!({
+            "seq": self.seq,
+            "ts": timestamp(Utc::now()),
+            "run_id": self.run_id,
+            "event": event,
+        });
+        if let (Some(obj), Value::Object(extra)) = (record.as_object_mut(), fields) {
+            obj.extend(extra);
+        }
+        if self.enabled {
+            let mut line = serde_json::to_vec(&record)
+                .map_err(|e| format!("cannot serialize a transcript event: {e}"))?;
+            line.push(b'\n');
+            let path = self.transcript_path();
+            self.open()?
+                .write_all(&line)
+                .map_err(|e| format!("cannot append to the transcript {}: {e}", path.display()))?;
+        }
+        Ok(record)
+    }
+
+    /// Write the summary atomically (temp file + rename), so a reader never sees half of it.
+    pub fn write_summary(&mut self, summary: &RunSummary) -> Result<(), String> {
+        if !self.enabled {
+            return Ok(());
+        }
+        std::fs::create_dir_all(&self.run_dir).map_err(|e| {
+            format!(
+                "cannot create the run's log folder {}: {e}",
+                self.run_dir.display()
+            )
+        })?;
+        if let Some(f) = self.transcript.as_mut() {
+            // Durability point: the transcript is complete before the summary claims the end.
+            let _ = f.sync_data();
+        }
+        let text = serde_json::to_vec_pretty(summary)
+            .map_err(|e| format!("cannot serialize the run summary: {e}"))?;
+        let path = self.summary_path();
+        let tmp = self.run_dir.join("run_summary.json.tmp");
+        std::fs::write(&tmp, text)
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .map_err(|e| format!("cannot write the run summary {}: {e}", path.display()))
+    }
+}
+
+/// Up to 8 clauses of `task` that state a rule: those starting with avoid, must, should,
+/// do not, don't, without or no.
+pub fn extract_constraints(task: &str) -> Vec<String> {
+    const STARTS: [&str; 7] = [
+        "avoid", "must", "should", "do not", "don't", "without", "no",
+    ];
+    task.split(['.', ';', '\n', '!', '?', ','])
+        .map(str::trim)
+        .filter(|clause| {
+            let lower = clause.to_lowercase();
+            STARTS.iter().any(|s| {
+                lower.starts_with(s)
+                    && lower[s.len()..]
+                        .chars()
+                        .next()
+                        .is_none_or(|c| !c.is_alphanumeric())
+            })
+        })
+        .take(8)
+        .map(String::from)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constraints_are_rule_clauses_only_and_at_most_eight() {
+        let c = extract_constraints(
+            "Summarize the notes. Do not touch drafts; avoid jargon, must cite sources. Nobody cares. No emojis",
+        );
+        assert_eq!(
+            c,
+            [
+                "Do not touch drafts",
+                "avoid jargon",
+                "must cite sources",
+                "No emojis"
+            ]
+        );
+        let many = "must a. ".repeat(12);
+        assert_eq!(extract_constraints(&many).len(), 8);
+    }
+
+    #[test]
+    fn transcript_lines_are_numbered_json_objects() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = Recorder::new(dir.path().join("run"), "r1".into(), true);
+        r.append("phase_start", json!({"label": "__default__"}))
+            .unwrap();
+        r.append("phase_end", json!({"stop_reason": "done"}))
+            .unwrap();
+        let text = std::fs::read_to_string(r.transcript_path()).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["seq"], 1);
+        assert_eq!(lines[1]["event"], "phase_end");
+        assert_eq!(lines[1]["run_id"], "r1");
+    }
+
+    #[test]
+    fn unwritable_folder_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("not_a_dir");
+        std::fs::write(&file, "x").unwrap();
+        let mut r = Recorder::new(file.join("run"), "r1".into(), true);
+        let e = r.append("x", json!({})).unwrap_err();
+        assert!(e.contains("cannot create the run's log folder"), "{e}");
+    }
+}

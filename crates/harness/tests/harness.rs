@@ -1,0 +1,1094 @@
+//! Seed 000 §2.2 and seed 001 §6.3 layer 2, in Rust: the harness on a scripted provider.
+
+// Helpers outside #[test] functions may fail loudly too: this is a test crate.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use lsm_harness::{AgentHarness, HarnessConfig, MemoryProvider, RunSummary};
+use lsm_phase::{
+    AgentIdentity, DirectToolCall, PhaseExecutor, PhaseRequest, RunOutcome, StopReason, ToolOutcome,
+};
+use lsm_providers::{Provider, Role, ScriptedProvider, ScriptedResponse};
+use lsm_sandbox::{
+    RateLimit, RiskLevel, Sandbox, SandboxConfig, Tool, ToolContext, ToolError, ToolOutput,
+    ToolRegistry,
+};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+// ---------- test tools ----------
+
+/// Echoes its `text` argument, prefixed by its name.
+struct Echo {
+    name: &'static str,
+    needs_permission: bool,
+    calls: Arc<AtomicUsize>,
+}
+
+#[async_trait::async_trait]
+impl Tool for Echo {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn description(&self) -> &str {
+        "Echo the text back."
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "properties": {"text": {"type": "string"}},
+               "required": ["text"], "additionalProperties": false})
+    }
+    fn risk(&self) -> RiskLevel {
+        if self.needs_permission {
+            RiskLevel::Exec
+        } else {
+            RiskLevel::ReadOnly
+        }
+    }
+    fn needs_permission(&self) -> bool {
+        self.needs_permission
+    }
+    async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        Ok(ToolOutput::text(format!(
+            "{}:{}",
+            self.name,
+            ctx.str_arg("text")?
+        )))
+    }
+}
+
+/// Panics when called.
+struct Panicky;
+
+#[async_trait::async_trait]
+impl Tool for Panicky {
+    fn name(&self) -> &str {
+        "panicky"
+    }
+    fn description(&self) -> &str {
+        "Always panics."
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "properties": {}, "additionalProperties": false})
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    async fn execute(&self, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        panic!("boom inside a tool")
+    }
+}
+
+/// Cancels the run's stop token when called (a person pressing stop mid-phase).
+struct StopButton(CancellationToken);
+
+#[async_trait::async_trait]
+impl Tool for StopButton {
+    fn name(&self) -> &str {
+        "stop_button"
+    }
+    fn description(&self) -> &str {
+        "Requests a stop."
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "properties": {}, "additionalProperties": false})
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    async fn execute(&self, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        self.0.cancel();
+        Ok(ToolOutput::text("stopping"))
+    }
+}
+
+// ---------- fixture ----------
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    provider: Arc<ScriptedProvider>,
+    harness: AgentHarness,
+    a_calls: Arc<AtomicUsize>,
+    b_calls: Arc<AtomicUsize>,
+    stop: CancellationToken,
+}
+
+struct Options {
+    budget: u64,
+    allowlist: Vec<&'static str>,
+    sandbox: SandboxConfig,
+    max_output_tokens: Option<u64>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            budget: 1_000_000,
+            allowlist: vec!["tool_a", "tool_b", "guarded", "panicky", "stop_button"],
+            sandbox: SandboxConfig::default(),
+            max_output_tokens: Some(4096),
+        }
+    }
+}
+
+fn fixture(script: Vec<ScriptedResponse>) -> Fixture {
+    fixture_with(script, Options::default())
+}
+
+fn fixture_with(script: Vec<ScriptedResponse>, opts: Options) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let a_calls = Arc::new(AtomicUsize::new(0));
+    let b_calls = Arc::new(AtomicUsize::new(0));
+    let stop = CancellationToken::new();
+    let registry = ToolRegistry::new()
+        .with(Arc::new(Echo {
+            name: "tool_a",
+            needs_permission: false,
+            calls: a_calls.clone(),
+        }))
+        .with(Arc::new(Echo {
+            name: "tool_b",
+            needs_permission: false,
+            calls: b_calls.clone(),
+        }))
+        .with(Arc::new(Echo {
+            name: "tool_c",
+            needs_permission: false,
+            calls: Arc::new(AtomicUsize::new(0)),
+        }))
+        .with(Arc::new(Echo {
+            name: "guarded",
+            needs_permission: true,
+            calls: Arc::new(AtomicUsize::new(0)),
+        }))
+        .with(Arc::new(Panicky))
+        .with(Arc::new(StopButton(stop.clone())));
+    let mut sandbox_config = opts.sandbox;
+    sandbox_config.working_dir = Some(dir.path().to_path_buf());
+    let sandbox = Arc::new(Sandbox::new(sandbox_config, registry, None).unwrap());
+    let provider = Arc::new(ScriptedProvider::new(script));
+    let config = HarnessConfig {
+        agents_folder: dir.path().join("Agents"),
+        max_tokens_budget: opts.budget,
+        max_iterations: 25,
+        max_output_tokens: opts.max_output_tokens,
+        ..HarnessConfig::default()
+    };
+    let identity = AgentIdentity {
+        name: "tester".into(),
+        tool_allowlist: opts.allowlist.iter().map(|s| s.to_string()).collect(),
+        tier: Default::default(),
+        topic: "test the harness".into(),
+    };
+    let harness = AgentHarness::new(
+        identity,
+        "You are a test agent.",
+        config,
+        provider.clone() as Arc<dyn Provider>,
+        sandbox,
+    )
+    .with_stop_token(stop.clone());
+    Fixture {
+        dir,
+        provider,
+        harness,
+        a_calls,
+        b_calls,
+        stop,
+    }
+}
+
+fn tool(name: &str, text: &str) -> ScriptedResponse {
+    ScriptedResponse::tool(name, json!({"text": text})).with_usage(10, 5)
+}
+
+fn done(text: &str) -> ScriptedResponse {
+    ScriptedResponse::text(text).with_usage(10, 5)
+}
+
+fn contents(req: &lsm_providers::LlmRequest) -> Vec<String> {
+    req.messages.iter().map(|m| m.content.clone()).collect()
+}
+
+fn offered(req: &lsm_providers::LlmRequest) -> Vec<String> {
+    req.tools
+        .iter()
+        .map(|t| t.name.clone())
+        .filter(|n| n != lsm_harness::BLOCK_TOOL)
+        .collect()
+}
+
+fn read_summary(fx: &Fixture) -> RunSummary {
+    let path = fx.harness.run_dir().join("run_summary.json");
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+fn transcript(fx: &Fixture) -> Vec<Value> {
+    let text = std::fs::read_to_string(fx.harness.run_dir().join("transcript.jsonl")).unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn events(fx: &Fixture) -> Vec<String> {
+    transcript(fx)
+        .iter()
+        .map(|e| e["event"].as_str().unwrap().to_string())
+        .collect()
+}
+
+// ---------- loop mechanics ----------
+
+#[tokio::test]
+async fn done_when_the_model_answers_before_the_limit() {
+    let mut fx = fixture(vec![tool("tool_a", "x"), done("finished")]);
+    let r = fx
+        .harness
+        .run_bounded(PhaseRequest::new("go").with_max_iterations(5))
+        .await;
+    assert_eq!(r.stop_reason, StopReason::Done);
+    assert_eq!(r.final_text, "finished");
+    assert_eq!(r.tool_calls.len(), 1);
+    assert_eq!(
+        r.tool_calls[0].outcome,
+        ToolOutcome::Result("tool_a:x".into())
+    );
+    assert_eq!(fx.provider.calls(), 2);
+}
+
+#[tokio::test]
+async fn max_iterations_after_exactly_that_many_calls() {
+    let script = (0..10).map(|i| tool("tool_a", &i.to_string())).collect();
+    let mut fx = fixture(script);
+    let r = fx
+        .harness
+        .run_bounded(PhaseRequest::new("loop").with_max_iterations(3))
+        .await;
+    assert_eq!(r.stop_reason, StopReason::MaxIterations);
+    assert_eq!(fx.provider.calls(), 3);
+    assert_eq!(r.tool_calls.len(), 3);
+    assert_eq!(fx.a_calls.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn zero_max_iterations_makes_no_call() {
+    let mut fx = fixture(vec![done("never")]);
+    let r = fx
+        .harness
+        .run_bounded(PhaseRequest::new("x").with_max_iterations(0))
+        .await;
+    assert_eq!(r.stop_reason, StopReason::MaxIterations);
+    assert_eq!(fx.provider.calls(), 0);
+}
+
+// ---------- budget ----------
+
+#[tokio::test]
+async fn budget_exhausted_on_entry_makes_no_llm_or_tool_call() {
+    let mut fx = fixture_with(
+        vec![tool("tool_a", "1").with_usage(60, 40), tool("tool_a", "2")],
+        Options {
+            budget: 100,
+            ..Options::default()
+        },
+    );
+    let first = fx.harness.run_bounded(PhaseRequest::new("spend")).await;
+    assert_eq!(first.stop_reason, StopReason::BudgetExhausted);
+    assert_eq!(
+        fx.provider.calls(),
+        1,
+        "the first call spends the whole budget"
+    );
+    let a_before = fx.a_calls.load(Ordering::SeqCst);
+
+    let second = fx.harness.run_bounded(PhaseRequest::new("again")).await;
+    assert_eq!(second.stop_reason, StopReason::BudgetExhausted);
+    assert!(second.tool_calls.is_empty());
+    assert_eq!(fx.provider.calls(), 1, "no LLM call after exhaustion");
+    assert_eq!(
+        fx.a_calls.load(Ordering::SeqCst),
+        a_before,
+        "no tool call either"
+    );
+
+    // Any later phase, in any context, returns the same way.
+    let third = fx
+        .harness
+        .run_bounded(
+            PhaseRequest::new("other label")
+                .with_context_label(Some("elsewhere"))
+                .with_continue_context(false),
+        )
+        .await;
+    assert_eq!(third.stop_reason, StopReason::BudgetExhausted);
+    assert_eq!(fx.provider.calls(), 1);
+}
+
+#[tokio::test]
+async fn budget_is_checked_before_every_call_not_after() {
+    // 3 calls of 40 tokens against a budget of 100: the third call must not happen.
+    let script = (0..5)
+        .map(|i| tool("tool_a", &i.to_string()).with_usage(30, 10))
+        .collect();
+    let mut fx = fixture_with(
+        script,
+        Options {
+            budget: 100,
+            ..Options::default()
+        },
+    );
+    let r = fx
+        .harness
+        .run_bounded(PhaseRequest::new("go").with_max_iterations(10))
+        .await;
+    assert_eq!(r.stop_reason, StopReason::BudgetExhausted);
+    assert_eq!(
+        fx.provider.calls(),
+        3,
+        "40+40 < 100 allows a third call; 120 ≥ 100 stops"
+    );
+    assert_eq!(fx.harness.usage().tokens_used, 120);
+}
+
+#[tokio::test]
+async fn max_output_tokens_is_capped_to_what_is_left() {
+    let mut fx = fixture_with(
+        vec![
+            tool("tool_a", "1").with_usage(50, 20),
+            done("end").with_usage(5, 5),
+        ],
+        Options {
+            budget: 100,
+            max_output_tokens: Some(4096),
+            ..Options::default()
+        },
+    );
+    fx.harness.run_bounded(PhaseRequest::new("go")).await;
+    let reqs = fx.provider.requests();
+    assert_eq!(reqs[0].options.max_output_tokens, Some(100));
+    assert_eq!(reqs[1].options.max_output_tokens, Some(30));
+}
+
+#[test]
+fn phase_result_carries_no_accounting() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut fx = fixture(vec![done("x").with_usage(1000, 1000)]);
+    let r = rt.block_on(fx.harness.run_bounded(PhaseRequest::new("x")));
+    let v = serde_json::to_value(&r).unwrap();
+    let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+    assert_eq!(keys.len(), 3);
+    assert!(v.get("tokens_used").is_none() && v.get("cost_usd").is_none());
+    assert!(
+        !v.to_string().contains("2000"),
+        "no usage figure leaks into the result"
+    );
+}
+
+// ---------- stop ----------
+
+#[tokio::test]
+async fn stop_requested_at_entry_makes_no_call() {
+    let mut fx = fixture(vec![done("never")]);
+    fx.stop.cancel();
+    let r = fx.harness.run_bounded(PhaseRequest::new("x")).await;
+    assert_eq!(r.stop_reason, StopReason::StopRequested);
+    assert_eq!(fx.provider.calls(), 0);
+}
+
+#[tokio::test]
+async fn stop_signaled_mid_loop_ends_the_phase_before_the_next_call() {
+    let mut fx = fixture(vec![
+        ScriptedResponse::tool("stop_button", json!({})),
+        done("never reached"),
+    ]);
+    let r = fx
+        .harness
+        .run_bounded(PhaseRequest::new("x").with_max_iterations(5))
+        .await;
+    assert_eq!(r.stop_reason, StopReason::StopRequested);
+    assert_eq!(fx.provider.calls(), 1);
+    assert_eq!(r.tool_calls.len(), 1);
+}
+
+/// A provider that never answers: only a stop can end the call.
+struct Hanging;
+
+#[async_trait::async_trait]
+impl Provider for Hanging {
+    fn name(&self) -> &str {
+        "hanging"
+    }
+    fn model(&self) -> &str {
+        "none"
+    }
+    async fn complete(
+        &self,
+        _request: &lsm_providers::LlmRequest,
+    ) -> Result<lsm_providers::LlmResponse, lsm_providers::ProviderError> {
+        std::future::pending().await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn stop_aborts_an_in_flight_llm_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox =
+        Arc::new(Sandbox::new(SandboxConfig::default(), ToolRegistry::new(), None).unwrap());
+    let stop = CancellationToken::new();
+    let mut h = AgentHarness::new(
+        AgentIdentity {
+            name: "t".into(),
+            tool_allowlist: vec![],
+            tier: Default::default(),
+            topic: String::new(),
+        },
+        "",
+        HarnessConfig {
+            agents_folder: dir.path().to_path_buf(),
+            ..HarnessConfig::default()
+        },
+        Arc::new(Hanging),
+        sandbox,
+    )
+    .with_stop_token(stop.clone());
+    let stopper = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+        stop.cancel();
+    });
+    let r = h.run_bounded(PhaseRequest::new("x")).await;
+    assert_eq!(r.stop_reason, StopReason::StopRequested);
+    stopper.await.unwrap();
+}
+
+// ---------- contexts ----------
+
+#[tokio::test]
+async fn continue_context_true_carries_the_prior_phase_into_the_next() {
+    let mut fx = fixture(vec![done("first answer"), done("second answer")]);
+    fx.harness.run_bounded(PhaseRequest::new("phase one")).await;
+    fx.harness.run_bounded(PhaseRequest::new("phase two")).await;
+    let reqs = fx.provider.requests();
+    let second = contents(&reqs[1]);
+    assert!(second.contains(&"phase one".to_string()));
+    assert!(second.contains(&"first answer".to_string()));
+    assert_eq!(second.last().unwrap(), "phase two");
+}
+
+#[tokio::test]
+async fn continue_context_false_resets_that_label_only() {
+    let mut fx = fixture(vec![done("p1"), done("a1"), done("p2"), done("a2")]);
+    fx.harness
+        .run_bounded(PhaseRequest::new("primary one"))
+        .await;
+    fx.harness
+        .run_bounded(PhaseRequest::new("label a one").with_context_label(Some("a")))
+        .await;
+    fx.harness
+        .run_bounded(PhaseRequest::new("primary two").with_continue_context(false))
+        .await;
+    fx.harness
+        .run_bounded(PhaseRequest::new("label a two").with_context_label(Some("a")))
+        .await;
+    let reqs = fx.provider.requests();
+    let reset = contents(&reqs[2]);
+    assert!(!reset.contains(&"primary one".to_string()), "history reset");
+    assert_eq!(reset, vec!["You are a test agent.", "primary two"]);
+    let kept = contents(&reqs[3]);
+    assert!(
+        kept.contains(&"label a one".to_string()),
+        "other label kept"
+    );
+}
+
+#[tokio::test]
+async fn named_contexts_are_independent_and_none_is_its_own() {
+    let mut fx = fixture(vec![
+        done("A1"),
+        done("B1"),
+        done("P1"),
+        done("A2"),
+        done("B2"),
+    ]);
+    let a = || PhaseRequest::new("").with_context_label(Some("label_a"));
+    let b = || PhaseRequest::new("").with_context_label(Some("label_b"));
+    fx.harness
+        .run_bounded(PhaseRequest {
+            user_message: "about a".into(),
+            ..a()
+        })
+        .await;
+    fx.harness
+        .run_bounded(PhaseRequest {
+            user_message: "about b".into(),
+            ..b()
+        })
+        .await;
+    fx.harness
+        .run_bounded(PhaseRequest::new("about primary"))
+        .await;
+    fx.harness
+        .run_bounded(PhaseRequest {
+            user_message: "more a".into(),
+            ..a()
+        })
+        .await;
+    fx.harness
+        .run_bounded(PhaseRequest {
+            user_message: "more b".into(),
+            ..b()
+        })
+        .await;
+    let reqs = fx.provider.requests();
+    let a2 = contents(&reqs[3]).join("|");
+    let b2 = contents(&reqs[4]).join("|");
+    let p1 = contents(&reqs[2]).join("|");
+    assert!(a2.contains("about a") && a2.contains("A1"));
+    assert!(!a2.contains("about b") && !a2.contains("B1") && !a2.contains("primary"));
+    assert!(b2.contains("about b") && !b2.contains("about a"));
+    assert!(
+        !p1.contains("about a") && !p1.contains("about b"),
+        "None is separate"
+    );
+}
+
+#[tokio::test]
+async fn response_ids_chain_per_label_and_cache_key_is_agent_and_label() {
+    let mut fx = fixture(vec![done("1"), done("2"), done("3"), done("4")]);
+    fx.harness.run_bounded(PhaseRequest::new("a")).await;
+    fx.harness
+        .run_bounded(PhaseRequest::new("b").with_context_label(Some("x")))
+        .await;
+    fx.harness.run_bounded(PhaseRequest::new("c")).await;
+    fx.harness
+        .run_bounded(PhaseRequest::new("d").with_continue_context(false))
+        .await;
+    let reqs = fx.provider.requests();
+    assert_eq!(reqs[0].options.previous_response_id, None);
+    assert_eq!(
+        reqs[1].options.previous_response_id, None,
+        "labels never share"
+    );
+    assert_eq!(
+        reqs[2].options.previous_response_id.as_deref(),
+        Some("scripted-1")
+    );
+    assert_eq!(
+        reqs[3].options.previous_response_id, None,
+        "reset clears it"
+    );
+    assert_eq!(
+        reqs[0].options.prompt_cache_key.as_deref(),
+        Some("tester:__default__")
+    );
+    assert_eq!(
+        reqs[1].options.prompt_cache_key.as_deref(),
+        Some("tester:x")
+    );
+
+    fx.harness.finish(RunOutcome::Completed).await;
+    let s = read_summary(&fx);
+    assert_eq!(s.context_tracking.context_labels_seen, ["__default__", "x"]);
+    let d = &s.context_tracking.per_label["__default__"];
+    assert_eq!(d.iterations, 3);
+    assert_eq!(d.response_id.as_deref(), Some("scripted-4"));
+    assert!(d.conversation_id.as_deref().unwrap().starts_with("conv-"));
+    let x = &s.context_tracking.per_label["x"];
+    assert_eq!(x.response_id.as_deref(), Some("scripted-2"));
+    assert_ne!(x.conversation_id, d.conversation_id);
+}
+
+// ---------- tool_names ----------
+
+#[tokio::test]
+async fn tool_names_subset_offers_only_that_tool_and_rejects_others() {
+    let mut fx = fixture(vec![tool("tool_b", "sneaky"), done("ok")]);
+    let r = fx
+        .harness
+        .run_bounded(PhaseRequest::new("x").with_tool_names(["tool_a"]))
+        .await;
+    let reqs = fx.provider.requests();
+    assert_eq!(offered(&reqs[0]), ["tool_a"]);
+    assert_eq!(
+        r.tool_calls[0].outcome,
+        ToolOutcome::Error("Tool 'tool_b' is not in the requested tool_names list".into())
+    );
+    assert_eq!(fx.b_calls.load(Ordering::SeqCst), 0);
+    // The model was told, and the loop went on.
+    assert!(
+        contents(&reqs[1])
+            .iter()
+            .any(|c| c.starts_with("Error: Tool 'tool_b'"))
+    );
+    assert_eq!(r.stop_reason, StopReason::Done);
+}
+
+#[tokio::test]
+async fn empty_tool_names_runs_the_model_but_rejects_every_call() {
+    let mut fx = fixture(vec![tool("tool_a", "x"), done("fine")]);
+    let r = fx
+        .harness
+        .run_bounded(PhaseRequest::new("x").with_tool_names(Vec::<String>::new()))
+        .await;
+    assert!(offered(&fx.provider.requests()[0]).is_empty());
+    assert!(r.tool_calls[0].outcome.is_error());
+    assert_eq!(fx.a_calls.load(Ordering::SeqCst), 0);
+    assert_eq!(fx.provider.calls(), 2);
+}
+
+#[tokio::test]
+async fn no_tool_names_offers_every_allowlisted_registered_tool() {
+    let mut fx = fixture(vec![done("x")]);
+    fx.harness.run_bounded(PhaseRequest::new("x")).await;
+    let mut names = offered(&fx.provider.requests()[0]);
+    names.sort();
+    // tool_c is registered but not allowlisted.
+    assert_eq!(
+        names,
+        ["guarded", "panicky", "stop_button", "tool_a", "tool_b"]
+    );
+}
+
+#[tokio::test]
+async fn a_tool_outside_the_allowlist_is_refused_with_the_original_message() {
+    let mut fx = fixture(vec![tool("tool_c", "x"), done("ok")]);
+    let r = fx.harness.run_bounded(PhaseRequest::new("x")).await;
+    assert_eq!(
+        r.tool_calls[0].outcome,
+        ToolOutcome::Error("Tool 'tool_c' is not allowed for this harness run".into())
+    );
+}
+
+// ---------- failures are values ----------
+
+#[tokio::test]
+async fn a_panicking_tool_becomes_an_error_result_and_the_loop_continues() {
+    let mut fx = fixture(vec![
+        ScriptedResponse::tool("panicky", json!({})),
+        done("recovered"),
+    ]);
+    let r = fx.harness.run_bounded(PhaseRequest::new("x")).await;
+    assert_eq!(r.stop_reason, StopReason::Done);
+    assert_eq!(r.final_text, "recovered");
+    let e = r.tool_calls[0].outcome.text();
+    assert!(
+        e.contains("panicked") && e.contains("boom inside a tool"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn bad_arguments_and_unknown_tools_go_back_to_the_model() {
+    let mut fx = fixture_with(
+        vec![
+            ScriptedResponse::tool("tool_a", json!({"text": 5})),
+            ScriptedResponse::tool("nonexistent", json!({})),
+            done("ok"),
+        ],
+        Options {
+            allowlist: vec!["tool_a", "nonexistent"],
+            ..Options::default()
+        },
+    );
+    let r = fx.harness.run_bounded(PhaseRequest::new("x")).await;
+    assert_eq!(r.stop_reason, StopReason::Done);
+    assert!(r.tool_calls[0].outcome.text().contains("invalid arguments"));
+    assert!(r.tool_calls[1].outcome.text().contains("does not exist"));
+    assert_eq!(fx.a_calls.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_permission_tool_with_nobody_to_ask_is_denied_and_recorded() {
+    let mut fx = fixture(vec![tool("guarded", "x"), done("ok")]);
+    let r = fx.harness.run("try it").await;
+    assert!(
+        r.result.tool_calls[0]
+            .outcome
+            .text()
+            .contains("denied permission")
+    );
+    assert_eq!(r.summary.approvals_denials.denials, 1);
+    assert_eq!(r.summary.approvals_denials.by_tool["guarded"].denials, 1);
+    assert!(!r.summary.approvals_denials.events[0].allowed);
+    assert!(events(&fx).contains(&"tool_denied".to_string()));
+}
+
+#[tokio::test]
+async fn provider_failure_is_an_error_stop_with_records_written() {
+    let mut fx = fixture(vec![tool("tool_a", "x")]); // runs out on the second call
+    let report = fx.harness.run("task").await;
+    assert_eq!(report.result.stop_reason, StopReason::Error);
+    assert!(
+        report
+            .result
+            .final_text
+            .contains("no response left for call 2")
+    );
+    assert_eq!(
+        report.result.tool_calls.len(),
+        1,
+        "work done before the failure is kept"
+    );
+    let s = read_summary(&fx);
+    assert_eq!(s.status, "failed");
+    assert_eq!(s.run_outcome, "error");
+    assert!(s.error.unwrap().contains("no response left"));
+    assert!(events(&fx).contains(&"llm_error".to_string()));
+}
+
+#[tokio::test]
+async fn the_block_control_tool_ends_the_phase_as_blocked() {
+    let mut fx = fixture(vec![ScriptedResponse::tool(
+        "block",
+        json!({"reason": "the file I need is missing"}),
+    )]);
+    let r = fx.harness.run_bounded(PhaseRequest::new("x")).await;
+    assert_eq!(r.stop_reason, StopReason::Blocked);
+    assert_eq!(r.final_text, "the file I need is missing");
+    assert!(
+        fx.provider.requests()[0]
+            .tools
+            .iter()
+            .any(|t| t.name == "block")
+    );
+}
+
+#[tokio::test]
+async fn unwritable_agents_folder_is_a_clear_error_stop() {
+    let mut fx = fixture(vec![done("x")]);
+    let blocker = fx.dir.path().join("file_not_folder");
+    std::fs::write(&blocker, "x").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = Arc::new(
+        Sandbox::new(
+            SandboxConfig::confined_to(dir.path()),
+            ToolRegistry::new(),
+            None,
+        )
+        .unwrap(),
+    );
+    fx.harness = AgentHarness::new(
+        AgentIdentity {
+            name: "a".into(),
+            tool_allowlist: vec![],
+            tier: Default::default(),
+            topic: String::new(),
+        },
+        "",
+        HarnessConfig {
+            agents_folder: blocker,
+            ..HarnessConfig::default()
+        },
+        fx.provider.clone() as Arc<dyn Provider>,
+        sandbox,
+    );
+    let report = fx.harness.run("x").await;
+    assert_eq!(report.result.stop_reason, StopReason::Error);
+    assert!(
+        report
+            .result
+            .final_text
+            .contains("cannot create the run's log folder")
+    );
+    assert!(report.records_error.is_some());
+    assert_eq!(fx.provider.calls(), 0, "nothing runs unrecorded");
+}
+
+// ---------- tool-only mode ----------
+
+fn direct(name: &str, text: &str) -> DirectToolCall {
+    DirectToolCall {
+        name: name.into(),
+        arguments: json!({"text": text}),
+    }
+}
+
+#[tokio::test]
+async fn direct_tool_calls_run_without_any_llm_call() {
+    let mut fx = fixture(vec![]);
+    let r = fx
+        .harness
+        .run_bounded(PhaseRequest::direct(vec![
+            direct("tool_a", "1"),
+            direct("tool_b", "2"),
+        ]))
+        .await;
+    assert_eq!(r.stop_reason, StopReason::Done);
+    assert_eq!(r.final_text, "");
+    assert_eq!(r.tool_calls.len(), 2);
+    assert_eq!(
+        r.tool_calls[1].outcome,
+        ToolOutcome::Result("tool_b:2".into())
+    );
+    assert_eq!(fx.provider.calls(), 0);
+}
+
+#[tokio::test]
+async fn empty_direct_tool_calls_is_done_with_nothing() {
+    let mut fx = fixture(vec![]);
+    let r = fx.harness.run_bounded(PhaseRequest::direct(vec![])).await;
+    assert_eq!(r, lsm_phase::PhaseResult::empty(StopReason::Done));
+    assert_eq!(fx.provider.calls(), 0);
+}
+
+#[tokio::test]
+async fn direct_tool_calls_with_stop_requested_execute_nothing() {
+    let mut fx = fixture(vec![]);
+    fx.stop.cancel();
+    let r = fx
+        .harness
+        .run_bounded(PhaseRequest::direct(vec![direct("tool_a", "1")]))
+        .await;
+    assert_eq!(r.stop_reason, StopReason::StopRequested);
+    assert!(r.tool_calls.is_empty());
+    assert_eq!(fx.a_calls.load(Ordering::SeqCst), 0);
+    let mut empty = fixture(vec![]);
+    empty.stop.cancel();
+    let r = empty
+        .harness
+        .run_bounded(PhaseRequest::direct(vec![]))
+        .await;
+    assert_eq!(r.stop_reason, StopReason::StopRequested);
+}
+
+#[tokio::test]
+async fn direct_tool_calls_ignore_an_exhausted_budget() {
+    let mut fx = fixture_with(
+        vec![tool("tool_a", "spend").with_usage(500, 500)],
+        Options {
+            budget: 100,
+            ..Options::default()
+        },
+    );
+    let r = fx.harness.run_bounded(PhaseRequest::new("spend")).await;
+    assert_eq!(r.stop_reason, StopReason::BudgetExhausted);
+    let r = fx
+        .harness
+        .run_bounded(PhaseRequest::direct(vec![direct("tool_a", "still")]))
+        .await;
+    assert_eq!(r.stop_reason, StopReason::Done);
+    assert_eq!(
+        r.tool_calls[0].outcome,
+        ToolOutcome::Result("tool_a:still".into())
+    );
+}
+
+#[tokio::test]
+async fn direct_call_outside_the_allowlist_is_an_error_and_others_still_run() {
+    let mut fx = fixture(vec![]);
+    let r = fx
+        .harness
+        .run_bounded(PhaseRequest::direct(vec![
+            direct("tool_c", "no"),
+            direct("tool_a", "yes"),
+        ]))
+        .await;
+    assert_eq!(r.stop_reason, StopReason::Done);
+    assert_eq!(
+        r.tool_calls[0].outcome,
+        ToolOutcome::Error("Tool 'tool_c' is not allowed for this harness run".into())
+    );
+    assert_eq!(
+        r.tool_calls[1].outcome,
+        ToolOutcome::Result("tool_a:yes".into())
+    );
+}
+
+#[tokio::test]
+async fn direct_calls_go_through_the_sandbox_risk_and_rate_limit_checks() {
+    let mut sandbox = SandboxConfig::default();
+    sandbox.rate_limits.insert(
+        "tool_a".into(),
+        RateLimit {
+            calls: 2,
+            per_seconds: 3600,
+        },
+    );
+    sandbox
+        .require_permission_by_risk
+        .insert(RiskLevel::ReadOnly, false);
+    let mut fx = fixture_with(
+        vec![],
+        Options {
+            sandbox,
+            ..Options::default()
+        },
+    );
+    let r = fx
+        .harness
+        .run_bounded(PhaseRequest::direct(vec![
+            direct("tool_a", "1"),
+            direct("tool_a", "2"),
+            direct("tool_a", "3"),
+            direct("guarded", "exec risk needs a person"),
+        ]))
+        .await;
+    assert_eq!(r.stop_reason, StopReason::Done);
+    assert!(!r.tool_calls[1].outcome.is_error());
+    assert!(
+        r.tool_calls[2].outcome.text().contains("rate limited"),
+        "{:?}",
+        r.tool_calls[2]
+    );
+    assert!(r.tool_calls[3].outcome.text().contains("denied permission"));
+    assert_eq!(fx.a_calls.load(Ordering::SeqCst), 2);
+}
+
+// ---------- records ----------
+
+#[tokio::test]
+async fn summary_token_totals_are_the_sum_over_all_phases_and_contexts() {
+    let mut fx = fixture(vec![
+        tool("tool_a", "1").with_usage(100, 10),
+        done("a").with_usage(120, 20),
+        done("b").with_usage(7, 3),
+        done("c").with_usage(50, 5),
+    ]);
+    fx.harness.run_bounded(PhaseRequest::new("one")).await;
+    fx.harness
+        .run_bounded(PhaseRequest::new("two").with_context_label(Some("x")))
+        .await;
+    fx.harness
+        .run_bounded(PhaseRequest::direct(vec![direct("tool_b", "free")]))
+        .await;
+    fx.harness.run_bounded(PhaseRequest::new("three")).await;
+    // Nothing is written before the run ends...
+    assert!(!fx.harness.run_dir().join("run_summary.json").exists());
+    fx.harness.finish(RunOutcome::Completed).await;
+    let s = read_summary(&fx);
+    assert_eq!(s.token_usage.tokens_used, 315);
+    assert_eq!(s.token_usage.input_tokens, 277);
+    assert_eq!(s.token_usage.output_tokens, 38);
+    assert_eq!(s.token_usage.iterations, 4);
+    assert_eq!(s.status, "completed");
+    assert_eq!(s.tools_used["tool_a"], 1);
+    assert_eq!(s.tools_used["tool_b"], 1);
+    assert_eq!(s.tool_sequence, ["tool_a", "tool_b"]);
+    assert_eq!(s.agent_name, "tester");
+}
+
+#[tokio::test]
+async fn run_wraps_run_bounded_and_writes_a_complete_summary() {
+    let mut fx = fixture(vec![tool("tool_a", "x"), done("all done")]);
+    let report = fx
+        .harness
+        .run("Summarize the notes. Do not touch drafts; must cite sources")
+        .await;
+    assert_eq!(report.result.stop_reason, StopReason::Done);
+    assert_eq!(report.result.final_text, "all done");
+    assert!(report.records_error.is_none());
+    let s = read_summary(&fx);
+    assert_eq!(s, report.summary);
+    assert_eq!(s.status, "completed");
+    assert_eq!(s.run_outcome, "done");
+    assert_eq!(s.constraints, ["Do not touch drafts", "must cite sources"]);
+    assert_eq!(s.token_usage.max_tokens_budget, 1_000_000);
+    // The transcript shows the whole loop, in order.
+    assert_eq!(
+        events(&fx),
+        [
+            "phase_start",
+            "llm_request",
+            "llm_response",
+            "tool_call",
+            "tool_result",
+            "llm_request",
+            "llm_response",
+            "phase_end",
+            "run_end"
+        ]
+    );
+    let t = transcript(&fx);
+    assert!(t.iter().all(|e| e["run_id"] == report.summary.run_id));
+    assert_eq!(t[4]["result"], "tool_a:x");
+}
+
+#[tokio::test]
+async fn a_dropped_harness_still_leaves_a_summary() {
+    let fx = fixture(vec![done("x")]);
+    let Fixture {
+        dir, mut harness, ..
+    } = fx;
+    harness.run_bounded(PhaseRequest::new("x")).await;
+    let run_dir = harness.run_dir();
+    drop(harness);
+    let s: RunSummary =
+        serde_json::from_slice(&std::fs::read(run_dir.join("run_summary.json")).unwrap()).unwrap();
+    assert_eq!(s.status, "failed");
+    assert!(s.error.unwrap().contains("without finishing"));
+    drop(dir);
+}
+
+// ---------- standing memory ----------
+
+struct FixedMemory;
+
+#[async_trait::async_trait]
+impl MemoryProvider for FixedMemory {
+    async fn standing_context(&self, agent: &str, topic: &str) -> Option<String> {
+        Some(format!("Standing context for {agent} about '{topic}'"))
+    }
+}
+
+#[tokio::test]
+async fn standing_memory_is_injected_before_every_call() {
+    let fx = fixture(vec![tool("tool_a", "x"), done("y")]);
+    let Fixture {
+        dir: _dir,
+        provider,
+        harness,
+        ..
+    } = fx;
+    let mut harness = harness.with_memory(Arc::new(FixedMemory));
+    harness.run_bounded(PhaseRequest::new("the topic")).await;
+    for req in provider.requests() {
+        assert_eq!(req.messages[1].role, Role::System);
+        assert_eq!(
+            req.messages[1].content,
+            "Standing context for tester about 'the topic'"
+        );
+    }
+}
+
+// ---------- the budget rule, for any usage sequence ----------
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    #[test]
+    fn no_call_after_exhaustion_and_overshoot_bounded_by_one_prompt(
+        budget in 1u64..2_000,
+        usages in proptest::collection::vec((0u64..300, 0u64..300), 1..20),
+    ) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let script: Vec<_> = usages
+            .iter()
+            .map(|&(i, o)| ScriptedResponse::tool("tool_a", json!({"text": "t"})).with_usage(i, o))
+            .collect();
+        let n = script.len();
+        let mut fx = fixture_with(script, Options { budget, max_output_tokens: None, ..Options::default() });
+        let r = rt.block_on(fx.harness.run_bounded(PhaseRequest::new("go").with_max_iterations(n as u32 + 5)));
+        let reqs = fx.provider.requests();
+        // Replay the accounting: every call saw a cap ≤ what was left, and none was made at 0.
+        let mut used = 0u64;
+        let mut max_input = 0u64;
+        for (k, req) in reqs.iter().enumerate() {
+            prop_assert!(used < budget, "call {} made with nothing left", k + 1);
+            prop_assert_eq!(req.options.max_output_tokens, Some(budget - used));
+            // One call past the end of the script finds it exhausted (an error stop).
+            let Some(&(i, o)) = usages.get(k) else { break };
+            used += i + o.min(budget - used);
+            max_input = max_input.max(i);
+        }
+        prop_assert_eq!(fx.harness.usage().tokens_used, used);
+        prop_assert!(used <= budget + max_input);
+        if reqs.len() <= n && used >= budget {
+            prop_assert_eq!(r.stop_reason, StopReason::BudgetExhausted);
+            prop_assert!(used >= budget);
+        } else {
+            prop_assert_eq!(reqs.len(), n + 1);
+            prop_assert_eq!(r.stop_reason, StopReason::Error);
+        }
+    }
+}

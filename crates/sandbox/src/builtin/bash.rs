@@ -1,0 +1,400 @@
+//! `bash`: run one checked program, without a shell.
+//!
+//! The name is what models expect; the behaviour is deliberately less than a shell's. The
+//! sandbox has already parsed and checked the command line ([`crate::CheckedCommand`]); this
+//! tool only executes it with a scrubbed environment and bounded output.
+
+use std::process::{ExitStatus, Stdio};
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+
+use super::parse_args;
+use crate::{Redirect, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, schema_for};
+
+/// Most bytes of stdout (and of stderr) kept; past it the pipe is closed, which stops a
+/// program that writes without end (`yes`) instead of letting it run to the timeout.
+const MAX_CAPTURE_BYTES: usize = 4 * 1024 * 1024;
+
+/// `bash`: run a program.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Bash;
+
+/// Arguments of `bash`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BashArgs {
+    /// One program and its arguments, e.g. `grep -rn TODO src`, optionally with `< in.txt`,
+    /// `> out.txt` or `>> out.txt`. No shell runs it: pipes, `;`, `&&`, `$VAR`, backticks
+    /// and globs are not available.
+    pub command: String,
+}
+
+#[async_trait::async_trait]
+impl Tool for Bash {
+    fn name(&self) -> &str {
+        "bash"
+    }
+    fn description(&self) -> &str {
+        "Run one program with arguments in the working directory, without a shell (no pipes, chaining, variables or globs); '<', '>' and '>>' redirect to files."
+    }
+    fn parameters(&self) -> serde_json::Value {
+        schema_for::<BashArgs>()
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::Exec
+    }
+    fn needs_permission(&self) -> bool {
+        true
+    }
+    fn command_arg(&self) -> Option<&'static str> {
+        Some("command")
+    }
+
+    async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let args: BashArgs = parse_args(&ctx)?;
+        let checked = ctx.command()?;
+        tracing::debug!(command = %args.command, program = %checked.program, "running");
+        let mut command = tokio::process::Command::new(&checked.program);
+        command
+            .args(&checked.args)
+            .env_clear()
+            .envs(ctx.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .current_dir(&ctx.working_dir)
+            .kill_on_drop(true) // the sandbox's timeout drops this future: the child dies too
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        match &checked.stdin {
+            Some(path) => {
+                let file = tokio::fs::File::open(path)
+                    .await
+                    .map_err(|e| ToolError::io(path, e))?;
+                command.stdin(file.into_std().await);
+            }
+            None => {
+                command.stdin(Stdio::null());
+            }
+        }
+        let sink = match &checked.stdout {
+            Some(redirect) => Some(open_redirect(redirect, ctx.max_write_bytes).await?),
+            None => None,
+        };
+        let mut child = command.spawn().map_err(|e| {
+            ToolError::Failed(format!(
+                "could not start '{}': {e}; is it installed and on PATH?",
+                checked.program
+            ))
+        })?;
+        let stdout = child.stdout.take();
+        let stderr = child.stderr.take();
+        let (out, err, status) = tokio::join!(
+            async {
+                match (stdout, sink) {
+                    (Some(pipe), Some(sink)) => sink.fill_from(pipe).await.map(Captured::File),
+                    (Some(pipe), None) => Ok(Captured::Text(capture(pipe).await)),
+                    (None, _) => Ok(Captured::Text(Capture::default())),
+                }
+            },
+            async {
+                match stderr {
+                    Some(pipe) => capture(pipe).await,
+                    None => Capture::default(),
+                }
+            },
+            child.wait()
+        );
+        let status =
+            status.map_err(|e| ToolError::Failed(format!("waiting for the program: {e}")))?;
+        let out = out?;
+        let mut parts: Vec<String> = Vec::new();
+        let mut artifacts = Vec::new();
+        match out {
+            Captured::Text(text) => parts.extend(text.render("stdout")),
+            Captured::File(written) => {
+                parts.push(written.render());
+                artifacts.push(written.path);
+            }
+        }
+        if let Some(text) = err.render("stderr") {
+            parts.push(format!("[stderr]\n{text}"));
+        }
+        parts.push(describe_status(status));
+        Ok(ToolOutput {
+            text: parts.join("\n"),
+            artifacts,
+        })
+    }
+}
+
+/// What a stream produced.
+#[derive(Debug, Default)]
+struct Capture {
+    bytes: Vec<u8>,
+    /// Whether the limit was reached and the pipe closed.
+    cut: bool,
+}
+
+impl Capture {
+    fn render(&self, stream: &str) -> Option<String> {
+        if self.bytes.is_empty() {
+            return None;
+        }
+        let mut text = String::from_utf8_lossy(&self.bytes).into_owned();
+        if text.ends_with('\n') {
+            text.pop();
+        }
+        if self.cut {
+            text.push_str(&format!(
+                "\n[{stream} stopped after {MAX_CAPTURE_BYTES} bytes; the rest was not read]"
+            ));
+        }
+        Some(text)
+    }
+}
+
+enum Captured {
+    Text(Capture),
+    File(Written),
+}
+
+/// Read `pipe` up to [`MAX_CAPTURE_BYTES`]. Read errors end the capture: what was read is
+/// still worth showing.
+async fn capture(pipe: impl AsyncRead + Unpin) -> Capture {
+    let mut bytes = Vec::new();
+    let limit = MAX_CAPTURE_BYTES as u64 + 1;
+    let _ = pipe.take(limit).read_to_end(&mut bytes).await;
+    let cut = bytes.len() > MAX_CAPTURE_BYTES;
+    bytes.truncate(MAX_CAPTURE_BYTES);
+    Capture { bytes, cut }
+}
+
+/// An opened `>`/`>>` target and how much may still be written to it.
+struct Sink {
+    file: tokio::fs::File,
+    path: std::path::PathBuf,
+    room: u64,
+    limit: usize,
+}
+
+/// What went into a redirect target.
+struct Written {
+    path: std::path::PathBuf,
+    bytes: u64,
+    cut: bool,
+    limit: usize,
+}
+
+impl Written {
+    fn render(&self) -> String {
+        let mut text = format!(
+            "[stdout written to {} ({} bytes)]",
+            self.path.display(),
+            self.bytes
+        );
+        if self.cut {
+            text.push_str(&format!(
+                "\n[stopped at the write limit of {} bytes; the rest was not written]",
+                self.limit
+            ));
+        }
+        text
+    }
+}
+
+/// Open the redirect target (creating parent folders: the path is confined for writing).
+async fn open_redirect(redirect: &Redirect, max_write_bytes: usize) -> Result<Sink, ToolError> {
+    let path = &redirect.path;
+    if let Some(parent) = path.parent() {
+        tokio::fs::create_dir_all(parent)
+            .await
+            .map_err(|e| ToolError::io(parent, e))?;
+    }
+    let existing = if redirect.append {
+        match tokio::fs::metadata(path).await {
+            Ok(meta) => meta.len(),
+            Err(_) => 0,
+        }
+    } else {
+        0
+    };
+    let file = tokio::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(redirect.append)
+        .truncate(!redirect.append)
+        .open(path)
+        .await
+        .map_err(|e| ToolError::io(path, e))?;
+    Ok(Sink {
+        file,
+        path: path.clone(),
+        room: (max_write_bytes as u64).saturating_sub(existing),
+        limit: max_write_bytes,
+    })
+}
+
+impl Sink {
+    /// Copy `pipe` into the file until it ends or the write limit is reached.
+    async fn fill_from(mut self, mut pipe: impl AsyncRead + Unpin) -> Result<Written, ToolError> {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut written = 0u64;
+        let mut cut = false;
+        loop {
+            let n = match pipe.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            let keep = (n as u64).min(self.room - written);
+            self.file
+                .write_all(&buf[..keep as usize])
+                .await
+                .map_err(|e| ToolError::io(&self.path, e))?;
+            written += keep;
+            if keep < n as u64 {
+                cut = true; // dropping the pipe below stops the program's writes
+                break;
+            }
+        }
+        self.file
+            .flush()
+            .await
+            .map_err(|e| ToolError::io(&self.path, e))?;
+        Ok(Written {
+            path: self.path,
+            bytes: written,
+            cut,
+            limit: self.limit,
+        })
+    }
+}
+
+fn describe_status(status: ExitStatus) -> String {
+    if let Some(code) = status.code() {
+        return format!("[exit code: {code}]");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            return format!("[killed by signal {signal}]");
+        }
+    }
+    format!("[{status}]")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use std::path::Path;
+
+    use super::*;
+    use crate::CheckedCommand;
+
+    fn ctx(dir: &Path, command: CheckedCommand) -> ToolContext {
+        let mut ctx = ToolContext::for_test(
+            json!({"command": "(parsed separately)"}),
+            [],
+            dir.to_path_buf(),
+        );
+        ctx.command = Some(command);
+        ctx.env = vec![("PATH".into(), std::env::var("PATH").unwrap_or_default())];
+        ctx
+    }
+
+    fn cmd(program: &str, args: &[&str]) -> CheckedCommand {
+        CheckedCommand {
+            program: program.into(),
+            args: args.iter().map(|s| s.to_string()).collect(),
+            stdin: None,
+            stdout: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn runs_and_reports_exit_code() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = Bash
+            .execute(ctx(tmp.path(), cmd("echo", &["hi", "there"])))
+            .await
+            .unwrap();
+        assert_eq!(out.text, "hi there\n[exit code: 0]");
+        assert!(out.artifacts.is_empty());
+        let out = Bash
+            .execute(ctx(tmp.path(), cmd("ls", &["missing-file"])))
+            .await
+            .unwrap();
+        assert!(out.text.contains("[stderr]"), "{}", out.text);
+        assert!(out.text.ends_with("[exit code: 2]"), "{}", out.text);
+    }
+
+    #[tokio::test]
+    async fn runs_in_working_dir_with_redirects() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("in.txt"), "b\na\n").unwrap();
+        let mut c = cmd("sort", &[]);
+        c.stdin = Some(tmp.path().join("in.txt"));
+        c.stdout = Some(Redirect {
+            path: tmp.path().join("out/sorted.txt"),
+            append: false,
+        });
+        let out = Bash.execute(ctx(tmp.path(), c.clone())).await.unwrap();
+        assert_eq!(out.artifacts, [tmp.path().join("out/sorted.txt")]);
+        assert!(out.text.contains("(4 bytes)"), "{}", out.text);
+        assert_eq!(
+            std::fs::read_to_string(tmp.path().join("out/sorted.txt")).unwrap(),
+            "a\nb\n"
+        );
+        c.stdout = Some(Redirect {
+            path: tmp.path().join("out/sorted.txt"),
+            append: true,
+        });
+        Bash.execute(ctx(tmp.path(), c)).await.unwrap();
+        assert_eq!(
+            std::fs::read_to_string(tmp.path().join("out/sorted.txt")).unwrap(),
+            "a\nb\na\nb\n"
+        );
+        let out = Bash.execute(ctx(tmp.path(), cmd("ls", &[]))).await.unwrap();
+        assert!(out.text.starts_with("in.txt\nout\n"), "{}", out.text);
+    }
+
+    #[tokio::test]
+    async fn redirect_respects_write_limit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut c = cmd("yes", &[]);
+        c.stdout = Some(Redirect {
+            path: tmp.path().join("y.txt"),
+            append: false,
+        });
+        let mut context = ctx(tmp.path(), c);
+        context.max_write_bytes = 10;
+        let out = Bash.execute(context).await.unwrap();
+        assert!(out.text.contains("write limit of 10 bytes"), "{}", out.text);
+        assert_eq!(std::fs::read(tmp.path().join("y.txt")).unwrap().len(), 10);
+    }
+
+    #[tokio::test]
+    async fn unbounded_output_is_cut() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = Bash
+            .execute(ctx(tmp.path(), cmd("yes", &[])))
+            .await
+            .unwrap();
+        assert!(
+            out.text.contains("stdout stopped after"),
+            "{}",
+            &out.text[out.text.len() - 200..]
+        );
+    }
+
+    #[tokio::test]
+    async fn missing_program_is_a_failure() {
+        let tmp = tempfile::tempdir().unwrap();
+        let err = Bash
+            .execute(ctx(tmp.path(), cmd("no-such-program-xyz", &[])))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("could not start"), "{err}");
+    }
+}

@@ -1,0 +1,529 @@
+//! Read-only file tools: `read_file`, `read_folder`, `file_metadata`, `hash_file`.
+
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+
+use super::{parse_args, relative_display, run_blocking};
+use crate::{PathArg, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, schema_for};
+
+/// Most bytes `read_file` returns in one call (the sandbox caps the text further).
+const MAX_READ_BYTES: u64 = 8 * 1024 * 1024;
+/// Most entries `read_folder` lists.
+const MAX_ENTRIES: usize = 1000;
+
+const PATH_ARG: &[PathArg] = &[PathArg::read("path")];
+
+// ---------------------------------------------------------------------------------------------
+
+/// `read_file`: a file's text, whole or a line range.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadFile;
+
+/// Arguments of `read_file`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadFileArgs {
+    /// The file to read, absolute or relative to the working directory.
+    pub path: String,
+    /// First line to return (1-based). Omit to start at the beginning.
+    pub start_line: Option<u64>,
+    /// Last line to return (inclusive). Omit to read to the end.
+    pub end_line: Option<u64>,
+}
+
+#[async_trait::async_trait]
+impl Tool for ReadFile {
+    fn name(&self) -> &str {
+        "read_file"
+    }
+    fn description(&self) -> &str {
+        "Read a text file, whole or only the lines start_line..end_line (1-based, inclusive)."
+    }
+    fn parameters(&self) -> serde_json::Value {
+        schema_for::<ReadFileArgs>()
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    fn path_args(&self) -> &[PathArg] {
+        PATH_ARG
+    }
+
+    async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let args: ReadFileArgs = parse_args(&ctx)?;
+        let path = ctx.path("path")?;
+        let meta = tokio::fs::metadata(path)
+            .await
+            .map_err(|e| ToolError::io(path, e))?;
+        if meta.is_dir() {
+            return Err(ToolError::InvalidArguments(format!(
+                "'{}' is a folder; use read_folder to list it",
+                args.path
+            )));
+        }
+        if args.start_line.is_none() && args.end_line.is_none() {
+            return read_whole(path, meta.len()).await.map(ToolOutput::text);
+        }
+        let start = args.start_line.unwrap_or(1);
+        let end = args.end_line.unwrap_or(u64::MAX);
+        if start == 0 {
+            return Err(ToolError::InvalidArguments(
+                "start_line must be at least 1 (lines are numbered from 1)".into(),
+            ));
+        }
+        if end < start {
+            return Err(ToolError::InvalidArguments(format!(
+                "end_line ({end}) is before start_line ({start})"
+            )));
+        }
+        read_lines(path, start, end).await.map(ToolOutput::text)
+    }
+}
+
+async fn read_whole(path: &Path, size: u64) -> Result<String, ToolError> {
+    let file = tokio::fs::File::open(path)
+        .await
+        .map_err(|e| ToolError::io(path, e))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_READ_BYTES)
+        .read_to_end(&mut bytes)
+        .await
+        .map_err(|e| ToolError::io(path, e))?;
+    let mut text = String::from_utf8_lossy(&bytes).into_owned();
+    if size > MAX_READ_BYTES {
+        text.push_str(&format!(
+            "\n[file is {size} bytes; showing the first {MAX_READ_BYTES}; use start_line/end_line to read further]"
+        ));
+    }
+    Ok(text)
+}
+
+async fn read_lines(path: &Path, start: u64, end: u64) -> Result<String, ToolError> {
+    let file = tokio::fs::File::open(path)
+        .await
+        .map_err(|e| ToolError::io(path, e))?;
+    let mut reader = BufReader::new(file);
+    let mut out = Vec::new();
+    let mut line = Vec::new();
+    let mut number = 0u64;
+    loop {
+        line.clear();
+        let n = reader
+            .read_until(b'\n', &mut line)
+            .await
+            .map_err(|e| ToolError::io(path, e))?;
+        if n == 0 {
+            break;
+        }
+        number += 1;
+        if number >= start {
+            out.extend_from_slice(&line);
+            if out.len() as u64 > MAX_READ_BYTES {
+                out.extend_from_slice(
+                    format!("\n[stopped after line {number}: over {MAX_READ_BYTES} bytes]")
+                        .as_bytes(),
+                );
+                break;
+            }
+        }
+        if number >= end {
+            break;
+        }
+    }
+    if number < start {
+        return Err(ToolError::InvalidArguments(format!(
+            "start_line {start} is past the end of the file, which has {number} lines"
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// `read_folder`: a folder's entries, folders marked with a trailing `/`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadFolder;
+
+/// Arguments of `read_folder`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadFolderArgs {
+    /// The folder to list, absolute or relative to the working directory.
+    pub path: String,
+    /// List the contents of sub-folders too (default false). Symbolic links are not followed.
+    pub recursive: Option<bool>,
+}
+
+#[async_trait::async_trait]
+impl Tool for ReadFolder {
+    fn name(&self) -> &str {
+        "read_folder"
+    }
+    fn description(&self) -> &str {
+        "List the entries of a folder (folders end with '/'), optionally recursively."
+    }
+    fn parameters(&self) -> serde_json::Value {
+        schema_for::<ReadFolderArgs>()
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    fn path_args(&self) -> &[PathArg] {
+        PATH_ARG
+    }
+
+    async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let args: ReadFolderArgs = parse_args(&ctx)?;
+        let path = ctx.path("path")?.to_path_buf();
+        let meta = tokio::fs::metadata(&path)
+            .await
+            .map_err(|e| ToolError::io(&path, e))?;
+        if !meta.is_dir() {
+            return Err(ToolError::InvalidArguments(format!(
+                "'{}' is not a folder; use read_file or file_metadata",
+                args.path
+            )));
+        }
+        let (entries, more) = if args.recursive.unwrap_or(false) {
+            list_recursive(path).await?
+        } else {
+            list_flat(&path).await?
+        };
+        let mut text = if entries.is_empty() {
+            format!("'{}' is empty", args.path)
+        } else {
+            entries.join("\n")
+        };
+        if more {
+            text.push_str(&format!("\n[stopped after {MAX_ENTRIES} entries]"));
+        }
+        Ok(ToolOutput::text(text))
+    }
+}
+
+async fn list_flat(path: &Path) -> Result<(Vec<String>, bool), ToolError> {
+    let mut dir = tokio::fs::read_dir(path)
+        .await
+        .map_err(|e| ToolError::io(path, e))?;
+    let mut entries = Vec::new();
+    let mut more = false;
+    while let Some(entry) = dir.next_entry().await.map_err(|e| ToolError::io(path, e))? {
+        if entries.len() == MAX_ENTRIES {
+            more = true;
+            break;
+        }
+        let mut name = entry.file_name().to_string_lossy().into_owned();
+        // file_type does not follow symlinks: a link to a folder is listed as a plain entry.
+        if entry.file_type().await.is_ok_and(|t| t.is_dir()) {
+            name.push('/');
+        }
+        entries.push(name);
+    }
+    entries.sort();
+    Ok((entries, more))
+}
+
+async fn list_recursive(root: std::path::PathBuf) -> Result<(Vec<String>, bool), ToolError> {
+    run_blocking(move |abandoned| {
+        let walker = ignore::WalkBuilder::new(&root)
+            .standard_filters(false)
+            .follow_links(false)
+            .sort_by_file_name(|a, b| a.cmp(b))
+            .build();
+        let mut entries = Vec::new();
+        for entry in walker {
+            if abandoned.is_set() {
+                break;
+            }
+            let Ok(entry) = entry else { continue }; // unreadable entries are skipped
+            if entry.depth() == 0 {
+                continue;
+            }
+            if entries.len() == MAX_ENTRIES {
+                return Ok((entries, true));
+            }
+            let mut name = relative_display(entry.path(), &root);
+            if entry.file_type().is_some_and(|t| t.is_dir()) {
+                name.push('/');
+            }
+            entries.push(name);
+        }
+        Ok((entries, false))
+    })
+    .await
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// `file_metadata`: size, kind, modification time, read-only flag.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FileMetadata;
+
+/// Arguments of `file_metadata`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileMetadataArgs {
+    /// The file or folder, absolute or relative to the working directory.
+    pub path: String,
+}
+
+#[async_trait::async_trait]
+impl Tool for FileMetadata {
+    fn name(&self) -> &str {
+        "file_metadata"
+    }
+    fn description(&self) -> &str {
+        "Show a file's or folder's kind, size, last modification time (UTC) and read-only flag."
+    }
+    fn parameters(&self) -> serde_json::Value {
+        schema_for::<FileMetadataArgs>()
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    fn path_args(&self) -> &[PathArg] {
+        PATH_ARG
+    }
+
+    async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let args: FileMetadataArgs = parse_args(&ctx)?;
+        let path = ctx.path("path")?;
+        tracing::debug!(path = %args.path, resolved = %path.display(), "file metadata");
+        let meta = tokio::fs::symlink_metadata(path)
+            .await
+            .map_err(|e| ToolError::io(path, e))?;
+        let kind = if meta.is_dir() {
+            "folder"
+        } else if meta.is_file() {
+            "file"
+        } else if meta.is_symlink() {
+            "symlink"
+        } else {
+            "other"
+        };
+        let modified = meta
+            .modified()
+            .map(rfc3339)
+            .unwrap_or_else(|_| "unknown".to_string());
+        Ok(ToolOutput::text(format!(
+            "path: {}\nkind: {kind}\nsize: {} bytes\nmodified: {modified}\nreadonly: {}",
+            path.display(),
+            meta.len(),
+            meta.permissions().readonly()
+        )))
+    }
+}
+
+/// `time` as RFC 3339 in UTC, to the second (`2024-02-29T13:05:09Z`).
+fn rfc3339(time: SystemTime) -> String {
+    let secs: i64 = match time.duration_since(UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
+    };
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// `hash_file`: the SHA-256 of a file, read in chunks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HashFile;
+
+/// Arguments of `hash_file`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HashFileArgs {
+    /// The file to hash, absolute or relative to the working directory.
+    pub path: String,
+}
+
+#[async_trait::async_trait]
+impl Tool for HashFile {
+    fn name(&self) -> &str {
+        "hash_file"
+    }
+    fn description(&self) -> &str {
+        "Compute the SHA-256 digest of a file (lowercase hex)."
+    }
+    fn parameters(&self) -> serde_json::Value {
+        schema_for::<HashFileArgs>()
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    fn path_args(&self) -> &[PathArg] {
+        PATH_ARG
+    }
+
+    async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let args: HashFileArgs = parse_args(&ctx)?;
+        let path = ctx.path("path")?;
+        if tokio::fs::metadata(path)
+            .await
+            .map_err(|e| ToolError::io(path, e))?
+            .is_dir()
+        {
+            return Err(ToolError::InvalidArguments(format!(
+                "'{}' is a folder; only files can be hashed",
+                args.path
+            )));
+        }
+        let mut file = tokio::fs::File::open(path)
+            .await
+            .map_err(|e| ToolError::io(path, e))?;
+        let mut hasher = Sha256::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut total = 0u64;
+        loop {
+            let n = file
+                .read(&mut buf)
+                .await
+                .map_err(|e| ToolError::io(path, e))?;
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+            hasher.update(&buf[..n]);
+        }
+        let hex: String = hasher
+            .finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        Ok(ToolOutput::text(format!(
+            "sha256 {hex}  {} ({total} bytes)",
+            args.path
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn ctx(args: serde_json::Value, path: &Path) -> ToolContext {
+        ToolContext::for_test(args, [("path", path.to_path_buf())], path.to_path_buf())
+    }
+
+    #[tokio::test]
+    async fn read_whole_and_ranges() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("f.txt");
+        std::fs::write(&file, "one\ntwo\nthree\nfour").unwrap();
+        let out = ReadFile
+            .execute(ctx(json!({"path": "f.txt"}), &file))
+            .await
+            .unwrap();
+        assert_eq!(out.text, "one\ntwo\nthree\nfour");
+        let out = ReadFile
+            .execute(ctx(
+                json!({"path": "f.txt", "start_line": 2, "end_line": 3}),
+                &file,
+            ))
+            .await
+            .unwrap();
+        assert_eq!(out.text, "two\nthree\n");
+        let out = ReadFile
+            .execute(ctx(
+                json!({"path": "f.txt", "start_line": 4, "end_line": 99}),
+                &file,
+            ))
+            .await
+            .unwrap();
+        assert_eq!(out.text, "four");
+        let err = ReadFile
+            .execute(ctx(json!({"path": "f.txt", "start_line": 9}), &file))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("has 4 lines"), "{err}");
+        let err = ReadFile
+            .execute(ctx(json!({"path": "f.txt", "start_line": 0}), &file))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("at least 1"), "{err}");
+        let err = ReadFile
+            .execute(ctx(json!({"path": "d"}), tmp.path()))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("read_folder"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn read_folder_flat_and_recursive() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        std::fs::create_dir_all(root.join("sub/deeper")).unwrap();
+        std::fs::write(root.join("b.txt"), "").unwrap();
+        std::fs::write(root.join("sub/a.txt"), "").unwrap();
+        let out = ReadFolder
+            .execute(ctx(json!({"path": "."}), root))
+            .await
+            .unwrap();
+        assert_eq!(out.text, "b.txt\nsub/");
+        let out = ReadFolder
+            .execute(ctx(json!({"path": ".", "recursive": true}), root))
+            .await
+            .unwrap();
+        assert_eq!(out.text, "b.txt\nsub/\nsub/a.txt\nsub/deeper/");
+    }
+
+    #[tokio::test]
+    async fn metadata_and_hash() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("f.txt");
+        std::fs::write(&file, "abc").unwrap();
+        let out = FileMetadata
+            .execute(ctx(json!({"path": "f.txt"}), &file))
+            .await
+            .unwrap();
+        assert!(out.text.contains("kind: file"), "{}", out.text);
+        assert!(out.text.contains("size: 3 bytes"), "{}", out.text);
+        assert!(out.text.contains("readonly: false"), "{}", out.text);
+        assert!(out.text.contains("modified: 20"), "{}", out.text);
+        let out = HashFile
+            .execute(ctx(json!({"path": "f.txt"}), &file))
+            .await
+            .unwrap();
+        assert_eq!(
+            out.text,
+            "sha256 ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad  f.txt (3 bytes)"
+        );
+    }
+
+    #[test]
+    fn rfc3339_dates() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
+        let leap = UNIX_EPOCH + std::time::Duration::from_secs(1_709_211_909);
+        assert_eq!(rfc3339(leap), "2024-02-29T13:05:09Z");
+        let before = UNIX_EPOCH - std::time::Duration::from_secs(1);
+        assert_eq!(rfc3339(before), "1969-12-31T23:59:59Z");
+    }
+}

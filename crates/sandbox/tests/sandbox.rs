@@ -1,0 +1,1145 @@
+//! End-to-end tests of `Sandbox::execute`: every check in order, the runner's limits, and
+//! every built-in tool, against real temporary folders.
+
+// clippy.toml allows these inside #[test] functions only; the helpers below fail tests the
+// same way.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use lsm_sandbox::{
+    ExecError, PermissionAsker, PermissionDecision, PermissionRequest, RateLimit, RiskLevel,
+    Sandbox, SandboxConfig, SandboxConfigError, Tool, ToolContext, ToolError, ToolOutput,
+    ToolRegistry, builtin, schema_for,
+};
+use serde_json::{Value, json};
+
+// ------------------------------------------------------------------------------------------
+// Fixtures
+
+/// `<tmp>/ws` is the allowed workspace; `<tmp>/outside` is not.
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    ws: PathBuf,
+    outside: PathBuf,
+}
+
+fn fixture() -> Fixture {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().canonicalize().unwrap();
+    let ws = base.join("ws");
+    let outside = base.join("outside");
+    std::fs::create_dir_all(ws.join("docs")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(ws.join("hello.txt"), "line one\nline two\nline three\n").unwrap();
+    std::fs::write(ws.join("docs/guide.md"), "# Guide\nfind the needle here\n").unwrap();
+    std::fs::write(outside.join("secret.txt"), "TOPSECRET").unwrap();
+    Fixture {
+        _tmp: tmp,
+        ws,
+        outside,
+    }
+}
+
+impl Fixture {
+    /// Confined to the workspace, no person needed for any built-in tool.
+    fn open_config(&self) -> SandboxConfig {
+        let mut config = SandboxConfig::confined_to(&self.ws);
+        for name in ["write_file", "append_file", "create_folder", "bash"] {
+            config.require_user_permission.insert(name.into(), false);
+        }
+        config
+    }
+
+    fn sandbox(&self, config: SandboxConfig) -> Sandbox {
+        Sandbox::new(config, registry(), None).unwrap()
+    }
+}
+
+fn registry() -> ToolRegistry {
+    builtin::registry()
+        .with(Arc::new(Echo))
+        .with(Arc::new(Sleeper))
+        .with(Arc::new(Panicker))
+        .with(Arc::new(Fetch))
+}
+
+/// A person who always answers the same, and remembers what they were asked.
+struct TestAsker {
+    allow: bool,
+    asked: Mutex<Vec<PermissionRequest>>,
+}
+
+impl TestAsker {
+    fn new(allow: bool) -> Arc<Self> {
+        Arc::new(TestAsker {
+            allow,
+            asked: Mutex::new(Vec::new()),
+        })
+    }
+    fn asked(&self) -> Vec<PermissionRequest> {
+        self.asked.lock().unwrap().clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl PermissionAsker for TestAsker {
+    async fn ask(&self, request: PermissionRequest) -> PermissionDecision {
+        self.asked.lock().unwrap().push(request);
+        if self.allow {
+            PermissionDecision::allow("ok by the tester")
+        } else {
+            PermissionDecision::deny("the tester said no")
+        }
+    }
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct TextArgs {
+    /// Text to return.
+    text: String,
+}
+
+/// Returns its `text` argument.
+struct Echo;
+
+#[async_trait::async_trait]
+impl Tool for Echo {
+    fn name(&self) -> &str {
+        "echo"
+    }
+    fn description(&self) -> &str {
+        "Echo."
+    }
+    fn parameters(&self) -> Value {
+        schema_for::<TextArgs>()
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text(ctx.str_arg("text")?))
+    }
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct NoArgs {}
+
+/// Sleeps far longer than the test timeout.
+struct Sleeper;
+
+#[async_trait::async_trait]
+impl Tool for Sleeper {
+    fn name(&self) -> &str {
+        "sleeper"
+    }
+    fn description(&self) -> &str {
+        "Sleeps."
+    }
+    fn parameters(&self) -> Value {
+        schema_for::<NoArgs>()
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    async fn execute(&self, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        Ok(ToolOutput::text("woke up"))
+    }
+}
+
+/// Panics.
+struct Panicker;
+
+#[async_trait::async_trait]
+impl Tool for Panicker {
+    fn name(&self) -> &str {
+        "panicker"
+    }
+    fn description(&self) -> &str {
+        "Panics."
+    }
+    fn parameters(&self) -> Value {
+        schema_for::<NoArgs>()
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    async fn execute(&self, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        panic!("tool exploded");
+    }
+}
+
+/// A network tool that needs no permission by default.
+struct Fetch;
+
+#[async_trait::async_trait]
+impl Tool for Fetch {
+    fn name(&self) -> &str {
+        "fetch"
+    }
+    fn description(&self) -> &str {
+        "Fetches."
+    }
+    fn parameters(&self) -> Value {
+        schema_for::<NoArgs>()
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::Network
+    }
+    async fn execute(&self, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text("fetched"))
+    }
+}
+
+fn ok(exec: lsm_sandbox::Execution) -> (String, Vec<PathBuf>) {
+    match exec.outcome {
+        Ok(text) => (text, exec.artifacts),
+        Err(e) => panic!("expected success, got: {e}"),
+    }
+}
+
+fn err(exec: lsm_sandbox::Execution) -> ExecError {
+    match exec.outcome {
+        Ok(text) => panic!("expected an error, got output: {text}"),
+        Err(e) => e,
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// 1. Permission gate
+
+#[tokio::test]
+async fn needs_permission_without_asker_is_denied() {
+    let f = fixture();
+    let sb = f.sandbox(SandboxConfig::confined_to(&f.ws));
+    let exec = sb
+        .execute("write_file", &json!({"path": "a.txt", "content": "x"}))
+        .await;
+    let event = exec.permission.clone().unwrap();
+    assert!(!event.allowed);
+    let e = err(exec);
+    assert!(matches!(e, ExecError::PermissionDenied { .. }), "{e}");
+    assert!(e.to_string().contains("no one is available"), "{e}");
+    assert!(!f.ws.join("a.txt").exists());
+}
+
+#[tokio::test]
+async fn permission_precedence_tool_over_risk_over_default() {
+    let f = fixture();
+    let args = json!({"path": "hello.txt"});
+
+    // Per-risk true makes a read-only tool need a person.
+    let mut config = SandboxConfig::confined_to(&f.ws);
+    config
+        .require_permission_by_risk
+        .insert(RiskLevel::ReadOnly, true);
+    let e = err(f.sandbox(config.clone()).execute("read_file", &args).await);
+    assert!(
+        e.to_string()
+            .contains("require_permission_by_risk.read_only"),
+        "{e}"
+    );
+
+    // Per-tool false beats per-risk true.
+    config
+        .require_user_permission
+        .insert("read_file".into(), false);
+    ok(f.sandbox(config).execute("read_file", &args).await);
+
+    // Per-risk false beats the tool's own default.
+    let mut config = SandboxConfig::confined_to(&f.ws);
+    config
+        .require_permission_by_risk
+        .insert(RiskLevel::WritesWorkspace, false);
+    ok(f.sandbox(config.clone())
+        .execute("write_file", &json!({"path": "b.txt", "content": "x"}))
+        .await);
+
+    // Per-tool true beats per-risk false.
+    config
+        .require_user_permission
+        .insert("write_file".into(), true);
+    let e = err(f
+        .sandbox(config)
+        .execute("write_file", &json!({"path": "c.txt", "content": "x"}))
+        .await);
+    assert!(
+        e.to_string().contains("require_user_permission.write_file"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn asker_approves_and_denies() {
+    let f = fixture();
+    let yes = TestAsker::new(true);
+    let sb = Sandbox::new(
+        SandboxConfig::confined_to(&f.ws),
+        registry(),
+        Some(yes.clone() as Arc<dyn PermissionAsker>),
+    )
+    .unwrap();
+    let exec = sb
+        .execute("write_file", &json!({"path": "a.txt", "content": "x"}))
+        .await;
+    let event = exec.permission.clone().unwrap();
+    assert!(event.allowed);
+    assert_eq!(event.reason, "ok by the tester");
+    ok(exec);
+    let asked = yes.asked();
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0].tool_name, "write_file");
+    assert_eq!(asked[0].risk_level, RiskLevel::WritesWorkspace);
+    assert_eq!(asked[0].args_summary, r#"{"content":"x","path":"a.txt"}"#);
+    // Tools that need no permission do not bother the person.
+    ok(sb.execute("read_file", &json!({"path": "a.txt"})).await);
+    assert_eq!(yes.asked().len(), 1);
+
+    let no = TestAsker::new(false);
+    let sb = Sandbox::new(
+        SandboxConfig::confined_to(&f.ws),
+        registry(),
+        Some(no.clone() as Arc<dyn PermissionAsker>),
+    )
+    .unwrap();
+    let e = err(sb
+        .execute("write_file", &json!({"path": "b.txt", "content": "x"}))
+        .await);
+    assert!(e.to_string().contains("the tester said no"), "{e}");
+    assert!(e.is_denial());
+    assert!(!f.ws.join("b.txt").exists());
+}
+
+// ------------------------------------------------------------------------------------------
+// 2. Network
+
+#[tokio::test]
+async fn network_tools_need_url_access() {
+    let f = fixture();
+    let e = err(f
+        .sandbox(f.open_config())
+        .execute("fetch", &json!({}))
+        .await);
+    assert!(matches!(e, ExecError::NetworkDenied { .. }), "{e}");
+    let mut config = f.open_config();
+    config.allow_url_access = true;
+    assert_eq!(
+        ok(f.sandbox(config).execute("fetch", &json!({})).await).0,
+        "fetched"
+    );
+}
+
+#[tokio::test]
+async fn permission_is_checked_before_network() {
+    let f = fixture();
+    let mut config = f.open_config();
+    config.require_user_permission.insert("fetch".into(), true);
+    let e = err(f.sandbox(config).execute("fetch", &json!({})).await);
+    assert!(matches!(e, ExecError::PermissionDenied { .. }), "{e}");
+}
+
+// ------------------------------------------------------------------------------------------
+// 3. Arguments
+
+async fn invalid(sb: &Sandbox, tool: &str, args: Value) -> String {
+    match err(sb.execute(tool, &args).await) {
+        ExecError::InvalidArguments { message, .. } => message,
+        other => panic!("expected invalid arguments, got {other}"),
+    }
+}
+
+#[tokio::test]
+async fn argument_validation() {
+    let f = fixture();
+    let sb = f.sandbox(f.open_config());
+    assert_eq!(
+        invalid(&sb, "read_file", json!({})).await,
+        "missing required argument 'path'"
+    );
+    let m = invalid(&sb, "read_file", json!({"path": "hello.txt", "pth": "x"})).await;
+    assert!(m.starts_with("unexpected argument 'pth'"), "{m}");
+    assert_eq!(
+        invalid(&sb, "read_folder", json!({"path": ".", "recursive": 1})).await,
+        "argument 'recursive' must be a boolean, got integer 1"
+    );
+    assert_eq!(
+        invalid(
+            &sb,
+            "read_file",
+            json!({"path": "hello.txt", "start_line": "2"})
+        )
+        .await,
+        "argument 'start_line' must be an integer, got string \"2\""
+    );
+    let m = invalid(&sb, "read_file", json!("hello.txt")).await;
+    assert!(m.contains("must be a JSON object"), "{m}");
+    // Validation comes before the path check.
+    let m = invalid(&sb, "read_file", json!({"path": "/etc/passwd", "x": 1})).await;
+    assert!(m.contains("unexpected argument 'x'"), "{m}");
+}
+
+#[tokio::test]
+async fn oversize_string_is_refused() {
+    let f = fixture();
+    let mut config = f.open_config();
+    config.max_string_arg_bytes = 16;
+    let sb = f.sandbox(config);
+    let m = invalid(
+        &sb,
+        "write_file",
+        json!({"path": "a.txt", "content": "x".repeat(17)}),
+    )
+    .await;
+    assert_eq!(m, "argument 'content' is 17 bytes, over the limit of 16");
+    ok(sb
+        .execute(
+            "write_file",
+            &json!({"path": "a.txt", "content": "x".repeat(16)}),
+        )
+        .await);
+}
+
+// ------------------------------------------------------------------------------------------
+// 4. Paths
+
+async fn path_denied(sb: &Sandbox, tool: &str, args: Value) -> String {
+    match err(sb.execute(tool, &args).await) {
+        ExecError::PathDenied { reason, .. } => reason,
+        other => panic!("expected a path denial, got {other}"),
+    }
+}
+
+#[tokio::test]
+async fn path_checks() {
+    let f = fixture();
+    let sb = f.sandbox(f.open_config());
+    assert!(
+        path_denied(&sb, "read_file", json!({"path": ""}))
+            .await
+            .contains("empty")
+    );
+    assert!(
+        path_denied(&sb, "read_file", json!({"path": "a\u{0}b"}))
+            .await
+            .contains("NUL")
+    );
+    assert!(
+        path_denied(&sb, "read_file", json!({"path": "docs/../hello.txt"}))
+            .await
+            .contains("..")
+    );
+    assert!(
+        path_denied(&sb, "read_file", json!({"path": "../outside/secret.txt"}))
+            .await
+            .contains("..")
+    );
+    let outside = f.outside.join("secret.txt");
+    let reason = path_denied(&sb, "read_file", json!({"path": outside})).await;
+    assert!(
+        reason.contains("outside the allowed read paths"),
+        "{reason}"
+    );
+    let reason = path_denied(
+        &sb,
+        "write_file",
+        json!({"path": "/tmp/x.txt", "content": ""}),
+    )
+    .await;
+    assert!(
+        reason.contains("outside the allowed write paths"),
+        "{reason}"
+    );
+}
+
+#[tokio::test]
+async fn escaping_symlinks_are_refused() {
+    let f = fixture();
+    std::os::unix::fs::symlink(&f.outside, f.ws.join("escape")).unwrap();
+    std::os::unix::fs::symlink(f.outside.join("secret.txt"), f.ws.join("secret_link")).unwrap();
+    let sb = f.sandbox(f.open_config());
+    for (tool, args) in [
+        ("read_file", json!({"path": "escape/secret.txt"})),
+        ("read_file", json!({"path": "secret_link"})),
+        ("hash_file", json!({"path": "secret_link"})),
+        (
+            "write_file",
+            json!({"path": "escape/new.txt", "content": "x"}),
+        ),
+        (
+            "append_file",
+            json!({"path": "secret_link", "content": "x"}),
+        ),
+        (
+            "edit_file",
+            json!({"path": "secret_link", "start_line": 1, "end_line": 1, "new_text": "x"}),
+        ),
+        ("find_file", json!({"path": "escape"})),
+    ] {
+        let reason = path_denied(&sb, tool, args).await;
+        assert!(reason.contains("outside"), "{tool}: {reason}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(f.outside.join("secret.txt")).unwrap(),
+        "TOPSECRET"
+    );
+    assert!(!f.outside.join("new.txt").exists());
+}
+
+#[tokio::test]
+async fn new_write_target_inside_is_created() {
+    let f = fixture();
+    let sb = f.sandbox(f.open_config());
+    let (_, artifacts) = ok(sb
+        .execute(
+            "write_file",
+            &json!({"path": "new/sub/file.txt", "content": "fresh"}),
+        )
+        .await);
+    assert_eq!(artifacts, [f.ws.join("new/sub/file.txt")]);
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("new/sub/file.txt")).unwrap(),
+        "fresh"
+    );
+}
+
+#[tokio::test]
+async fn no_allowlists_means_no_paths() {
+    let f = fixture();
+    let mut config = SandboxConfig {
+        working_dir: Some(f.ws.clone()),
+        ..SandboxConfig::default()
+    };
+    config
+        .require_user_permission
+        .insert("write_file".into(), false);
+    let sb = f.sandbox(config);
+    assert_eq!(
+        path_denied(&sb, "read_file", json!({"path": "hello.txt"})).await,
+        "No read paths are allowed"
+    );
+    assert_eq!(
+        path_denied(&sb, "write_file", json!({"path": "x", "content": ""})).await,
+        "No write paths are allowed"
+    );
+}
+
+#[tokio::test]
+async fn read_only_allowlist_refuses_writes() {
+    let f = fixture();
+    let mut config = f.open_config();
+    config.allowed_write_paths = vec![f.ws.join("docs")];
+    let sb = f.sandbox(config);
+    ok(sb.execute("read_file", &json!({"path": "hello.txt"})).await);
+    let reason = path_denied(
+        &sb,
+        "write_file",
+        json!({"path": "hello.txt", "content": ""}),
+    )
+    .await;
+    assert!(
+        reason.contains("outside the allowed write paths"),
+        "{reason}"
+    );
+    ok(sb
+        .execute("write_file", &json!({"path": "docs/ok.txt", "content": ""}))
+        .await);
+}
+
+// ------------------------------------------------------------------------------------------
+// 5. Commands
+
+async fn command_denied(sb: &Sandbox, line: &str) -> String {
+    match err(sb.execute("bash", &json!({"command": line})).await) {
+        ExecError::CommandDenied { reason, .. } => reason,
+        other => panic!("expected a command denial for {line:?}, got {other}"),
+    }
+}
+
+#[tokio::test]
+async fn chaining_and_substitution_are_refused() {
+    let f = fixture();
+    let sb = f.sandbox(f.open_config());
+    for (line, token) in [
+        ("ls; cat hello.txt", ";"),
+        ("ls && cat hello.txt", "&&"),
+        ("ls || cat hello.txt", "||"),
+        ("ls | cat", "|"),
+        ("ls &", "&"),
+        ("echo `ls`", "`"),
+        ("echo $(ls)", "$("),
+        ("echo ${PATH}", "${"),
+        ("echo $PATH", "$"),
+        ("ls\ncat hello.txt", "\\n"),
+        ("cat <(ls)", "<("),
+        ("ls >(cat)", ">("),
+        ("ls &> out.txt", "&>"),
+    ] {
+        let reason = command_denied(&sb, line).await;
+        assert!(reason.contains(&format!("'{token}'")), "{line:?}: {reason}");
+    }
+    let reason = command_denied(&sb, "ls 2> err.txt").await;
+    assert!(reason.contains("file descriptor"), "{reason}");
+}
+
+#[tokio::test]
+async fn deny_and_allow_lists() {
+    let f = fixture();
+    let mut config = f.open_config();
+    config.command_denylist.push("rm".into());
+    let sb = f.sandbox(config);
+    for line in [
+        "/bin/RM -rf docs",
+        "rm hello.txt",
+        "Sudo ls",
+        "BASH -c ls",
+        "/usr/bin/Env",
+        "curl http://x",
+    ] {
+        let reason = command_denied(&sb, line).await;
+        assert!(reason.contains("denylist"), "{line}: {reason}");
+    }
+    assert!(f.ws.join("hello.txt").exists());
+    let mut config = f.open_config();
+    config.command_denylist = vec!["RM".into()];
+    let sb = f.sandbox(config.clone());
+    assert!(command_denied(&sb, "/bin/rm x").await.contains("denylist"));
+    // Network programs stay refused without network access even off the deny list.
+    assert!(
+        command_denied(&sb, "curl http://x")
+            .await
+            .contains("network")
+    );
+
+    config.command_allowlist = vec!["Echo".into(), "ls".into()];
+    let sb = f.sandbox(config);
+    ok(sb
+        .execute("bash", &json!({"command": "echo allowed"}))
+        .await);
+    let reason = command_denied(&sb, "cat hello.txt").await;
+    assert!(reason.contains("not on the command allowlist"), "{reason}");
+}
+
+#[tokio::test]
+async fn command_paths_and_redirections() {
+    let f = fixture();
+    let sb = f.sandbox(f.open_config());
+    let secret = f.outside.join("secret.txt");
+    let reason = command_denied(&sb, &format!("cat {}", secret.display())).await;
+    assert!(
+        reason.contains("outside the allowed read paths"),
+        "{reason}"
+    );
+    let reason = command_denied(&sb, "cat ../outside/secret.txt").await;
+    assert!(reason.contains(".."), "{reason}");
+    let reason = command_denied(&sb, &format!("echo hi > {}/out.txt", f.outside.display())).await;
+    assert!(reason.contains("redirection target"), "{reason}");
+    let reason = command_denied(&sb, &format!("cat < {}", secret.display())).await;
+    assert!(reason.contains("redirection target"), "{reason}");
+    assert!(!f.outside.join("out.txt").exists());
+
+    let (text, artifacts) = ok(sb
+        .execute("bash", &json!({"command": "echo hi there > out/said.txt"}))
+        .await);
+    assert_eq!(artifacts, [f.ws.join("out/said.txt")]);
+    assert!(text.ends_with("[exit code: 0]"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("out/said.txt")).unwrap(),
+        "hi there\n"
+    );
+    let (text, _) = ok(sb
+        .execute("bash", &json!({"command": "wc -l < hello.txt"}))
+        .await);
+    assert_eq!(text, "3\n[exit code: 0]");
+}
+
+#[tokio::test]
+async fn non_zero_exit_is_output() {
+    let f = fixture();
+    let sb = f.sandbox(f.open_config());
+    let (text, _) = ok(sb
+        .execute("bash", &json!({"command": "ls no-such-file"}))
+        .await);
+    assert!(text.contains("[stderr]"), "{text}");
+    assert!(text.ends_with("[exit code: 2]"), "{text}");
+}
+
+#[tokio::test]
+async fn environment_is_scrubbed() {
+    let f = fixture();
+    let passthrough = SandboxConfig::default().env_passthrough;
+    // A variable of this test process that must not reach the command. `cargo test` sets
+    // CARGO_MANIFEST_DIR; any other non-passthrough variable serves as well.
+    let (name, value) = std::env::vars()
+        .filter(|(k, _)| !passthrough.contains(k) && !k.is_empty())
+        .find(|(k, _)| k == "CARGO_MANIFEST_DIR")
+        .or_else(|| std::env::vars().find(|(k, _)| !passthrough.contains(k)))
+        .expect("the test process has some environment variable outside the passthrough list");
+    let sb = f.sandbox(f.open_config());
+    let (text, _) = ok(sb.execute("bash", &json!({"command": "printenv"})).await);
+    assert!(
+        !text.contains(&format!("{name}=")),
+        "{name} leaked:\n{text}"
+    );
+    assert!(text.contains("PATH="), "{text}");
+
+    // The same check passes the variable through when configured to: the test can fail.
+    let mut config = f.open_config();
+    config.env_passthrough.push(name.clone());
+    let sb = f.sandbox(config);
+    let (text, _) = ok(sb
+        .execute("bash", &json!({"command": format!("printenv {name}")}))
+        .await);
+    assert!(text.starts_with(&value), "{text}");
+}
+
+// ------------------------------------------------------------------------------------------
+// 6. Rate limit
+
+#[tokio::test]
+async fn rate_limit_per_tool() {
+    let f = fixture();
+    let mut config = f.open_config();
+    config.rate_limits.insert(
+        "read_file".into(),
+        RateLimit {
+            calls: 2,
+            per_seconds: 60,
+        },
+    );
+    let sb = f.sandbox(config);
+    let args = json!({"path": "hello.txt"});
+    ok(sb.execute("read_file", &args).await);
+    ok(sb.execute("read_file", &args).await);
+    let exec = sb.execute("read_file", &args).await;
+    assert!(!exec.permission.clone().unwrap().allowed);
+    let e = err(exec);
+    assert!(
+        matches!(
+            e,
+            ExecError::RateLimited {
+                calls: 2,
+                per_seconds: 60,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    // Other tools have their own budget.
+    ok(sb.execute("hash_file", &args).await);
+}
+
+// ------------------------------------------------------------------------------------------
+// 7. The runner
+
+#[tokio::test]
+async fn slow_tool_times_out() {
+    let f = fixture();
+    let mut config = f.open_config();
+    config.timeout_seconds = 0.2;
+    let sb = f.sandbox(config);
+    let started = Instant::now();
+    let e = err(sb.execute("sleeper", &json!({})).await);
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(matches!(e, ExecError::Timeout { .. }), "{e}");
+    assert!(e.to_string().contains("timed out after 0.2 s"), "{e}");
+}
+
+#[tokio::test]
+async fn timed_out_command_is_killed() {
+    let f = fixture();
+    let mut config = f.open_config();
+    config.timeout_seconds = 0.3;
+    let sb = f.sandbox(config);
+    let started = Instant::now();
+    let e = err(sb.execute("bash", &json!({"command": "sleep 5"})).await);
+    assert!(matches!(e, ExecError::Timeout { .. }), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[tokio::test]
+async fn panic_is_contained() {
+    let f = fixture();
+    let sb = f.sandbox(f.open_config());
+    let e = err(sb.execute("panicker", &json!({})).await);
+    match &e {
+        ExecError::Panicked { tool, message } => {
+            assert_eq!(tool, "panicker");
+            assert_eq!(message, "tool exploded");
+        }
+        other => panic!("expected a panic error, got {other}"),
+    }
+    // The sandbox keeps working.
+    ok(sb.execute("read_file", &json!({"path": "hello.txt"})).await);
+}
+
+#[tokio::test]
+async fn tool_failure_and_unknown_tool() {
+    let f = fixture();
+    let sb = f.sandbox(f.open_config());
+    let e = err(sb
+        .execute("read_file", &json!({"path": "missing.txt"}))
+        .await);
+    assert!(matches!(e, ExecError::Failed { .. }), "{e}");
+    assert!(!e.is_denial());
+    let e = err(sb.execute("nope", &json!({})).await);
+    assert!(matches!(e, ExecError::UnknownTool { .. }), "{e}");
+}
+
+#[tokio::test]
+async fn output_is_capped_with_exact_count() {
+    let f = fixture();
+    let mut config = f.open_config();
+    config.max_output_bytes = 10;
+    let sb = f.sandbox(config);
+    let (text, _) = ok(sb.execute("echo", &json!({"text": "y".repeat(100)})).await);
+    assert_eq!(text, "yyyyyyyyyy\n[TRUNCATED 90 bytes]");
+    // Cut on a char boundary: "é" is two bytes.
+    let (text, _) = ok(sb
+        .execute("echo", &json!({"text": "aaaaaaaaaé and more"}))
+        .await);
+    assert_eq!(text, "aaaaaaaaa\n[TRUNCATED 11 bytes]");
+}
+
+#[tokio::test]
+async fn secrets_are_redacted() {
+    let f = fixture();
+    let sb = f.sandbox(f.open_config());
+    for (input, expected) in [
+        (
+            "key sk-proj_ABCDEF0123456789xyz here",
+            "key [REDACTED] here",
+        ),
+        ("use key_0123456789ABCDEFghij now", "use [REDACTED] now"),
+        ("OPENAI_API_KEY=abc123secret", "OPENAI_API_KEY=[REDACTED]"),
+        ("MY_API_KEY = value", "MY_API_KEY = [REDACTED]"),
+        (
+            "blob q8ZL3vX0mP9sR2tYwK7bN4cJ1hGfD6eA5uT+Io/Wx= end",
+            "blob [REDACTED] end",
+        ),
+        ("nothing secret", "nothing secret"),
+    ] {
+        let (text, _) = ok(sb.execute("echo", &json!({"text": input})).await);
+        assert_eq!(text, expected, "{input}");
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// 8. Built-in tools end to end
+
+#[tokio::test]
+async fn builtin_read_tools() {
+    let f = fixture();
+    let sb = f.sandbox(f.open_config());
+    let (text, artifacts) = ok(sb.execute("read_file", &json!({"path": "hello.txt"})).await);
+    assert_eq!(text, "line one\nline two\nline three\n");
+    assert!(artifacts.is_empty());
+    let (text, _) = ok(sb
+        .execute(
+            "read_file",
+            &json!({"path": "hello.txt", "start_line": 2, "end_line": 2}),
+        )
+        .await);
+    assert_eq!(text, "line two\n");
+    let abs = f.ws.join("hello.txt");
+    ok(sb.execute("read_file", &json!({"path": abs})).await);
+
+    let (text, _) = ok(sb.execute("read_folder", &json!({"path": "."})).await);
+    assert_eq!(text, "docs/\nhello.txt");
+    let (text, _) = ok(sb
+        .execute("read_folder", &json!({"path": ".", "recursive": true}))
+        .await);
+    assert_eq!(text, "docs/\ndocs/guide.md\nhello.txt");
+
+    let (text, _) = ok(sb
+        .execute("file_metadata", &json!({"path": "hello.txt"}))
+        .await);
+    assert!(
+        text.contains("kind: file") && text.contains("size: 29 bytes"),
+        "{text}"
+    );
+    let (text, _) = ok(sb.execute("file_metadata", &json!({"path": "docs"})).await);
+    assert!(text.contains("kind: folder"), "{text}");
+
+    std::fs::write(f.ws.join("abc.txt"), "abc").unwrap();
+    let (text, _) = ok(sb.execute("hash_file", &json!({"path": "abc.txt"})).await);
+    assert!(
+        text.contains("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+        "{text}"
+    );
+
+    let (text, _) = ok(sb
+        .execute("find_file", &json!({"path": ".", "name": "*.md"}))
+        .await);
+    assert_eq!(text, "docs/guide.md");
+    let (text, _) = ok(sb
+        .execute("find_file", &json!({"path": ".", "content": "needle"}))
+        .await);
+    assert_eq!(text, "docs/guide.md:2: find the needle here");
+}
+
+#[tokio::test]
+async fn builtin_write_tools_report_artifacts() {
+    let f = fixture();
+    let sb = f.sandbox(f.open_config());
+    let target = f.ws.join("notes/today.txt");
+
+    let (_, artifacts) = ok(sb
+        .execute(
+            "write_file",
+            &json!({"path": "notes/today.txt", "content": "a\nb\n"}),
+        )
+        .await);
+    assert_eq!(artifacts, std::slice::from_ref(&target));
+
+    let (_, artifacts) = ok(sb
+        .execute(
+            "append_file",
+            &json!({"path": "notes/today.txt", "content": "c\n"}),
+        )
+        .await);
+    assert_eq!(artifacts, std::slice::from_ref(&target));
+
+    let (text, artifacts) = ok(sb
+        .execute(
+            "edit_file",
+            &json!({"path": "notes/today.txt", "start_line": 2, "end_line": 2, "new_text": "B"}),
+        )
+        .await);
+    assert_eq!(artifacts, std::slice::from_ref(&target));
+    assert!(text.contains("Replaced lines 2-2"), "{text}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "a\nB\nc\n");
+
+    let e = err(sb
+        .execute(
+            "edit_file",
+            &json!({"path": "notes/today.txt", "start_line": 7, "end_line": 9, "new_text": "x"}),
+        )
+        .await);
+    assert!(
+        e.to_string()
+            .contains("outside the file, which has 3 lines"),
+        "{e}"
+    );
+
+    let (text, artifacts) = ok(sb
+        .execute("create_folder", &json!({"path": "made/here"}))
+        .await);
+    assert!(text.contains("Created folder"), "{text}");
+    assert!(artifacts.is_empty());
+    assert!(f.ws.join("made/here").is_dir());
+}
+
+#[tokio::test]
+async fn write_limits_through_the_sandbox() {
+    let f = fixture();
+    let mut config = f.open_config();
+    config.max_write_bytes = 8;
+    let sb = f.sandbox(config);
+    let e = err(sb
+        .execute(
+            "write_file",
+            &json!({"path": "big.txt", "content": "123456789"}),
+        )
+        .await);
+    assert!(
+        e.to_string().contains("over the write limit of 8 bytes"),
+        "{e}"
+    );
+    ok(sb
+        .execute(
+            "write_file",
+            &json!({"path": "big.txt", "content": "12345"}),
+        )
+        .await);
+    let e = err(sb
+        .execute(
+            "append_file",
+            &json!({"path": "big.txt", "content": "6789"}),
+        )
+        .await);
+    assert!(e.to_string().contains("9 bytes"), "{e}");
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("big.txt")).unwrap(),
+        "12345"
+    );
+}
+
+#[tokio::test]
+async fn builtin_bash() {
+    let f = fixture();
+    let sb = f.sandbox(f.open_config());
+    let (text, artifacts) = ok(sb.execute("bash", &json!({"command": "ls docs"})).await);
+    assert_eq!(text, "guide.md\n[exit code: 0]");
+    assert!(artifacts.is_empty());
+    // Quoted arguments reach the program unexpanded; no globbing happens.
+    let (text, _) = ok(sb
+        .execute("bash", &json!({"command": "echo '*' \"a  b\""}))
+        .await);
+    assert_eq!(text, "* a  b\n[exit code: 0]");
+}
+
+#[test]
+fn path_properties_are_declared_path_args() {
+    for tool in builtin::registry().iter() {
+        let schema = tool.parameters();
+        let props = schema["properties"].as_object().unwrap();
+        for name in props.keys().filter(|k| k.contains("path")) {
+            assert!(
+                tool.path_args().iter().any(|a| a.name == name),
+                "{}: argument '{name}' is not declared in path_args",
+                tool.name()
+            );
+        }
+        for arg in tool.path_args() {
+            assert!(
+                props.contains_key(arg.name),
+                "{}: {}",
+                tool.name(),
+                arg.name
+            );
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// 9. Configuration errors
+
+#[test]
+fn bad_configuration_is_reported() {
+    let f = fixture();
+    let missing = f.ws.join("does-not-exist");
+    let config = SandboxConfig::confined_to(&missing);
+    match Sandbox::new(config, registry(), None) {
+        Err(SandboxConfigError::BadAllowlistPath { path, message }) => {
+            assert_eq!(path, missing);
+            assert!(message.contains("create the folder"), "{message}");
+        }
+        other => panic!("expected a bad allowlist path, got {other:?}"),
+    }
+    let mut config = f.open_config();
+    config.rate_limit = RateLimit {
+        calls: 0,
+        per_seconds: 60,
+    };
+    assert!(matches!(
+        Sandbox::new(config, registry(), None),
+        Err(SandboxConfigError::BadLimit { .. })
+    ));
+    let mut config = f.open_config();
+    config.timeout_seconds = 0.0;
+    assert!(matches!(
+        Sandbox::new(config, registry(), None),
+        Err(SandboxConfigError::BadLimit { .. })
+    ));
+}
+
+#[test]
+fn relative_working_dir_is_canonicalized() {
+    // Commands get an absolute working directory even when the config gives a relative one.
+    let f = fixture();
+    let mut config = f.open_config();
+    let cwd = std::env::current_dir().unwrap();
+    let relative = pathdiff(&f.ws, &cwd);
+    config.working_dir = Some(relative);
+    let sb = Sandbox::new(config, registry(), None).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (text, _) = ok(rt.block_on(sb.execute("read_file", &json!({"path": "hello.txt"}))));
+    assert!(text.starts_with("line one"));
+}
+
+/// `path` relative to `base` (both absolute), with `..` as needed.
+fn pathdiff(path: &Path, base: &Path) -> PathBuf {
+    let path: Vec<_> = path.components().collect();
+    let base: Vec<_> = base.components().collect();
+    let common = path.iter().zip(&base).take_while(|(a, b)| a == b).count();
+    let mut out = PathBuf::new();
+    for _ in common..base.len() {
+        out.push("..");
+    }
+    for c in &path[common..] {
+        out.push(c);
+    }
+    out
+}
+
+// ------------------------------------------------------------------------------------------
+// 10. Confinement, end to end, on random paths
+
+mod confinement {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn segment() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("..".to_string()),
+            Just(".".to_string()),
+            Just("escape".to_string()),
+            Just("secret_link".to_string()),
+            Just("secret.txt".to_string()),
+            Just("outside".to_string()),
+            Just("ws".to_string()),
+            Just("hello.txt".to_string()),
+            Just("docs".to_string()),
+            Just(String::new()),
+            Just("\u{0}".to_string()),
+            "[a-z./~]{1,3}",
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        #[test]
+        fn no_tool_reads_or_writes_outside(
+            prefix in prop_oneof![Just(0u8), Just(1), Just(2)],
+            segments in proptest::collection::vec(segment(), 1..5),
+        ) {
+            let f = fixture();
+            std::os::unix::fs::symlink(&f.outside, f.ws.join("escape")).unwrap();
+            std::os::unix::fs::symlink(f.outside.join("secret.txt"), f.ws.join("secret_link"))
+                .unwrap();
+            let base = f.ws.parent().unwrap().to_path_buf();
+            let raw = match prefix {
+                0 => segments.join("/"),
+                1 => format!("{}/{}", base.display(), segments.join("/")),
+                _ => format!("/{}", segments.join("/")),
+            };
+            let sb = f.sandbox(f.open_config());
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            for (tool, args) in [
+                ("read_file", json!({"path": raw})),
+                ("hash_file", json!({"path": raw})),
+                ("find_file", json!({"path": raw, "content": "TOPSECRET"})),
+                ("append_file", json!({"path": raw, "content": "PWNED"})),
+            ] {
+                let exec = rt.block_on(sb.execute(tool, &args));
+                if let Ok(text) = &exec.outcome {
+                    prop_assert!(!text.contains("TOPSECRET"), "{tool} {raw:?}: {text}");
+                }
+                for artifact in &exec.artifacts {
+                    prop_assert!(artifact.starts_with(&f.ws), "{tool} {raw:?}: {artifact:?}");
+                }
+            }
+            prop_assert_eq!(
+                std::fs::read_to_string(f.outside.join("secret.txt")).unwrap(),
+                "TOPSECRET"
+            );
+            let outside_entries = std::fs::read_dir(&f.outside).unwrap().count();
+            prop_assert_eq!(outside_entries, 1);
+        }
+    }
+}

@@ -1,0 +1,490 @@
+//! The crate layering rules of DESIGN.md ("Dependency rules"), as data, and a pure check of a
+//! [`Graph`] against them.
+//!
+//! The layering is the security model: an agent cannot call a provider, a tool or the harness
+//! because its crate cannot even *name* them. These rules keep it that way as the code grows.
+//! Only normal dependencies count (dev-dependencies are test wiring, build-dependencies run
+//! at build time); they count transitively where the rule says so.
+
+use std::fmt;
+use std::path::Path;
+
+use crate::graph::Graph;
+
+/// A crate and the only `lsm-*` crates it may reach through normal dependencies, directly or
+/// transitively.
+#[derive(Debug)]
+pub struct ReachRule {
+    /// The rule's label, as printed.
+    pub rule: &'static str,
+    /// The constrained crate.
+    pub krate: &'static str,
+    /// The only `lsm-*` crates it may reach.
+    pub allowed: &'static [&'static str],
+    /// The rule in words, as printed before "but …".
+    pub summary: &'static str,
+}
+
+/// A crate and the only workspace crates that may depend on it.
+#[derive(Debug)]
+pub struct DependentRule {
+    /// The rule's label, as printed.
+    pub rule: &'static str,
+    /// The protected crate.
+    pub krate: &'static str,
+    /// The only crates that may depend on it.
+    pub allowed: &'static [&'static str],
+    /// Whether reaching it through other crates counts too, or only a direct dependency.
+    pub transitive: bool,
+    /// The rule in words, as printed before "but …".
+    pub summary: &'static str,
+}
+
+/// Rules 1 and 2: what a crate may reach.
+pub const REACH_RULES: &[ReachRule] = &[
+    ReachRule {
+        rule: "rule 1",
+        krate: "lsm-agents",
+        allowed: &["lsm-phase"],
+        summary: "lsm-agents must depend on lsm-phase only",
+    },
+    ReachRule {
+        rule: "rule 2",
+        krate: "lsm-phase",
+        allowed: &[],
+        summary: "lsm-phase must depend on no lsm-* crate",
+    },
+];
+
+/// Rules 3 and 4: who may depend on a crate.
+pub const DEPENDENT_RULES: &[DependentRule] = &[
+    // Rule 3: lsm-harness calls providers for agents, lsm-tools-kb for synthesis inside a
+    // tool; lsm-cli constructs the concrete providers it hands to them (rule 4).
+    DependentRule {
+        rule: "rule 3",
+        krate: "lsm-providers",
+        allowed: &["lsm-harness", "lsm-tools-kb", "lsm-cli"],
+        transitive: false,
+        summary: "only lsm-harness and lsm-tools-kb (and lsm-cli, which constructs providers) \
+                  may depend on lsm-providers",
+    },
+    // Rule 4: only the composition root wires the harness in, and it is the only binary
+    // that links it.
+    DependentRule {
+        rule: "rule 4",
+        krate: "lsm-harness",
+        allowed: &["lsm-cli"],
+        transitive: true,
+        summary: "only lsm-cli may depend on lsm-harness",
+    },
+];
+
+/// Test and tooling crates: outside rules 3 and 4 ("only lsm-cli, and tests, wires concrete
+/// crates together"), unless they have a binary target: lsm-cli is the only binary that may
+/// wire concrete crates.
+pub const TEST_CRATES: &[&str] = &["lsm-e2e", "xtask"];
+
+/// Label of the rule that every `lsm-*` library crate lives under `crates/`.
+pub const LAYOUT_RULE: &str = "layout";
+/// The directory the `lsm-*` crates live in.
+pub const CRATES_DIR: &str = "crates";
+/// `lsm-*` workspace members that live elsewhere (the end-to-end tests live in `tests/`).
+pub const LAYOUT_EXEMPT: &[&str] = &["lsm-e2e"];
+
+/// Label of the check that every crate the rules name exists (so a rename cannot silently
+/// switch a rule off).
+pub const TABLE_RULE: &str = "rule table";
+
+/// One broken rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// The rule's label (`rule 1` … `rule 4`, [`LAYOUT_RULE`], [`TABLE_RULE`]).
+    pub rule: &'static str,
+    /// The crate that breaks the rule.
+    pub krate: String,
+    /// The offending dependency path, `krate -> … -> forbidden crate` (empty for layout and
+    /// table violations).
+    pub path: Vec<String>,
+    /// The whole explanation, without the rule label.
+    pub message: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.rule, self.message)
+    }
+}
+
+fn is_lsm(name: &str) -> bool {
+    name.starts_with("lsm-")
+}
+
+/// Checks `graph` against every rule; returns the violations (empty when the graph is fine).
+pub fn check(graph: &Graph) -> Vec<Violation> {
+    let mut out = Vec::new();
+    check_table(graph, &mut out);
+    for rule in REACH_RULES {
+        check_reach(graph, rule, &mut out);
+    }
+    for rule in DEPENDENT_RULES {
+        check_dependents(graph, rule, &mut out);
+    }
+    check_layout(graph, &mut out);
+    out
+}
+
+fn check_table(graph: &Graph, out: &mut Vec<Violation>) {
+    let named = REACH_RULES
+        .iter()
+        .map(|r| (r.rule, r.krate, r.allowed))
+        .chain(DEPENDENT_RULES.iter().map(|r| (r.rule, r.krate, r.allowed)));
+    for (rule, krate, allowed) in named {
+        for name in std::iter::once(&krate).chain(allowed) {
+            if graph.member(name).is_none() {
+                out.push(Violation {
+                    rule: TABLE_RULE,
+                    krate: (*name).to_owned(),
+                    path: Vec::new(),
+                    message: format!(
+                        "{rule} names {name}, which is not a workspace member \
+                         (renamed or removed? update xtask/src/layers.rs)"
+                    ),
+                });
+            }
+        }
+    }
+}
+
+fn check_reach(graph: &Graph, rule: &ReachRule, out: &mut Vec<Violation>) {
+    for (reached, path) in graph.reachable_from(rule.krate) {
+        if is_lsm(&reached) && reached != rule.krate && !rule.allowed.contains(&reached.as_str()) {
+            out.push(Violation {
+                rule: rule.rule,
+                krate: rule.krate.to_owned(),
+                message: format!(
+                    "{}, but reaches {reached} via {}",
+                    rule.summary,
+                    path.join(" -> ")
+                ),
+                path,
+            });
+        }
+    }
+}
+
+fn check_dependents(graph: &Graph, rule: &DependentRule, out: &mut Vec<Violation>) {
+    for (name, member) in graph.members() {
+        if name == rule.krate || rule.allowed.contains(&name) {
+            continue;
+        }
+        if TEST_CRATES.contains(&name) && !member.has_bin {
+            continue;
+        }
+        let path = if rule.transitive {
+            graph.reachable_from(name).remove(rule.krate)
+        } else {
+            graph
+                .packages
+                .get(name)
+                .filter(|p| p.deps.contains(rule.krate))
+                .map(|_| vec![name.to_owned(), rule.krate.to_owned()])
+        };
+        let Some(path) = path else { continue };
+        let what = if member.has_bin {
+            format!("{name} (a crate with a binary)")
+        } else {
+            name.to_owned()
+        };
+        out.push(Violation {
+            rule: rule.rule,
+            krate: name.to_owned(),
+            message: format!(
+                "{}, but {what} reaches {} via {}",
+                rule.summary,
+                rule.krate,
+                path.join(" -> ")
+            ),
+            path,
+        });
+    }
+}
+
+fn check_layout(graph: &Graph, out: &mut Vec<Violation>) {
+    for (name, member) in graph.members() {
+        if !is_lsm(name) || LAYOUT_EXEMPT.contains(&name) {
+            continue;
+        }
+        let dir = &member.dir;
+        if !dir.starts_with(CRATES_DIR) || dir == Path::new(CRATES_DIR) {
+            out.push(Violation {
+                rule: LAYOUT_RULE,
+                krate: name.to_owned(),
+                path: Vec::new(),
+                message: format!(
+                    "every lsm-* crate except {} must live under {CRATES_DIR}/, but {name} is at {}",
+                    LAYOUT_EXEMPT.join(", "),
+                    dir.display()
+                ),
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The workspace as DESIGN.md lays it out (and as it is today), with a few external
+    /// crates so that paths through non-lsm crates are exercised.
+    fn good_graph() -> Graph {
+        let mut g = Graph::new();
+        for (name, dir, lib, bin) in [
+            ("lsm-phase", "crates/phase", true, false),
+            ("lsm-interaction", "crates/interaction", true, false),
+            ("lsm-sandbox", "crates/sandbox", true, false),
+            ("lsm-providers", "crates/providers", true, false),
+            ("lsm-harness", "crates/harness", true, false),
+            ("lsm-tools-kb", "crates/tools-kb", true, false),
+            ("lsm-agents", "crates/agents", true, false),
+            ("lsm-cli", "crates/cli", false, true),
+            ("lsm-e2e", "tests", true, false),
+            ("xtask", "xtask", false, true),
+        ] {
+            g.add_member(name, dir, lib, bin);
+        }
+        for (from, to) in [
+            ("lsm-phase", "serde"),
+            ("lsm-phase", "async-trait"),
+            ("lsm-interaction", "serde"),
+            ("lsm-sandbox", "serde"),
+            ("lsm-sandbox", "tokio"),
+            ("lsm-providers", "serde"),
+            ("lsm-harness", "lsm-phase"),
+            ("lsm-harness", "lsm-providers"),
+            ("lsm-harness", "lsm-sandbox"),
+            ("lsm-harness", "tokio"),
+            ("lsm-tools-kb", "lsm-sandbox"),
+            ("lsm-tools-kb", "lsm-providers"),
+            ("lsm-agents", "lsm-phase"),
+            ("lsm-cli", "lsm-phase"),
+            ("lsm-cli", "lsm-providers"),
+            ("lsm-cli", "lsm-sandbox"),
+            ("lsm-cli", "lsm-harness"),
+            ("lsm-cli", "lsm-agents"),
+            ("lsm-cli", "clap"),
+            ("xtask", "cargo_metadata"),
+            ("cargo_metadata", "serde"),
+        ] {
+            g.add_dep(from, to);
+        }
+        g
+    }
+
+    fn find<'a>(violations: &'a [Violation], rule: &str, to: &str) -> &'a Violation {
+        violations
+            .iter()
+            .find(|v| v.rule == rule && v.path.last().map(String::as_str) == Some(to))
+            .unwrap_or_else(|| panic!("no `{rule}` violation reaching {to} in {violations:#?}"))
+    }
+
+    #[test]
+    fn the_designed_graph_passes() {
+        assert_eq!(check(&good_graph()), Vec::new());
+    }
+
+    #[test]
+    fn agents_depending_on_sandbox_directly_breaks_rule_1() {
+        let mut g = good_graph();
+        g.add_dep("lsm-agents", "lsm-sandbox");
+        let v = check(&g);
+        let hit = find(&v, "rule 1", "lsm-sandbox");
+        assert_eq!(hit.krate, "lsm-agents");
+        assert_eq!(hit.path, ["lsm-agents", "lsm-sandbox"]);
+        assert_eq!(
+            hit.to_string(),
+            "rule 1: lsm-agents must depend on lsm-phase only, but reaches lsm-sandbox \
+             via lsm-agents -> lsm-sandbox"
+        );
+        assert_eq!(v.len(), 1, "{v:#?}");
+    }
+
+    #[test]
+    fn agents_reaching_sandbox_through_tools_kb_breaks_rule_1() {
+        let mut g = good_graph();
+        g.add_dep("lsm-agents", "lsm-tools-kb");
+        let v = check(&g);
+        let hit = find(&v, "rule 1", "lsm-sandbox");
+        assert_eq!(hit.krate, "lsm-agents");
+        assert_eq!(hit.path, ["lsm-agents", "lsm-tools-kb", "lsm-sandbox"]);
+        assert_eq!(
+            hit.to_string(),
+            "rule 1: lsm-agents must depend on lsm-phase only, but reaches lsm-sandbox \
+             via lsm-agents -> lsm-tools-kb -> lsm-sandbox"
+        );
+        // The direct edge and the providers reached through it are reported too.
+        find(&v, "rule 1", "lsm-tools-kb");
+        find(&v, "rule 1", "lsm-providers");
+    }
+
+    #[test]
+    fn agents_reaching_an_lsm_crate_through_a_non_lsm_crate_breaks_rule_1() {
+        let mut g = good_graph();
+        g.add_dep("lsm-agents", "some-helper");
+        g.add_dep("some-helper", "lsm-harness");
+        let v = check(&g);
+        let hit = find(&v, "rule 1", "lsm-harness");
+        assert_eq!(hit.path, ["lsm-agents", "some-helper", "lsm-harness"]);
+    }
+
+    #[test]
+    fn agents_depending_on_providers_breaks_rules_1_and_3() {
+        let mut g = good_graph();
+        g.add_dep("lsm-agents", "lsm-providers");
+        let v = check(&g);
+        assert_eq!(
+            find(&v, "rule 1", "lsm-providers").path,
+            ["lsm-agents", "lsm-providers"]
+        );
+        let hit = find(&v, "rule 3", "lsm-providers");
+        assert_eq!(hit.krate, "lsm-agents");
+        assert_eq!(hit.path, ["lsm-agents", "lsm-providers"]);
+        assert_eq!(v.len(), 2, "{v:#?}");
+    }
+
+    #[test]
+    fn phase_depending_on_any_lsm_crate_breaks_rule_2() {
+        for other in [
+            "lsm-interaction",
+            "lsm-sandbox",
+            "lsm-providers",
+            "lsm-harness",
+            "lsm-tools-kb",
+            "lsm-agents",
+            "lsm-cli",
+        ] {
+            let mut g = good_graph();
+            g.add_dep("lsm-phase", other);
+            let v = check(&g);
+            let hit = find(&v, "rule 2", other);
+            assert_eq!(hit.krate, "lsm-phase");
+            assert_eq!(hit.path, ["lsm-phase", other]);
+            assert!(
+                hit.to_string()
+                    .starts_with("rule 2: lsm-phase must depend on no lsm-* crate, but reaches"),
+                "{hit}"
+            );
+        }
+    }
+
+    #[test]
+    fn phase_reaching_an_lsm_crate_transitively_breaks_rule_2() {
+        let mut g = good_graph();
+        g.add_dep("lsm-phase", "serde");
+        g.add_dep("serde", "lsm-interaction");
+        let v = check(&g);
+        assert_eq!(
+            find(&v, "rule 2", "lsm-interaction").path,
+            ["lsm-phase", "serde", "lsm-interaction"]
+        );
+    }
+
+    #[test]
+    fn a_library_calling_providers_breaks_rule_3() {
+        let mut g = good_graph();
+        g.add_dep("lsm-interaction", "lsm-providers");
+        let v = check(&g);
+        let hit = find(&v, "rule 3", "lsm-providers");
+        assert_eq!(hit.krate, "lsm-interaction");
+        assert_eq!(v.len(), 1, "{v:#?}");
+    }
+
+    #[test]
+    fn rule_3_is_about_direct_dependencies_only() {
+        // lsm-interaction -> lsm-tools-kb -> lsm-providers: it uses the KB tools, which may
+        // call a provider; it does not call one itself.
+        let mut g = good_graph();
+        g.add_dep("lsm-interaction", "lsm-tools-kb");
+        assert_eq!(check(&g), Vec::new());
+    }
+
+    #[test]
+    fn a_library_depending_on_harness_breaks_rule_4() {
+        let mut g = good_graph();
+        g.add_dep("lsm-tools-kb", "lsm-harness");
+        let v = check(&g);
+        let hit = find(&v, "rule 4", "lsm-harness");
+        assert_eq!(hit.krate, "lsm-tools-kb");
+        assert_eq!(hit.path, ["lsm-tools-kb", "lsm-harness"]);
+        assert_eq!(
+            hit.to_string(),
+            "rule 4: only lsm-cli may depend on lsm-harness, but lsm-tools-kb reaches \
+             lsm-harness via lsm-tools-kb -> lsm-harness"
+        );
+    }
+
+    #[test]
+    fn a_library_reaching_harness_transitively_breaks_rule_4() {
+        let mut g = good_graph();
+        g.add_dep("lsm-interaction", "lsm-cli");
+        let v = check(&g);
+        let hit = find(&v, "rule 4", "lsm-harness");
+        assert_eq!(hit.krate, "lsm-interaction");
+        assert_eq!(hit.path, ["lsm-interaction", "lsm-cli", "lsm-harness"]);
+    }
+
+    #[test]
+    fn a_new_library_crate_depending_on_harness_breaks_rule_4() {
+        let mut g = good_graph();
+        g.add_member("lsm-server", "crates/server", true, false);
+        g.add_dep("lsm-server", "lsm-harness");
+        let v = check(&g);
+        assert_eq!(find(&v, "rule 4", "lsm-harness").krate, "lsm-server");
+    }
+
+    #[test]
+    fn another_binary_linking_harness_breaks_rule_4_even_for_tooling() {
+        let mut g = good_graph();
+        g.add_dep("xtask", "lsm-harness");
+        let v = check(&g);
+        let hit = find(&v, "rule 4", "lsm-harness");
+        assert_eq!(hit.krate, "xtask");
+        assert!(
+            hit.message.contains("xtask (a crate with a binary)"),
+            "{hit}"
+        );
+    }
+
+    #[test]
+    fn the_test_crate_may_wire_concrete_crates() {
+        let mut g = good_graph();
+        g.add_dep("lsm-e2e", "lsm-harness");
+        g.add_dep("lsm-e2e", "lsm-providers");
+        assert_eq!(check(&g), Vec::new());
+    }
+
+    #[test]
+    fn an_lsm_crate_outside_crates_dir_breaks_layout() {
+        let mut g = good_graph();
+        g.add_member("lsm-extra", "extra", true, false);
+        let v = check(&g);
+        let hit = v
+            .iter()
+            .find(|v| v.rule == LAYOUT_RULE)
+            .unwrap_or_else(|| panic!("no layout violation in {v:#?}"));
+        assert_eq!(hit.krate, "lsm-extra");
+        assert!(hit.to_string().contains("lsm-extra is at extra"), "{hit}");
+        assert_eq!(v.len(), 1, "{v:#?}");
+    }
+
+    #[test]
+    fn a_renamed_crate_named_by_the_rules_is_reported() {
+        let mut g = good_graph();
+        g.packages.remove("lsm-agents");
+        let v = check(&g);
+        let hit = v
+            .iter()
+            .find(|v| v.rule == TABLE_RULE)
+            .unwrap_or_else(|| panic!("no rule-table violation in {v:#?}"));
+        assert_eq!(hit.krate, "lsm-agents");
+    }
+}

@@ -1,0 +1,146 @@
+//! The subcommands: each runs cargo (found through `$CARGO`) from the workspace root with
+//! inherited stdio, so output streams as it is produced.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+use cargo_metadata::{CargoOpt, MetadataCommand};
+
+use crate::graph::Graph;
+use crate::layers;
+
+/// The cargo that runs us (`$CARGO`, set by `cargo run`), or `cargo` from `PATH`.
+fn cargo() -> OsString {
+    std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"))
+}
+
+/// The workspace root: the parent of this crate's directory.
+pub fn workspace_root() -> Result<PathBuf> {
+    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest_dir
+        .parent()
+        .map(Path::to_path_buf)
+        .with_context(|| format!("{} has no parent directory", manifest_dir.display()))
+}
+
+/// Runs `cargo <args>` from `root`, streaming its output; fails naming `step` if it fails.
+pub fn run_cargo(root: &Path, step: &str, args: &[&str]) -> Result<()> {
+    let shown = format!("cargo {}", args.join(" "));
+    eprintln!("xtask: [{step}] {shown}");
+    let status = Command::new(cargo())
+        .args(args)
+        .current_dir(root)
+        .status()
+        .with_context(|| format!("step `{step}`: could not start `{shown}`"))?;
+    if !status.success() {
+        bail!("step `{step}` failed: `{shown}` exited with {status}");
+    }
+    Ok(())
+}
+
+/// `cargo xtask check-layers`: the dependency rules of DESIGN.md over `cargo metadata`.
+pub fn check_layers(root: &Path) -> Result<()> {
+    eprintln!("xtask: [check-layers] crate layering rules over `cargo metadata`");
+    let meta = MetadataCommand::new()
+        .cargo_path(cargo())
+        .manifest_path(root.join("Cargo.toml"))
+        .features(CargoOpt::AllFeatures)
+        .exec()
+        .context("step `check-layers`: `cargo metadata` failed")?;
+    let graph = Graph::from_metadata(&meta)?;
+    let violations = layers::check(&graph);
+    if violations.is_empty() {
+        eprintln!(
+            "xtask: [check-layers] ok: {} workspace crates follow rules 1-4 and the layout rule",
+            graph.members().count()
+        );
+        return Ok(());
+    }
+    for violation in &violations {
+        eprintln!("{violation}");
+    }
+    bail!(
+        "step `check-layers` failed: {} violation(s) of the dependency rules \
+         (see \"Dependency rules\" in DESIGN.md and the table in xtask/src/layers.rs)",
+        violations.len()
+    )
+}
+
+/// Fails with install instructions unless `<cargo> deny --version` runs.
+fn require_cargo_deny(cargo: &OsStr, root: &Path) -> Result<()> {
+    let works = Command::new(cargo)
+        .args(["deny", "--version"])
+        .current_dir(root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !works {
+        bail!(
+            "step `deny` failed: cargo-deny is not installed; install it with \
+             `cargo install cargo-deny --locked` (or run `bash .ci/run`, which does)"
+        );
+    }
+    Ok(())
+}
+
+/// `cargo xtask check`: format, lints, layering, dependency policy. Stops at the first failure.
+pub fn check(root: &Path) -> Result<()> {
+    // rustfmt does not follow CARGO_TERM_COLOR (CI sets it to `never`): pass it on.
+    let color = std::env::var("CARGO_TERM_COLOR").ok();
+    let mut fmt = vec!["fmt", "--all", "--", "--check"];
+    if let Some(color @ ("always" | "never" | "auto")) = color.as_deref() {
+        fmt.extend(["--color", color]);
+    }
+    run_cargo(root, "fmt", &fmt)?;
+    run_cargo(
+        root,
+        "clippy",
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    )?;
+    check_layers(root)?;
+    require_cargo_deny(&cargo(), root)?;
+    run_cargo(
+        root,
+        "deny",
+        &["deny", "check", "licenses", "bans", "sources"],
+    )?;
+    eprintln!(
+        "xtask: [deny] advisories skipped: they need a network download of the RustSec \
+         advisory database; run `cargo deny check advisories` on a machine with network access"
+    );
+    eprintln!("xtask: check passed");
+    Ok(())
+}
+
+/// `cargo xtask ci`: everything CI runs once the tools are installed.
+pub fn ci(root: &Path) -> Result<()> {
+    check(root)?;
+    run_cargo(root, "test", &["test", "--workspace"])?;
+    eprintln!("xtask: ci passed");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_cargo_deny_is_reported_with_the_install_command() {
+        let root = workspace_root().unwrap();
+        let no_cargo = OsStr::new("/nonexistent/cargo-without-deny");
+        let err = require_cargo_deny(no_cargo, &root).unwrap_err().to_string();
+        assert!(err.contains("step `deny` failed"), "{err}");
+        assert!(err.contains("cargo install cargo-deny --locked"), "{err}");
+    }
+}
