@@ -6,13 +6,13 @@ use std::sync::Arc;
 use anyhow::Result;
 use clap::Args;
 use lsm_harness::{HarnessFactory, RunReport};
-use lsm_providers::{Provider, ScriptedProvider};
-use lsm_sandbox::{PermissionAsker, PermissionDecision, PermissionRequest, Sandbox};
+use lsm_sandbox::Sandbox;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, ConfigError};
 use crate::exit;
 use crate::progress::StderrProgress;
+use crate::wiring;
 
 /// Arguments of `lsm agent run`.
 #[derive(Debug, Args)]
@@ -50,19 +50,6 @@ pub struct RunArgs {
     pub yes: bool,
 }
 
-/// `--yes`: approves every permission request and says so.
-struct AutoApprove;
-
-#[async_trait::async_trait]
-impl PermissionAsker for AutoApprove {
-    async fn ask(&self, request: PermissionRequest) -> PermissionDecision {
-        PermissionDecision::allow(format!(
-            "approved automatically by --yes ({})",
-            request.reason
-        ))
-    }
-}
-
 /// Run; returns the exit code.
 pub fn run(config_path: Option<&Path>, args: RunArgs) -> u8 {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -88,7 +75,7 @@ pub fn run(config_path: Option<&Path>, args: RunArgs) -> u8 {
     }
 }
 
-fn usage(msg: impl Into<String>) -> anyhow::Error {
+pub(crate) fn usage(msg: impl Into<String>) -> anyhow::Error {
     ConfigError(msg.into()).into()
 }
 
@@ -133,14 +120,10 @@ async fn run_async(config_path: Option<&Path>, args: RunArgs) -> Result<u8> {
         .ok_or_else(|| {
             usage("no LLM provider configured: pass --provider scripted:<file.jsonl> or set [llm] provider in lsm.toml")
         })?;
-    let provider = make_provider(&provider_spec, &cwd)?;
+    let provider = wiring::build_provider(&provider_spec, &cwd)?;
 
     let registry = lsm_sandbox::builtin::registry();
-    let asker: Option<Arc<dyn PermissionAsker>> = if args.yes {
-        Some(Arc::new(AutoApprove))
-    } else {
-        None
-    };
+    let asker = wiring::permission_asker(args.yes);
     let sandbox = Sandbox::new(config.sandbox.clone(), registry, asker)
         .map_err(|e| usage(format!("invalid [sandbox] configuration: {e}")))?;
 
@@ -168,20 +151,6 @@ async fn run_async(config_path: Option<&Path>, args: RunArgs) -> Result<u8> {
         return Ok(exit::ERROR);
     }
     Ok(exit::for_stop_reason(report.result.stop_reason))
-}
-
-/// `scripted:<file>` (relative to the working directory).
-fn make_provider(spec: &str, cwd: &Path) -> Result<Arc<dyn Provider>> {
-    match spec.split_once(':') {
-        Some(("scripted", file)) if !file.is_empty() => {
-            let path = cwd.join(file);
-            let p = ScriptedProvider::from_file(&path).map_err(|e| usage(e.to_string()))?;
-            Ok(Arc::new(p))
-        }
-        _ => Err(usage(format!(
-            "unknown provider '{spec}': this build supports scripted:<file.jsonl>"
-        ))),
-    }
 }
 
 fn print_report(report: &RunReport, json: bool) -> Result<()> {

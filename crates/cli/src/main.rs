@@ -14,6 +14,7 @@ mod config;
 mod exit;
 mod progress;
 mod tools_cmd;
+mod wiring;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
