@@ -15,6 +15,8 @@
 //! - `cargo xtask ci` is what `.ci/run` calls once the tools are installed: `check`, then
 //!   `cargo test --workspace`.
 
+#![allow(clippy::print_stdout)] // a command-line tool: stdout is its output
+
 mod demo;
 mod graph;
 mod layers;

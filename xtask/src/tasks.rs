@@ -126,14 +126,93 @@ pub fn check(root: &Path) -> Result<()> {
 /// `cargo xtask ci`: everything CI runs once the tools are installed.
 pub fn ci(root: &Path) -> Result<()> {
     check(root)?;
-    run_cargo(root, "test", &["test", "--workspace"])?;
+    let totals = run_tests(root)?;
     eprintln!("xtask: ci passed");
+    // The last line is the whole suite's count, so a reader of the log need not add up the
+    // per-binary `test result:` lines (the last of which is often an empty doc-test run).
+    println!("{} passed, {} failed", totals.passed, totals.failed);
     Ok(())
+}
+
+/// Counts summed over every `test result:` line of a `cargo test` run.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct TestTotals {
+    passed: u64,
+    failed: u64,
+}
+
+impl TestTotals {
+    /// Add one line's counts if it is a `test result:` line.
+    fn add_line(&mut self, line: &str) {
+        let Some(rest) = line.trim().strip_prefix("test result: ") else {
+            return;
+        };
+        for part in rest.split(';') {
+            let mut words = part.split_whitespace().rev();
+            let (Some(label), Some(count)) = (words.next(), words.next()) else {
+                continue;
+            };
+            let Ok(n) = count.parse::<u64>() else {
+                continue;
+            };
+            match label {
+                "passed" => self.passed += n,
+                "failed" => self.failed += n,
+                _ => {}
+            }
+        }
+    }
+}
+
+/// `cargo test --workspace`, streaming its output while counting results.
+fn run_tests(root: &Path) -> Result<TestTotals> {
+    use std::io::{BufRead, BufReader, Write};
+    let shown = "cargo test --workspace";
+    eprintln!("xtask: [test] {shown}");
+    let mut child = Command::new(cargo())
+        .args(["test", "--workspace"])
+        .current_dir(root)
+        .stdout(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("step `test`: could not start `{shown}`"))?;
+    let mut totals = TestTotals::default();
+    if let Some(stdout) = child.stdout.take() {
+        let mut out = std::io::stdout().lock();
+        for line in BufReader::new(stdout).lines() {
+            let line = line.context("step `test`: reading the test output")?;
+            totals.add_line(&line);
+            writeln!(out, "{line}")?;
+        }
+    }
+    let status = child
+        .wait()
+        .context("step `test`: waiting for cargo test")?;
+    if !status.success() {
+        println!("{} passed, {} failed", totals.passed, totals.failed.max(1));
+        bail!("step `test` failed: `{shown}` exited with {status}");
+    }
+    Ok(totals)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn test_result_lines_are_summed_and_other_lines_ignored() {
+        let mut t = TestTotals::default();
+        t.add_line("test result: ok. 35 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.90s");
+        t.add_line("test result: FAILED. 14 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 10.21s");
+        t.add_line("test foo ... ok");
+        t.add_line("running 3 tests");
+        assert_eq!(
+            t,
+            TestTotals {
+                passed: 49,
+                failed: 1
+            }
+        );
+    }
 
     #[test]
     fn a_missing_cargo_deny_is_reported_with_the_install_command() {

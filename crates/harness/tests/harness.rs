@@ -1021,6 +1021,71 @@ async fn a_dropped_harness_still_leaves_a_summary() {
     drop(dir);
 }
 
+/// Reports a file it "wrote" as an artifact.
+struct Reporter;
+
+#[async_trait::async_trait]
+impl Tool for Reporter {
+    fn name(&self) -> &str {
+        "reporter"
+    }
+    fn description(&self) -> &str {
+        "Reports an artifact."
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "properties": {"text": {"type": "string"}}, "additionalProperties": false})
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let name = ctx.str_arg("text")?;
+        Ok(ToolOutput::wrote(
+            "wrote it",
+            std::path::PathBuf::from(format!("/out/{name}.md")),
+        ))
+    }
+}
+
+#[tokio::test]
+async fn artifacts_from_every_tool_execution_are_tracked_once_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = ToolRegistry::new().with(Arc::new(Reporter));
+    let sandbox = Arc::new(Sandbox::new(SandboxConfig::default(), registry, None).unwrap());
+    let provider = Arc::new(ScriptedProvider::new(vec![
+        tool("reporter", "a"),
+        tool("reporter", "b"),
+        tool("reporter", "a"),
+        done("ok"),
+    ]));
+    let mut h = AgentHarness::new(
+        AgentIdentity {
+            name: "t".into(),
+            tool_allowlist: vec!["reporter".into()],
+            tier: Default::default(),
+            topic: String::new(),
+        },
+        "",
+        HarnessConfig {
+            agents_folder: dir.path().to_path_buf(),
+            ..HarnessConfig::default()
+        },
+        provider,
+        sandbox,
+    );
+    h.run_bounded(PhaseRequest::new("one")).await;
+    h.run_bounded(PhaseRequest::direct(vec![DirectToolCall {
+        name: "reporter".into(),
+        arguments: json!({"text": "c"}),
+    }]))
+    .await;
+    let report = h.run("").await;
+    assert_eq!(
+        report.summary.artifacts_created,
+        ["/out/a.md", "/out/b.md", "/out/c.md"]
+    );
+}
+
 // ---------- standing memory ----------
 
 struct FixedMemory;
