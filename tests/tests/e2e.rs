@@ -10,6 +10,13 @@ use std::time::Duration;
 use lsm_e2e::{lsm, run, workspace_root};
 use serde_json::{Value, json};
 
+/// `lsm agent list` and every agent through `lsm agent run`.
+#[path = "e2e/agents_cli.rs"]
+mod agents_cli;
+/// Every agent in process on the real harness, with test doubles for tools not built yet.
+#[path = "e2e/agents_harness.rs"]
+mod agents_harness;
+
 /// A temp workspace holding a copy of `examples/file-task`.
 fn example_copy() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -153,9 +160,33 @@ fn the_bundled_example_reads_and_writes_in_its_workspace() {
             .unwrap()
             .contains("Three rules")
     );
+    // The file the tool wrote, then the answer the agent saved in its own workspace.
     let artifacts = summary["artifacts_created"].as_array().unwrap();
-    assert_eq!(artifacts.len(), 1);
-    assert!(artifacts[0].as_str().unwrap().ends_with("summary.md"));
+    assert_eq!(artifacts.len(), 2, "{artifacts:?}");
+    assert!(
+        artifacts[0]
+            .as_str()
+            .unwrap()
+            .ends_with("workspace/summary.md")
+    );
+    let saved = Path::new(artifacts[1].as_str().unwrap());
+    assert_eq!(
+        saved.parent().unwrap(),
+        dir.path().join("Agents/general/artifacts")
+    );
+    assert!(
+        saved
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("result_")
+    );
+    assert!(
+        std::fs::read_to_string(saved)
+            .unwrap()
+            .contains("Summarize notes.md into summary.md")
+    );
 
     // The records on disk agree with stdout.
     let run_dir = dir
@@ -494,10 +525,11 @@ fn sigint_stops_a_run_with_exit_code_4() {
     let logs = dir.path().join("Agents/general/logs");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
+        // The run's folder (the agent's own log file sits beside it).
         let started = std::fs::read_dir(&logs)
             .ok()
-            .and_then(|mut d| d.next())
-            .and_then(|e| std::fs::read_to_string(e.ok()?.path().join("transcript.jsonl")).ok());
+            .and_then(|d| d.filter_map(Result::ok).find(|e| e.path().is_dir()))
+            .and_then(|e| std::fs::read_to_string(e.path().join("transcript.jsonl")).ok());
         if started.is_some_and(|t| t.matches("\"llm_request\"").count() == 2) {
             break;
         }

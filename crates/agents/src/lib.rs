@@ -1,17 +1,66 @@
-//! Agents: what an agent *is* (name, description, tool allowlist, LLM tier, system prompt)
-//! and how it orchestrates bounded phases.
+//! Agents: what an agent *is* (its capability card: name, description, tool allowlist, LLM
+//! tier, system prompt) and how it orchestrates bounded phases.
 //!
-//! Today this crate holds the built-in agents' capability cards ([`AgentSpec`]); the
-//! `AgentCore::run_phase` orchestration layer builds on them.
+//! Every agent is built on an [`AgentCore`], which it is given an [`AgentContext`] for: an
+//! [`lsm_phase::ExecutorFactory`], the agents folder and a few limits. The agent's whole
+//! interaction with models and tools is [`AgentCore::run_phase`]: one executor per run,
+//! created on the first phase, reused by every later one, finished when the run ends. Its
+//! files go through the workspace accessors ([`AgentCore::artifacts_dir`],
+//! [`AgentCore::save_artifact`], …) and its log through [`AgentCore::log`].
+//!
+//! The eight built-in agents ([`BUILTIN`], made with [`create`]) are documented phase by phase
+//! in `docs/AGENTS.md`.
 //!
 //! # What this crate must never do
 //!
 //! - Depend on any `lsm-*` crate but `lsm-phase` (checked by `cargo xtask check-layers`): an
 //!   agent cannot name a provider, the sandbox or the harness, so it cannot call a model,
 //!   execute a tool or read a token count except through a phase.
-//! - Expose tokens, cost or budget: an agent sees only a phase's `stop_reason`.
+//! - Drive an executor anywhere but in [`AgentCore`] (a test scans the sources).
+//! - Expose or accept tokens, cost or budget: an agent sees only a phase's `stop_reason`
+//!   (a test parses the public API and finds no accounting name in it).
+//! - Write files anywhere but under its own workspace folder.
 
-pub use lsm_phase::{AgentIdentity, LlmTier, PhaseResult, StopReason};
+mod agents;
+mod core;
+mod parse;
+
+use lsm_phase::AgentIdentity;
+pub use lsm_phase::{
+    DirectToolCall, LlmTier, PhaseRequest, PhaseResult, RunOutcome, StopReason, ToolCallRecord,
+    ToolOutcome,
+};
+
+pub use crate::agents::assistant::{ASSISTANT, AssistantAgent};
+pub use crate::agents::curator::{CURATOR, CuratorAgent};
+pub use crate::agents::research::{MAX_SUBTOPICS, RESEARCH, ResearchAgent};
+pub use crate::agents::simple::{GENERAL, LIBRARIAN, MANUSCRIPT_EDITOR, SimpleAgent};
+pub use crate::agents::synthesis::{SYNTHESIS, SynthesisAgent};
+pub use crate::agents::writing::{WRITING, WritingAgent};
+pub use crate::core::{
+    AgentContext, AgentCore, AgentError, AgentLogSink, AgentOutput, DEFAULT_MAX_ITERATIONS,
+    DEFAULT_MAX_ROUNDS, MAX_ARTIFACT_NAME_BYTES, artifact_filename_at, sanitize_artifact_name,
+};
+
+/// What a run of an agent is about: a task to do, or a topic to work on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskInput {
+    /// An instruction (`lsm agent run <name> --task "..."`).
+    Task,
+    /// A subject (`lsm agent run <name> --topic "..."`).
+    Topic,
+}
+
+impl TaskInput {
+    /// `"task"` or `"topic"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskInput::Task => "task",
+            TaskInput::Topic => "topic",
+        }
+    }
+}
 
 /// An agent's capability card: who it is and what it may do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,6 +73,8 @@ pub struct AgentSpec {
     pub tier: LlmTier,
     /// Tools it may call (only those registered in a run are offered).
     pub tools: &'static [&'static str],
+    /// Whether a run takes a task or a topic.
+    pub input: TaskInput,
     /// The system prompt of its runs.
     pub system_prompt: &'static str,
 }
@@ -33,7 +84,7 @@ impl AgentSpec {
     /// allowlist when `ask_user_available`.
     pub fn identity(&self, topic: &str, ask_user_available: bool) -> AgentIdentity {
         let mut tool_allowlist: Vec<String> = self.tools.iter().map(|t| t.to_string()).collect();
-        if ask_user_available {
+        if ask_user_available && !self.tools.contains(&"ask_user") {
             tool_allowlist.push("ask_user".to_string());
         }
         AgentIdentity {
@@ -45,61 +96,57 @@ impl AgentSpec {
     }
 }
 
-/// The general-purpose file agent: one long phase over the workspace's files.
-pub const GENERAL: AgentSpec = AgentSpec {
-    name: "general",
-    description: "General-purpose agent: reads, searches and edits files in the workspace to complete a task.",
-    tier: LlmTier::Normal,
-    tools: &[
-        "read_file",
-        "read_folder",
-        "find_file",
-        "find_section",
-        "file_metadata",
-        "hash_file",
-        "write_file",
-        "append_file",
-        "create_folder",
-        "edit_file",
-        "query_and_synthesize",
-        "extract_snippets",
-        "source_map",
-    ],
-    system_prompt: "You are a careful general-purpose assistant working inside a sandboxed \
-workspace. Use the tools to inspect and change files as the task requires; paths are relative \
-to the workspace. Prefer reading before writing. When the task is complete, answer with a short \
-summary of what you did and no tool call. If you cannot proceed at all, call `block` with the \
-reason.",
-};
+/// An agent: a capability card and a `run` that orchestrates phases on its [`AgentCore`].
+///
+/// `run` never panics and never returns an error: how the run ended, what it saved and why it
+/// failed (if it did) are in the [`AgentOutput`].
+#[async_trait::async_trait]
+pub trait Agent: Send {
+    /// Name (also its workspace folder).
+    fn name(&self) -> &str;
+    /// One-line description.
+    fn description(&self) -> &str;
+    /// The tools it may call (`ask_user` included when registered).
+    fn tool_allowlist(&self) -> Vec<String>;
+    /// Its LLM tier.
+    fn tier(&self) -> LlmTier;
+    /// Run it on `task` (a task or a topic, see [`AgentSpec::input`]). Each call is one run
+    /// with its own executor.
+    async fn run(&mut self, task: &str) -> AgentOutput;
+}
 
-/// Every built-in agent.
-pub const BUILTIN: &[AgentSpec] = &[GENERAL];
+/// Every built-in agent, in `lsm agent list` order.
+pub const BUILTIN: &[AgentSpec] = &[
+    GENERAL,
+    RESEARCH,
+    SYNTHESIS,
+    CURATOR,
+    WRITING,
+    LIBRARIAN,
+    MANUSCRIPT_EDITOR,
+    ASSISTANT,
+];
 
 /// Look a built-in agent up by name.
 pub fn find(name: &str) -> Option<&'static AgentSpec> {
     BUILTIN.iter().find(|a| a.name == name)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn general_has_the_reference_allowlist_and_ask_user_when_registered() {
-        let id = GENERAL.identity("t", true);
-        assert_eq!(id.name, "general");
-        assert!(id.tool_allowlist.contains(&"edit_file".to_string()));
-        assert_eq!(
-            id.tool_allowlist.last().map(String::as_str),
-            Some("ask_user")
-        );
-        assert!(
-            !GENERAL
-                .identity("t", false)
-                .tool_allowlist
-                .contains(&"ask_user".to_string())
-        );
-        assert_eq!(find("general"), Some(&GENERAL));
-        assert_eq!(find("nope"), None);
-    }
+/// A built-in agent by name, on `ctx`.
+pub fn create(name: &str, ctx: AgentContext) -> Option<Box<dyn Agent>> {
+    let agent: Box<dyn Agent> = match name {
+        "general" => Box::new(SimpleAgent::new(GENERAL, ctx)),
+        "librarian" => Box::new(SimpleAgent::new(LIBRARIAN, ctx)),
+        "manuscript_editor" => Box::new(SimpleAgent::new(MANUSCRIPT_EDITOR, ctx)),
+        "research" => Box::new(ResearchAgent::new(ctx)),
+        "synthesis" => Box::new(SynthesisAgent::new(ctx)),
+        "curator" => Box::new(CuratorAgent::new(ctx)),
+        "writing" => Box::new(WritingAgent::new(ctx)),
+        "assistant" => Box::new(AssistantAgent::new(ctx)),
+        _ => return None,
+    };
+    Some(agent)
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,14 +1,16 @@
-//! `lsm agent run <name>`: wire a provider, the sandbox and a harness, run, report.
+//! `lsm agent run <name>`: wire a provider, the sandbox and a harness factory, then run the
+//! agent through the agent layer (`agents_cmd`) and report.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Result;
 use clap::Args;
-use lsm_harness::{HarnessFactory, RunReport};
+use lsm_harness::HarnessFactory;
 use lsm_sandbox::Sandbox;
 use tokio_util::sync::CancellationToken;
 
+use crate::agents_cmd::{self, AgentRunOptions};
 use crate::config::{self, ConfigError};
 use crate::exit;
 use crate::progress::StderrProgress;
@@ -17,12 +19,20 @@ use crate::wiring;
 /// Arguments of `lsm agent run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The agent to run (see `lsm agent list`; today: general).
+    /// The agent to run (see `lsm agent list`).
     pub name: String,
 
-    /// What the agent should do.
+    /// What the agent should do (agents that take a task).
     #[arg(long)]
     pub task: Option<String>,
+
+    /// What the agent should work on (agents that take a topic: research, synthesis, writing).
+    #[arg(long)]
+    pub topic: Option<String>,
+
+    /// Refinement rounds of the research agent (default 2).
+    #[arg(long, value_name = "N")]
+    pub max_rounds: Option<u32>,
 
     /// The LLM provider: `scripted:<file.jsonl>` plays a recorded script.
     #[arg(long, value_name = "SPEC")]
@@ -89,12 +99,12 @@ async fn run_async(config_path: Option<&Path>, args: RunArgs) -> Result<u8> {
             names.join(", ")
         )));
     };
-    let Some(task) = args.task.as_deref().filter(|t| !t.trim().is_empty()) else {
-        return Err(usage(format!(
-            "agent '{}' needs a task: pass --task \"...\"",
-            spec.name
-        )));
-    };
+    let task = agents_cmd::objective(
+        spec,
+        args.task.as_deref(),
+        args.topic.as_deref(),
+        args.max_rounds,
+    )?;
 
     let cwd = std::env::current_dir()?;
     if let Some(dir) = args.agents_folder {
@@ -123,6 +133,7 @@ async fn run_async(config_path: Option<&Path>, args: RunArgs) -> Result<u8> {
     let provider = wiring::build_provider(&provider_spec, &cwd)?;
 
     let registry = lsm_sandbox::builtin::registry();
+    let ask_user_available = registry.contains("ask_user");
     let asker = wiring::permission_asker(args.yes);
     let sandbox = Sandbox::new(config.sandbox.clone(), registry, asker)
         .map_err(|e| usage(format!("invalid [sandbox] configuration: {e}")))?;
@@ -133,9 +144,6 @@ async fn run_async(config_path: Option<&Path>, args: RunArgs) -> Result<u8> {
     if !args.json {
         factory = factory.with_event_sink(Arc::new(StderrProgress));
     }
-    let identity = spec.identity(task, false);
-    let mut harness = factory.build(&identity, spec.system_prompt);
-
     let ctrl_c = stop.clone();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
@@ -144,40 +152,12 @@ async fn run_async(config_path: Option<&Path>, args: RunArgs) -> Result<u8> {
         }
     });
 
-    let report = harness.run(task).await;
-    print_report(&report, args.json)?;
-    if let Some(err) = &report.records_error {
-        eprintln!("error: the run's records could not be written: {err}");
-        return Ok(exit::ERROR);
-    }
-    Ok(exit::for_stop_reason(report.result.stop_reason))
-}
-
-fn print_report(report: &RunReport, json: bool) -> Result<()> {
-    if json {
-        println!("{}", serde_json::to_string_pretty(&report.summary)?);
-        return Ok(());
-    }
-    let s = &report.summary;
-    println!();
-    if !report.result.final_text.is_empty() {
-        println!("{}", report.result.final_text);
-        println!();
-    }
-    println!(
-        "run {} — {} ({}), {} LLM call(s), {} of {} tokens, {} tool call(s)",
-        s.run_id,
-        s.status,
-        s.run_outcome,
-        s.token_usage.iterations,
-        s.token_usage.tokens_used,
-        s.token_usage.max_tokens_budget,
-        s.tool_sequence.len()
-    );
-    for a in &s.artifacts_created {
-        println!("artifact: {a}");
-    }
-    println!("summary: {}", report.summary_path.display());
-    println!("transcript: {}", report.transcript_path.display());
-    Ok(())
+    let opts = AgentRunOptions {
+        agents_folder: config.agents.agents_folder.clone(),
+        max_iterations: config.agents.max_iterations,
+        max_rounds: args.max_rounds,
+        ask_user_available,
+        json: args.json,
+    };
+    agents_cmd::run(spec, &task, factory, opts).await
 }

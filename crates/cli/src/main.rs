@@ -10,6 +10,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod agent_run;
+mod agents_cmd;
 mod config;
 mod exit;
 mod progress;
@@ -49,8 +50,10 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum AgentCommand {
-    /// Run an agent on a task.
+    /// Run an agent on a task or topic.
     Run(agent_run::RunArgs),
+    /// List the agents: name, tier, input, description, tools.
+    List(ListArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -83,6 +86,7 @@ fn main() -> ExitCode {
     let code = match cli.command {
         Command::Tools(ToolsCommand::List(args)) => tools_cmd::list(args.json),
         Command::Agent(AgentCommand::Run(args)) => agent_run::run(cli.config.as_deref(), args),
+        Command::Agent(AgentCommand::List(args)) => agents_cmd::list(args.json),
     };
     ExitCode::from(code)
 }

@@ -731,6 +731,16 @@ impl PhaseExecutor for AgentHarness {
     async fn finish(&mut self, outcome: RunOutcome) {
         self.finish_inner(outcome);
     }
+
+    /// Lists the file in the summary's `artifacts_created` and records an `artifact` event.
+    fn record_artifact(&mut self, path: &std::path::Path) {
+        let path = path.display().to_string();
+        if !self.artifacts.contains(&path) {
+            self.artifacts.push(path.clone());
+        }
+        // Best effort, like `phase_end`: a transcript failure already ended a phase as `error`.
+        let _ = self.record("artifact", json!({"path": path}));
+    }
 }
 
 impl Drop for AgentHarness {

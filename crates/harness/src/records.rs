@@ -113,7 +113,7 @@ pub struct RunSummary {
     pub tool_sequence: Vec<String>,
     /// Permission and policy decisions.
     pub approvals_denials: ApprovalsDenials,
-    /// Files written by tools.
+    /// Files written by tools, then the artifacts the agent layer saved itself.
     pub artifacts_created: Vec<String>,
     /// Token totals.
     pub token_usage: TokenUsage,

@@ -1086,6 +1086,33 @@ async fn artifacts_from_every_tool_execution_are_tracked_once_each() {
     );
 }
 
+#[tokio::test]
+async fn an_artifact_the_agent_layer_saved_is_listed_once_and_recorded() {
+    let fx = fixture(vec![done("x")]);
+    let Fixture {
+        dir, mut harness, ..
+    } = fx;
+    harness.run_bounded(PhaseRequest::new("x")).await;
+    let saved = dir
+        .path()
+        .join("Agents/tester/artifacts/outline_20240101_000000.md");
+    harness.record_artifact(&saved);
+    harness.record_artifact(&saved);
+    harness.finish(RunOutcome::Completed).await;
+    let run_dir = harness.run_dir();
+    let s: RunSummary =
+        serde_json::from_slice(&std::fs::read(run_dir.join("run_summary.json")).unwrap()).unwrap();
+    assert_eq!(s.artifacts_created, [saved.display().to_string()]);
+    let transcript = std::fs::read_to_string(run_dir.join("transcript.jsonl")).unwrap();
+    let events: Vec<Value> = transcript
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|e: &Value| e["event"] == "artifact")
+        .collect();
+    assert_eq!(events.len(), 2, "each note is recorded");
+    assert_eq!(events[0]["path"], saved.display().to_string());
+}
+
 // ---------- standing memory ----------
 
 struct FixedMemory;

@@ -282,6 +282,11 @@ pub trait PhaseExecutor: Send {
     /// End the run: write its summary with this status. Called once by the agent layer when
     /// the run is over; an executor dropped without it still leaves its transcript behind.
     async fn finish(&mut self, outcome: RunOutcome);
+
+    /// Note a file the agent layer wrote itself for this run (an artifact under the agent's
+    /// own workspace), so the run's records list it beside the files its tools wrote. The
+    /// default ignores it.
+    fn record_artifact(&mut self, _path: &std::path::Path) {}
 }
 
 /// How a whole agent run ended, as the agent layer reports it to its executor.

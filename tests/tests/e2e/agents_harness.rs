@@ -1,0 +1,620 @@
+//! Every agent in process on the real harness (`HarnessFactory` → `AgentHarness` → sandbox)
+//! with a scripted provider: one end-to-end test per agent, plus the security invariant that
+//! an agent's tool-only phase goes through the same allowlist and sandbox as the model's.
+//!
+//! Tools that other issues provide are not built yet; each is stood in for by a clearly named
+//! test double (`TestDoubleQueryAndSynthesize`, `TestDoubleMemoryPut`, …) registered here,
+//! with the risk level REFERENCE.md gives the real tool. Replace them when the tools land.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use lsm_agents::{AgentContext, AgentCore, AgentOutput, DirectToolCall, GENERAL, PhaseRequest};
+use lsm_harness::{HarnessConfig, HarnessFactory, RunSummary};
+use lsm_phase::{RunOutcome, StopReason, ToolOutcome};
+use lsm_providers::{Provider, ScriptedProvider, ScriptedResponse};
+use lsm_sandbox::{
+    PermissionAsker, PermissionDecision, PermissionRequest, RiskLevel, Sandbox, SandboxConfig,
+    Tool, ToolContext, ToolError, ToolOutput,
+};
+use serde_json::{Value, json};
+
+// ---------- test doubles for tools other issues provide ----------
+
+/// Defines a test double: a tool with the real tool's name and risk level that records its
+/// arguments and answers with a fixed, recognisable text.
+macro_rules! test_double {
+    ($ty:ident, $name:literal, $risk:expr, $needs_permission:expr) => {
+        #[doc = concat!("Test double for `", $name, "` (not built yet).")]
+        #[derive(Default)]
+        struct $ty {
+            calls: Arc<Mutex<Vec<Value>>>,
+        }
+
+        #[async_trait::async_trait]
+        impl Tool for $ty {
+            fn name(&self) -> &str {
+                $name
+            }
+            fn description(&self) -> &str {
+                concat!("Test double for ", $name, ".")
+            }
+            fn parameters(&self) -> Value {
+                json!({"type": "object"})
+            }
+            fn risk(&self) -> RiskLevel {
+                $risk
+            }
+            fn needs_permission(&self) -> bool {
+                $needs_permission
+            }
+            async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+                self.calls.lock().unwrap().push(ctx.args.clone());
+                Ok(ToolOutput::text(format!(
+                    concat!($name, " (test double) for {}"),
+                    ctx.args
+                )))
+            }
+        }
+    };
+}
+
+test_double!(
+    TestDoubleQueryAndSynthesize,
+    "query_and_synthesize",
+    RiskLevel::Network,
+    false
+);
+test_double!(
+    TestDoubleMemoryPut,
+    "memory_put",
+    RiskLevel::WritesWorkspace,
+    true
+);
+test_double!(
+    TestDoubleMemorySearch,
+    "memory_search",
+    RiskLevel::ReadOnly,
+    false
+);
+test_double!(
+    TestDoubleExtractSnippets,
+    "extract_snippets",
+    RiskLevel::ReadOnly,
+    false
+);
+test_double!(
+    TestDoubleSourceMap,
+    "source_map",
+    RiskLevel::ReadOnly,
+    false
+);
+test_double!(
+    TestDoubleSimilaritySearch,
+    "similarity_search",
+    RiskLevel::ReadOnly,
+    false
+);
+test_double!(
+    TestDoubleFindSection,
+    "find_section",
+    RiskLevel::ReadOnly,
+    false
+);
+
+/// Approves every permission request (a person saying yes).
+struct Approve;
+
+#[async_trait::async_trait]
+impl PermissionAsker for Approve {
+    async fn ask(&self, _request: PermissionRequest) -> PermissionDecision {
+        PermissionDecision::allow("approved by the test")
+    }
+}
+
+// ---------- the rig ----------
+
+struct Rig {
+    dir: tempfile::TempDir,
+    provider: Arc<ScriptedProvider>,
+    ctx: AgentContext,
+}
+
+impl Rig {
+    fn workspace(&self) -> PathBuf {
+        self.dir.path().join("ws")
+    }
+
+    fn agent_dir(&self, agent: &str) -> PathBuf {
+        self.dir.path().join("Agents").join(agent)
+    }
+
+    /// The one run folder of `agent` (one harness per run) and its summary.
+    fn summary(&self, agent: &str) -> (PathBuf, RunSummary) {
+        let runs: Vec<PathBuf> = std::fs::read_dir(self.agent_dir(agent).join("logs"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_dir())
+            .collect();
+        assert_eq!(runs.len(), 1, "one harness, one run folder: {runs:?}");
+        let s = serde_json::from_slice(&std::fs::read(runs[0].join("run_summary.json")).unwrap())
+            .unwrap();
+        (runs[0].clone(), s)
+    }
+
+    async fn run(&self, agent: &str, task: &str) -> AgentOutput {
+        let mut agent = lsm_agents::create(agent, self.ctx.clone()).unwrap();
+        agent.run(task).await
+    }
+}
+
+fn rig(script: Vec<ScriptedResponse>, budget: u64) -> Rig {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("notes.md"), "# Notes\n\nSoil holds carbon.\n").unwrap();
+    std::fs::write(ws.join("copy.md"), "# Notes\n\nSoil holds carbon.\n").unwrap();
+    let registry = lsm_sandbox::builtin::registry()
+        .with(Arc::new(TestDoubleQueryAndSynthesize::default()))
+        .with(Arc::new(TestDoubleMemoryPut::default()))
+        .with(Arc::new(TestDoubleMemorySearch::default()))
+        .with(Arc::new(TestDoubleExtractSnippets::default()))
+        .with(Arc::new(TestDoubleSourceMap::default()))
+        .with(Arc::new(TestDoubleSimilaritySearch::default()))
+        .with(Arc::new(TestDoubleFindSection::default()));
+    let mut policy = SandboxConfig::confined_to(&ws);
+    // query_and_synthesize is a network tool (REFERENCE.md).
+    policy.allow_url_access = true;
+    let asker: Arc<dyn PermissionAsker> = Arc::new(Approve);
+    let sandbox = Sandbox::new(policy, registry, Some(asker)).unwrap();
+    let provider = Arc::new(ScriptedProvider::new(script));
+    let config = HarnessConfig {
+        agents_folder: dir.path().join("Agents"),
+        max_tokens_budget: budget,
+        ..HarnessConfig::default()
+    };
+    let factory = HarnessFactory::new(
+        config,
+        Arc::clone(&provider) as Arc<dyn Provider>,
+        Arc::new(sandbox),
+    );
+    let ctx =
+        AgentContext::new(Arc::new(factory), dir.path().join("Agents")).with_max_iterations(6);
+    Rig { dir, provider, ctx }
+}
+
+fn text(s: &str) -> ScriptedResponse {
+    ScriptedResponse::text(s).with_usage(10, 5)
+}
+
+fn tool(name: &str, args: Value) -> ScriptedResponse {
+    ScriptedResponse::tool(name, args).with_usage(10, 5)
+}
+
+/// The artifact `<stem>_<ts><suffix>` of `out`, checked to be listed in the run summary and
+/// to live in the agent's artifacts folder; its text.
+fn artifact(
+    rig: &Rig,
+    agent: &str,
+    out: &AgentOutput,
+    summary: &RunSummary,
+    stem: &str,
+    suffix: &str,
+) -> String {
+    let dir = rig.agent_dir(agent).join("artifacts");
+    let path = out
+        .artifacts
+        .iter()
+        .find(|p| {
+            let name = p.file_name().unwrap().to_str().unwrap();
+            name.strip_prefix(&format!("{stem}_"))
+                .and_then(|r| r.strip_suffix(suffix))
+                .is_some_and(|ts| ts.len() == 15 && ts.as_bytes()[8] == b'_')
+        })
+        .unwrap_or_else(|| panic!("{agent}: no {stem}_<ts>{suffix} in {:?}", out.artifacts));
+    assert_eq!(path.parent().unwrap(), dir);
+    assert!(
+        summary
+            .artifacts_created
+            .contains(&path.display().to_string()),
+        "{agent}: the run summary lists {}",
+        path.display()
+    );
+    std::fs::read_to_string(path).unwrap()
+}
+
+fn tool_count(s: &RunSummary, name: &str) -> u64 {
+    s.tools_used.get(name).copied().unwrap_or(0)
+}
+
+fn labels(s: &RunSummary) -> Vec<String> {
+    s.context_tracking.context_labels_seen.clone()
+}
+
+fn log_text(out: &AgentOutput) -> String {
+    std::fs::read_to_string(out.log_file.as_ref().unwrap()).unwrap()
+}
+
+// ---------- one end-to-end test per agent ----------
+
+#[tokio::test]
+async fn general_runs_one_phase_on_the_real_harness() {
+    let rig = rig(
+        vec![
+            tool(
+                "find_section",
+                json!({"path": "notes.md", "heading": "Notes"}),
+            ),
+            tool("read_file", json!({"path": "notes.md"})),
+            text("The notes say soil holds carbon."),
+        ],
+        100_000,
+    );
+    let out = rig.run("general", "What do the notes say?").await;
+    assert_eq!(out.outcome, RunOutcome::Completed, "{out:?}");
+    let (_, s) = rig.summary("general");
+    assert_eq!(s.status, "completed");
+    assert_eq!(s.topic, "What do the notes say?");
+    assert_eq!(s.tool_sequence, ["find_section", "read_file"]);
+    let saved = artifact(&rig, "general", &out, &s, "result", ".md");
+    assert!(saved.contains("soil holds carbon"));
+    assert!(log_text(&out).contains("Task: What do the notes say?"));
+}
+
+#[tokio::test]
+async fn librarian_uses_its_knowledge_base_and_memory_tools() {
+    let rig = rig(
+        vec![
+            tool("memory_search", json!({"query": "soil"})),
+            tool(
+                "query_and_synthesize",
+                json!({"query": "what does soil hold"}),
+            ),
+            tool("extract_snippets", json!({"query": "carbon"})),
+            tool("source_map", json!({"sources": ["notes.md"]})),
+            tool(
+                "memory_put",
+                json!({"key": "soil", "value": "holds carbon"}),
+            ),
+            text("Soil holds carbon [notes.md]."),
+        ],
+        100_000,
+    );
+    let out = rig.run("librarian", "What does soil hold?").await;
+    assert_eq!(out.outcome, RunOutcome::Completed, "{out:?}");
+    let (_, s) = rig.summary("librarian");
+    for t in [
+        "memory_search",
+        "query_and_synthesize",
+        "extract_snippets",
+        "source_map",
+        "memory_put",
+    ] {
+        assert_eq!(tool_count(&s, t), 1, "{t}");
+    }
+    assert_eq!(
+        s.approvals_denials.approvals, 1,
+        "memory_put needed a person's permission"
+    );
+    assert!(artifact(&rig, "librarian", &out, &s, "answer", ".md").contains("[notes.md]"));
+}
+
+#[tokio::test]
+async fn manuscript_editor_finds_and_rewrites_a_section() {
+    let rig = rig(
+        vec![
+            tool(
+                "find_section",
+                json!({"path": "notes.md", "heading": "Notes"}),
+            ),
+            tool(
+                "write_file",
+                json!({"path": "notes.md", "content": "# Notes\n\nSoil stores carbon.\n"}),
+            ),
+            text("Edit report: 'holds' → 'stores' in # Notes."),
+        ],
+        100_000,
+    );
+    let out = rig
+        .run("manuscript_editor", "Use 'stores' in the notes")
+        .await;
+    assert_eq!(out.outcome, RunOutcome::Completed, "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(rig.workspace().join("notes.md")).unwrap(),
+        "# Notes\n\nSoil stores carbon.\n"
+    );
+    let (_, s) = rig.summary("manuscript_editor");
+    let report = artifact(&rig, "manuscript_editor", &out, &s, "edit_report", ".md");
+    assert!(report.contains("'stores'"));
+    assert!(
+        s.artifacts_created
+            .iter()
+            .any(|a| a.ends_with("ws/notes.md")),
+        "the edited file is listed too: {:?}",
+        s.artifacts_created
+    );
+}
+
+#[tokio::test]
+async fn research_runs_its_phases_in_named_contexts_on_one_harness() {
+    let rig = rig(
+        vec![
+            text(r#"Here: ["storage", "loss"]"#),
+            // RESEARCH storage: a tool outside tool_names is refused, then the KB tool runs.
+            tool("query_remote_chain", json!({"query": "x"})),
+            tool(
+                "query_and_synthesize",
+                json!({"query": "soil carbon storage"}),
+            ),
+            text("Soil stores carbon [S1]."),
+            // RESEARCH loss.
+            text("Tillage loses carbon [S2]."),
+            text("# Soil carbon\n\n## Storage\n## Loss"),
+            text(r#"{"sufficient": true, "suggestions": []}"#),
+        ],
+        100_000,
+    );
+    let out = rig.run("research", "soil carbon").await;
+    assert_eq!(out.outcome, RunOutcome::Completed, "{out:?}");
+    let (run_dir, s) = rig.summary("research");
+    assert_eq!(tool_count(&s, "query_and_synthesize"), 1);
+    assert_eq!(
+        s.approvals_denials.denials, 1,
+        "query_remote_chain was not in tool_names"
+    );
+    let seen = labels(&s);
+    for l in ["subtopic:storage", "subtopic:loss"] {
+        assert!(seen.contains(&l.to_string()), "{seen:?}");
+    }
+    assert_eq!(
+        s.context_tracking.per_label["subtopic:storage"].iterations,
+        3
+    );
+    assert_eq!(s.context_tracking.per_label["subtopic:loss"].iterations, 1);
+    let outline = artifact(&rig, "research", &out, &s, "soil_carbon", ".md");
+    assert_eq!(outline, "# Soil carbon\n\n## Storage\n## Loss");
+    let log = log_text(&out);
+    for st in ["storage", "loss"] {
+        assert!(
+            log.contains(&format!("Collecting findings for subtopic: {st}")),
+            "{log}"
+        );
+    }
+    // The DECOMPOSE call offered no tool but the control tool; RESEARCH offered only the KB tool.
+    let requests = rig.provider.requests();
+    let offered =
+        |i: usize| -> Vec<String> { requests[i].tools.iter().map(|t| t.name.clone()).collect() };
+    assert_eq!(offered(0), ["block"]);
+    assert_eq!(offered(1), ["query_and_synthesize", "block"]);
+    let transcript = std::fs::read_to_string(run_dir.join("transcript.jsonl")).unwrap();
+    assert!(transcript.contains("\"event\":\"artifact\""));
+}
+
+#[tokio::test]
+async fn research_out_of_budget_synthesizes_nothing_more_and_saves_its_findings() {
+    let rig = rig(
+        vec![
+            text(r#"["storage", "loss", "policy"]"#),
+            ScriptedResponse::text("Soil stores carbon.").with_usage(900, 100),
+            text("never reached"),
+        ],
+        1000,
+    );
+    let out = rig.run("research", "soil carbon").await;
+    assert_eq!(
+        out.outcome,
+        RunOutcome::Stopped(StopReason::BudgetExhausted)
+    );
+    assert_eq!(
+        rig.provider.requests().len(),
+        2,
+        "no call once the budget is gone"
+    );
+    let (_, s) = rig.summary("research");
+    assert_eq!(s.run_outcome, "budget_exhausted");
+    let outline = artifact(&rig, "research", &out, &s, "soil_carbon", ".md");
+    assert!(outline.contains("Soil stores carbon."), "{outline}");
+    assert!(log_text(&out).contains("Stopping collection (budget_exhausted)"));
+}
+
+#[tokio::test]
+async fn synthesis_gathers_maps_sources_and_writes() {
+    let rig = rig(
+        vec![
+            tool("read_file", json!({"path": "notes.md"})),
+            tool("extract_snippets", json!({"query": "carbon"})),
+            text("- Soil holds carbon [notes.md]"),
+            tool("source_map", json!({"sources": ["notes.md"]})),
+            text("Soil holds carbon [notes.md]."),
+            tool(
+                "write_file",
+                json!({"path": "synthesis.md", "content": "# Soil\n"}),
+            ),
+            text("# Soil carbon\n\nSoil holds carbon.\n\n## Sources\n- notes.md"),
+        ],
+        100_000,
+    );
+    let out = rig
+        .run("synthesis", "soil carbon, written to synthesis.md")
+        .await;
+    assert_eq!(out.outcome, RunOutcome::Completed, "{out:?}");
+    let (_, s) = rig.summary("synthesis");
+    assert!(labels(&s).contains(&"gather".to_string()));
+    assert!(rig.workspace().join("synthesis.md").is_file());
+    let doc = artifact(
+        &rig,
+        "synthesis",
+        &out,
+        &s,
+        "soil_carbon__written_to_synthesis_md",
+        ".md",
+    );
+    assert!(doc.contains("## Sources"));
+    let sources = artifact(
+        &rig,
+        "synthesis",
+        &out,
+        &s,
+        "soil_carbon__written_to_synthesis_md_sources",
+        ".md",
+    );
+    assert!(sources.contains("source_map (test double)"), "{sources}");
+}
+
+#[tokio::test]
+async fn curator_surveys_finds_duplicates_and_reports() {
+    let rig = rig(
+        vec![
+            tool("read_folder", json!({"path": "."})),
+            text("- notes.md\n- copy.md"),
+            tool("hash_file", json!({"path": "notes.md"})),
+            tool("hash_file", json!({"path": "copy.md"})),
+            tool(
+                "similarity_search",
+                json!({"paths": ["notes.md", "copy.md"]}),
+            ),
+            text(
+                r#"{"duplicates": [{"files": ["notes.md", "copy.md"], "reason": "same hash"}], "stale": []}"#,
+            ),
+            text("# Curation report\n\ncopy.md duplicates notes.md: remove it."),
+        ],
+        100_000,
+    );
+    let out = rig.run("curator", "Curate the workspace").await;
+    assert_eq!(out.outcome, RunOutcome::Completed, "{out:?}");
+    let (_, s) = rig.summary("curator");
+    assert_eq!(tool_count(&s, "hash_file"), 2);
+    assert_eq!(tool_count(&s, "similarity_search"), 1);
+    for l in ["survey", "findings"] {
+        assert!(labels(&s).contains(&l.to_string()));
+    }
+    let report = artifact(&rig, "curator", &out, &s, "curation_report", ".md");
+    assert!(report.contains("remove it"));
+    let findings: Value = serde_json::from_str(&artifact(
+        &rig,
+        "curator",
+        &out,
+        &s,
+        "curation_findings",
+        ".json",
+    ))
+    .unwrap();
+    assert_eq!(
+        findings["duplicates"][0]["files"],
+        json!(["notes.md", "copy.md"])
+    );
+    assert!(
+        rig.workspace().join("copy.md").is_file(),
+        "the curator never deletes"
+    );
+}
+
+#[tokio::test]
+async fn writing_outlines_drafts_sections_and_revises() {
+    let rig = rig(
+        vec![
+            tool("query_and_synthesize", json!({"query": "soil carbon"})),
+            text(r#"["Introduction", "Evidence"]"#),
+            tool("extract_snippets", json!({"query": "soil"})),
+            text("Soil matters."),
+            text("Soil holds carbon [notes.md]."),
+            tool("source_map", json!({"sources": ["notes.md"]})),
+            text(
+                "# Soil carbon\n\n## Introduction\n\nSoil matters.\n\n## Evidence\n\nSoil holds carbon.",
+            ),
+        ],
+        100_000,
+    );
+    let out = rig.run("writing", "soil carbon").await;
+    assert_eq!(out.outcome, RunOutcome::Completed, "{out:?}");
+    let (_, s) = rig.summary("writing");
+    for l in ["section:Introduction", "section:Evidence"] {
+        assert!(labels(&s).contains(&l.to_string()), "{:?}", labels(&s));
+    }
+    let doc = artifact(&rig, "writing", &out, &s, "soil_carbon", ".md");
+    assert!(doc.contains("## Evidence"));
+}
+
+#[tokio::test]
+async fn assistant_recalls_answers_and_remembers_with_memory_tools() {
+    let rig = rig(
+        vec![
+            tool("memory_search", json!({"query": "units"})),
+            text("The user prefers metric units."),
+            text("It is 20 °C in Oslo."),
+            tool("memory_put", json!({"key": "city", "value": "Oslo"})),
+            text("Stored the city."),
+        ],
+        100_000,
+    );
+    let out = rig.run("assistant", "Weather in Oslo?").await;
+    assert_eq!(out.outcome, RunOutcome::Completed, "{out:?}");
+    assert_eq!(out.text, "It is 20 °C in Oslo.");
+    let (_, s) = rig.summary("assistant");
+    for l in ["recall", "remember"] {
+        assert!(labels(&s).contains(&l.to_string()));
+    }
+    let reply = artifact(&rig, "assistant", &out, &s, "reply", ".md");
+    assert!(
+        reply.contains("It is 20 °C in Oslo.") && reply.contains("Oslo\""),
+        "{reply}"
+    );
+}
+
+// ---------- security: tool-only mode goes through the same checks ----------
+
+#[tokio::test]
+async fn an_agents_tool_only_phase_goes_through_the_allowlist_and_the_sandbox() {
+    let rig = rig(vec![], 100_000);
+    let mut core = AgentCore::new(GENERAL, rig.ctx.clone());
+    core.begin_run("tool-only");
+    let calls = vec![
+        DirectToolCall {
+            name: "read_file".into(),
+            arguments: json!({"path": "notes.md"}),
+        },
+        // Registered, but not in general's allowlist.
+        DirectToolCall {
+            name: "memory_put".into(),
+            arguments: json!({"key": "k", "value": "v"}),
+        },
+        // Allowlisted, but outside the sandbox.
+        DirectToolCall {
+            name: "read_file".into(),
+            arguments: json!({"path": "../../etc/passwd"}),
+        },
+        DirectToolCall {
+            name: "bash".into(),
+            arguments: json!({"command": "ls"}),
+        },
+    ];
+    let result = core
+        .run_phase(GENERAL.system_prompt, PhaseRequest::direct(calls))
+        .await;
+    assert_eq!(result.stop_reason, StopReason::Done);
+    let outcomes: Vec<&ToolOutcome> = result.tool_calls.iter().map(|c| &c.outcome).collect();
+    assert!(matches!(outcomes[0], ToolOutcome::Result(t) if t.contains("Soil holds carbon")));
+    assert!(
+        matches!(outcomes[1], ToolOutcome::Error(e) if e.contains("not allowed for this harness run")),
+        "{:?}",
+        outcomes[1]
+    );
+    assert!(outcomes[2].is_error(), "{:?}", outcomes[2]);
+    assert!(
+        matches!(outcomes[3], ToolOutcome::Error(e) if e.contains("not allowed for this harness run")),
+        "{:?}",
+        outcomes[3]
+    );
+    assert!(
+        rig.provider.requests().is_empty(),
+        "tool-only mode makes no LLM call"
+    );
+    let out = core.end_run(Ok(String::new())).await;
+    assert_eq!(out.outcome, RunOutcome::Completed);
+    let (_, s) = rig.summary("general");
+    assert_eq!(
+        s.tool_sequence,
+        ["read_file", "memory_put", "read_file", "bash"]
+    );
+    assert_eq!(s.approvals_denials.denials, 3);
+}
