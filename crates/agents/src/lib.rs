@@ -64,6 +64,9 @@ pub const GENERAL: AgentSpec = AgentSpec {
         "query_and_synthesize",
         "extract_snippets",
         "source_map",
+        // Offered only when `[agents.memory] enabled` registers them.
+        "memory_put",
+        "memory_search",
     ],
     system_prompt: "You are a careful general-purpose assistant working inside a sandboxed \
 workspace. Use the tools to inspect and change files as the task requires; paths are relative \

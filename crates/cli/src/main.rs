@@ -12,6 +12,8 @@
 mod agent_run;
 mod config;
 mod exit;
+mod memory_cmd;
+mod memory_wiring;
 mod progress;
 mod tools_cmd;
 mod wiring;
@@ -45,6 +47,9 @@ enum Command {
     /// Inspect the tools agents can use.
     #[command(subcommand)]
     Tools(ToolsCommand),
+    /// Inspect, approve and remove what agents remember across runs.
+    #[command(subcommand)]
+    Memory(memory_cmd::MemoryCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -83,6 +88,7 @@ fn main() -> ExitCode {
     let code = match cli.command {
         Command::Tools(ToolsCommand::List(args)) => tools_cmd::list(args.json),
         Command::Agent(AgentCommand::Run(args)) => agent_run::run(cli.config.as_deref(), args),
+        Command::Memory(command) => memory_cmd::run(cli.config.as_deref(), command),
     };
     ExitCode::from(code)
 }
