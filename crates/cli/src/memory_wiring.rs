@@ -146,6 +146,10 @@ impl MemoryProvider for StoreMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lsm_harness::{HarnessConfig, HarnessFactory};
+    use lsm_phase::AgentIdentity;
+    use lsm_providers::{Provider, Role, ScriptedProvider, ScriptedResponse};
+    use lsm_sandbox::{Sandbox, SandboxConfig};
 
     fn table(text: &str) -> toml::Table {
         text.parse().unwrap()
@@ -204,5 +208,96 @@ mod tests {
             .unwrap();
         assert!(block.contains("deploy key lives in the vault"), "{block}");
         assert_eq!(provider.standing_context("../x", "deploy key").await, None);
+    }
+
+    /// The composition of `lsm agent run` with memory on, in process: the real tools, the
+    /// real store, the real adapter, a harness per run, and the provider's recorded requests.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fact_stored_with_the_tools_is_standing_context_in_the_provider_requests() {
+        let dir = tempfile::tempdir().unwrap();
+        let agents = dir.path().join("Agents");
+        let config = MemoryConfig {
+            enabled: true,
+            global_db: Some(dir.path().join("g.db")),
+            ..MemoryConfig::default()
+        };
+        let store = Arc::new(config.store(&agents));
+        let registry = with_memory_tools(ToolRegistry::new(), &store);
+        let sandbox = Arc::new(
+            Sandbox::new(
+                SandboxConfig::confined_to(dir.path()),
+                registry,
+                crate::wiring::permission_asker(true),
+            )
+            .unwrap(),
+        );
+        let identity = AgentIdentity {
+            name: "assistant".into(),
+            tool_allowlist: vec!["memory_put".into(), "memory_search".into()],
+            tier: Default::default(),
+            topic: String::new(),
+        };
+        let harness_config = HarnessConfig {
+            agents_folder: agents.clone(),
+            ..HarnessConfig::default()
+        };
+        let run = |provider: Arc<ScriptedProvider>| {
+            HarnessFactory::new(
+                harness_config.clone(),
+                provider as Arc<dyn Provider>,
+                Arc::clone(&sandbox),
+            )
+            .with_memory(Arc::new(StoreMemory::new(
+                Arc::clone(&store),
+                config.limit,
+                200_000,
+            )))
+            .build(&identity, "You are a helpful assistant.")
+        };
+        let standing = |req: &lsm_providers::LlmRequest| {
+            req.messages
+                .iter()
+                .filter(|m| m.role == Role::System)
+                .find(|m| m.content.starts_with(lsm_memory::STANDING_HEADER))
+                .map(|m| m.content.clone())
+        };
+
+        // Run 1: nothing is known at the first call; the model stores a fact (approved by
+        // the permission gate); the very next call already carries it.
+        let p1 = Arc::new(ScriptedProvider::new(vec![
+            ScriptedResponse::tool(
+                "memory_put",
+                serde_json::json!({"text": "The user's name is Ada Lovelace", "tags": ["user"]}),
+            ),
+            ScriptedResponse::text("Noted."),
+        ]));
+        let report = run(Arc::clone(&p1))
+            .run("Remember that my name is Ada")
+            .await;
+        assert_eq!(report.result.stop_reason, lsm_phase::StopReason::Done);
+        assert_eq!(
+            (
+                report.summary.memory.written,
+                report.summary.memory.approved
+            ),
+            (1, 1)
+        );
+        let requests = p1.requests();
+        assert_eq!(standing(&requests[0]), None);
+        assert!(standing(&requests[1]).unwrap().contains("Ada Lovelace"));
+
+        // Run 2, a new harness: the fact is a system block of its first request, right
+        // after the system prompt.
+        let p2 = Arc::new(ScriptedProvider::new(vec![ScriptedResponse::text("Ada.")]));
+        run(Arc::clone(&p2)).run("What is my name?").await;
+        let request = &p2.requests()[0];
+        assert_eq!(request.messages[1].role, Role::System);
+        let block = standing(request).unwrap();
+        assert_eq!(request.messages[1].content, block);
+        assert!(
+            block.contains("- [agent] The user's name is Ada Lovelace (tags: user)"),
+            "{block}"
+        );
+        assert!(agents.join("assistant/memory/memory.db").is_file());
     }
 }
