@@ -142,6 +142,13 @@ impl Tool for MemoryPut {
                 max: MAX_TEXT_BYTES,
             }));
         }
+        if lsm_sandbox::redact_secrets(&args.text) != args.text.as_str() {
+            return Err(ToolError::InvalidArguments(
+                "the memory text looks like it contains a secret (a key or token); memories \
+                 are shown to models in later runs, so never store secrets"
+                    .into(),
+            ));
+        }
         let ttl = args.ttl_days.unwrap_or(0);
         if ttl > MAX_TTL_DAYS {
             return Err(ToolError::InvalidArguments(format!(

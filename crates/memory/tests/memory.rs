@@ -996,6 +996,14 @@ async fn tool_arguments_are_validated_and_oversize_text_is_refused_clearly() {
         .await);
     assert!(e.to_string().contains("tag 'a b'"), "{e}");
     let e = err(sb
+        .execute_as(
+            &caller(),
+            "memory_put",
+            &json!({"text": "The deploy token is sk-abcdefghijklmnopqrstuvwxyz123456"}),
+        )
+        .await);
+    assert!(e.to_string().contains("never store secrets"), "{e}");
+    let e = err(sb
         .execute_as(&caller(), "memory_search", &json!({"query": " "}))
         .await);
     assert!(e.to_string().contains("give a query, tags, or both"), "{e}");

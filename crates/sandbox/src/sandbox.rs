@@ -374,11 +374,20 @@ impl Sandbox {
                     redact_secrets(&output.text).into_owned(),
                     self.config.max_output_bytes,
                 );
+                // Events go to the records verbatim otherwise: redact them like the output.
+                let events = output
+                    .events
+                    .into_iter()
+                    .map(|mut e| {
+                        redact_json(&mut e.data);
+                        e
+                    })
+                    .collect();
                 return Execution {
                     outcome: Ok(text),
                     artifacts: output.artifacts,
                     permission,
-                    events: output.events,
+                    events,
                 };
             }
         };
@@ -402,6 +411,20 @@ impl Sandbox {
         }
         tool.needs_permission()
             .then(|| format!("tool '{name}' needs permission by default"))
+    }
+}
+
+/// Redact secrets in every string of `value`.
+fn redact_json(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::String(s) => {
+            if let std::borrow::Cow::Owned(clean) = redact_secrets(s) {
+                *s = clean;
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(redact_json),
+        serde_json::Value::Object(map) => map.values_mut().for_each(redact_json),
+        _ => {}
     }
 }
 

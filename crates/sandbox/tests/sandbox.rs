@@ -345,7 +345,10 @@ impl Tool for Witness {
         );
         Ok(
             ToolOutput::text(format!("{who} granted={}", ctx.permission_granted())).with_event(
-                ToolEvent::new(ToolEventKind::MemoryWritten, json!({"id": "m1"})),
+                ToolEvent::new(
+                    ToolEventKind::MemoryWritten,
+                    json!({"id": "m1", "text": ["API_KEY=abcdef123456"]}),
+                ),
             ),
         )
     }
@@ -367,11 +370,12 @@ async fn tools_learn_their_caller_and_whether_a_person_approved_and_report_event
     // No permission needed: not granted, caller passed through, event reported.
     let sb = sandbox(false, None);
     let exec = sb.execute_as(&caller, "witness", &json!({})).await;
+    // Event data is redacted like the output.
     assert_eq!(
         exec.events,
         [ToolEvent::new(
             ToolEventKind::MemoryWritten,
-            json!({"id": "m1"})
+            json!({"id": "m1", "text": ["API_KEY=[REDACTED]"]})
         )]
     );
     assert_eq!(ok(exec).0, "librarian/run-7 granted=false");
