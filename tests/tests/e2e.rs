@@ -562,3 +562,484 @@ fn sigint_stops_a_run_with_exit_code_4() {
         "work before the stop is recorded"
     );
 }
+
+// ---------- persistent memory ----------
+
+/// A workspace whose `lsm.toml` turns memory on (global memory inside the workspace too).
+fn memory_workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("lsm.toml"),
+        "[agents]\nagents_folder = \"Agents\"\n\n[agents.memory]\nenabled = true\nglobal_db = \"data/global_memory.db\"\n",
+    )
+    .unwrap();
+    dir
+}
+
+fn write_script(dir: &Path, name: &str, lines: &[Value]) -> PathBuf {
+    let path = dir.join(name);
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `lsm <args>` in `dir`, with the user's data folder inside it too.
+fn lsm_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    let mut cmd = lsm(dir);
+    cmd.env("XDG_DATA_HOME", dir.join("xdg")).args(args);
+    run(&mut cmd)
+}
+
+/// `lsm agent run librarian` (its allowlist has the memory tools) with `--json`.
+fn run_with_task(dir: &Path, script: &Path, task: &str, extra: &[&str]) -> Value {
+    run_agent_with_task(dir, "librarian", script, task, extra)
+}
+
+fn run_agent_with_task(
+    dir: &Path,
+    agent: &str,
+    script: &Path,
+    task: &str,
+    extra: &[&str],
+) -> Value {
+    let provider = format!("scripted:{}", script.display());
+    let mut args = vec![
+        "agent",
+        "run",
+        agent,
+        "--task",
+        task,
+        "--provider",
+        &provider,
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let out = lsm_in(dir, &args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    stdout_json(&out)
+}
+
+fn transcript_of(dir: &Path, summary: &Value) -> Vec<Value> {
+    let path = dir
+        .join("Agents")
+        .join(summary["agent_name"].as_str().unwrap())
+        .join("logs")
+        .join(summary["run_id"].as_str().unwrap())
+        .join("transcript.jsonl");
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn memory_carries_a_fact_from_one_run_to_the_next_and_lsm_memory_lists_it() {
+    let dir = memory_workspace();
+    let fact = "The user's favourite colour is teal";
+
+    // Run 1: the model stores the fact; --yes approves the permission request.
+    let s1 = write_script(
+        dir.path(),
+        "run1.jsonl",
+        &[
+            call(
+                "memory_put",
+                json!({"text": fact, "tags": ["prefs"], "scope": "project"}),
+            ),
+            text("Noted."),
+        ],
+    );
+    let first = run_with_task(
+        dir.path(),
+        &s1,
+        "Remember that my favourite colour is teal",
+        &["--yes"],
+    );
+    assert_eq!(
+        first["memory"],
+        json!({"written": 1, "approved": 1, "removed": 0})
+    );
+    let events: Vec<String> = transcript_of(dir.path(), &first)
+        .iter()
+        .map(|e| e["event"].as_str().unwrap().to_string())
+        .collect();
+    let written = events.iter().position(|e| e == "memory_written").unwrap();
+    assert_eq!(events[written + 1], "memory_approved");
+    assert!(dir.path().join("Agents/project_memory.db").is_file());
+
+    // `lsm memory list` shows it, approved, with the run that wrote it.
+    let out = lsm_in(dir.path(), &["memory", "list", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let listed = stdout_json(&out);
+    let rows = listed.as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{listed}");
+    assert_eq!(rows[0]["text"], fact);
+    assert_eq!(rows[0]["status"], "approved");
+    assert_eq!(rows[0]["scope"], "project");
+    assert_eq!(rows[0]["owner_agent"], "librarian");
+    assert_eq!(rows[0]["tags"], json!(["prefs"]));
+    assert_eq!(rows[0]["source_run_id"], first["run_id"]);
+    let id = rows[0]["id"].as_str().unwrap().to_string();
+    let out = lsm_in(dir.path(), &["memory", "list"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains(&id) && table.contains(fact), "{table}");
+
+    // Run 2: the fact is standing context before the model is called.
+    let s2 = write_script(dir.path(), "run2.jsonl", &[text("Teal.")]);
+    let second = run_with_task(dir.path(), &s2, "What is my favourite colour?", &[]);
+    let transcript = transcript_of(dir.path(), &second);
+    let standing = transcript
+        .iter()
+        .find(|e| e["event"] == "standing_context")
+        .unwrap_or_else(|| panic!("no standing context recorded: {transcript:?}"));
+    let block = standing["text"].as_str().unwrap();
+    assert!(
+        block.starts_with("Standing context from persistent memory"),
+        "{block}"
+    );
+    assert!(block.contains(fact), "{block}");
+    let request = transcript
+        .iter()
+        .find(|e| e["event"] == "llm_request")
+        .unwrap();
+    assert_eq!(request["standing_context"], true);
+    let offered: Vec<&str> = request["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(
+        offered.contains(&"memory_put") && offered.contains(&"memory_search"),
+        "{offered:?}"
+    );
+    let seq = |e: &Value| e["seq"].as_u64().unwrap();
+    assert!(seq(standing) < seq(request));
+    assert_eq!(
+        second["memory"],
+        json!({"written": 0, "approved": 0, "removed": 0})
+    );
+
+    // Search finds it; rm removes it; the next run has no standing context.
+    let out = lsm_in(
+        dir.path(),
+        &["memory", "search", "favourite colours", "--json"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout_json(&out)[0]["id"], id.as_str());
+    let out = lsm_in(dir.path(), &["memory", "rm", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("removed"));
+    let out = lsm_in(dir.path(), &["memory", "list", "--json"]);
+    assert_eq!(stdout_json(&out), json!([]));
+    let s3 = write_script(dir.path(), "run3.jsonl", &[text("I do not know.")]);
+    let third = run_with_task(dir.path(), &s3, "What is my favourite colour?", &[]);
+    assert!(
+        !transcript_of(dir.path(), &third)
+            .iter()
+            .any(|e| e["event"] == "standing_context")
+    );
+}
+
+#[test]
+fn an_unasked_memory_put_is_a_candidate_until_lsm_memory_approve() {
+    // Memory on from the environment alone; memory_put configured not to ask anyone.
+    let dir = tempfile::tempdir().unwrap();
+    let s1 = write_script(
+        dir.path(),
+        "run1.jsonl",
+        &[
+            call("memory_put", json!({"text": "Deploys happen on Tuesdays"})),
+            text("ok"),
+        ],
+    );
+    let provider = format!("scripted:{}", s1.display());
+    let mut cmd = lsm(dir.path());
+    cmd.env("XDG_DATA_HOME", dir.path().join("xdg"))
+        .env("LSM_AGENTS_MEMORY_ENABLED", "true")
+        .env(
+            "LSM_SANDBOX_REQUIRE_USER_PERMISSION",
+            "{ memory_put = false }",
+        )
+        .args([
+            "agent",
+            "run",
+            "librarian",
+            "--task",
+            "note the deploy day",
+            "--json",
+        ])
+        .args(["--provider", &provider, "--agents-folder", "Agents"]);
+    let out = run(&mut cmd);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let s = stdout_json(&out);
+    assert_eq!(
+        s["memory"],
+        json!({"written": 1, "approved": 0, "removed": 0})
+    );
+    assert!(
+        dir.path()
+            .join("Agents/librarian/memory/memory.db")
+            .is_file()
+    );
+
+    let list = |status: &str| {
+        let out = lsm_in(
+            dir.path(),
+            &[
+                "memory",
+                "list",
+                "--agents-folder",
+                "Agents",
+                "--status",
+                status,
+                "--json",
+            ],
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        stdout_json(&out)
+    };
+    let candidates = list("candidate");
+    assert_eq!(candidates[0]["scope"], "agent");
+    let id = candidates[0]["id"].as_str().unwrap().to_string();
+    assert_eq!(list("approved"), json!([]));
+
+    let out = lsm_in(
+        dir.path(),
+        &[
+            "memory",
+            "approve",
+            &id,
+            "--agents-folder",
+            "Agents",
+            "--json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let approved = stdout_json(&out);
+    assert_eq!(approved["changed"], true);
+    assert_eq!(approved["approved"]["status"], "approved");
+    assert_eq!(list("approved")[0]["id"], id.as_str());
+    let out = lsm_in(
+        dir.path(),
+        &["memory", "approve", &id, "--agents-folder", "Agents"],
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("already approved"));
+
+    // Agent scope: the librarian sees it in its next run.
+    let s2 = write_script(dir.path(), "run2.jsonl", &[text("Tuesday.")]);
+    let provider = format!("scripted:{}", s2.display());
+    let mut cmd = lsm(dir.path());
+    cmd.env("XDG_DATA_HOME", dir.path().join("xdg"))
+        .env("LSM_AGENTS_MEMORY_ENABLED", "true")
+        .args([
+            "agent",
+            "run",
+            "librarian",
+            "--task",
+            "Which day are deploys?",
+            "--json",
+        ])
+        .args(["--provider", &provider, "--agents-folder", "Agents"]);
+    let out = run(&mut cmd);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let s = stdout_json(&out);
+    let transcript = transcript_of(dir.path(), &s);
+    let block = transcript
+        .iter()
+        .find(|e| e["event"] == "standing_context")
+        .map(|e| e["text"].as_str().unwrap().to_string())
+        .unwrap();
+    assert!(
+        block.contains("[agent] Deploys happen on Tuesdays"),
+        "{block}"
+    );
+}
+
+#[test]
+fn memory_is_off_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = write_script(
+        dir.path(),
+        "s.jsonl",
+        &[
+            call("memory_put", json!({"text": "should not be stored"})),
+            text("ok"),
+        ],
+    );
+    let s = run_agent_with_task(
+        dir.path(),
+        "librarian",
+        &script,
+        "remember this",
+        &["--yes", "--agents-folder", "Agents"],
+    );
+    assert_eq!(
+        s["memory"],
+        json!({"written": 0, "approved": 0, "removed": 0})
+    );
+    let transcript = transcript_of(dir.path(), &s);
+    let request = transcript
+        .iter()
+        .find(|e| e["event"] == "llm_request")
+        .unwrap();
+    assert!(
+        !request["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("memory_put")),
+        "memory tools are not offered when memory is off"
+    );
+    assert_eq!(request["standing_context"], false);
+    assert!(!dir.path().join("Agents/project_memory.db").exists());
+    assert!(
+        !dir.path()
+            .join("Agents/librarian/memory/memory.db")
+            .exists()
+    );
+}
+
+#[test]
+fn the_assistant_remembers_across_runs() {
+    let dir = memory_workspace();
+    let fact = "The user prefers answers in French";
+    // Run 1: RECALL finds nothing, RESPOND answers, REMEMBER stores the preference.
+    let s1 = write_script(
+        dir.path(),
+        "a1.jsonl",
+        &[
+            call("memory_search", json!({"query": "language preference"})),
+            text("nothing relevant"),
+            text("D'accord, je répondrai en français."),
+            call("memory_put", json!({"text": fact, "scope": "agent"})),
+            text("Stored one preference."),
+        ],
+    );
+    let first = run_agent_with_task(
+        dir.path(),
+        "assistant",
+        &s1,
+        "Please answer in French from now on",
+        &["--yes"],
+    );
+    assert_eq!(first["status"], "completed", "{first}");
+    assert_eq!(first["memory"]["written"], 1, "{first}");
+    assert_eq!(first["memory"]["approved"], 1, "{first}");
+
+    let out = lsm_in(
+        dir.path(),
+        &["memory", "list", "--agent", "assistant", "--json"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let rows = stdout_json(&out);
+    assert_eq!(rows[0]["text"], fact, "{rows}");
+    assert_eq!(rows[0]["owner_agent"], "assistant");
+
+    // Run 2: the preference is standing context from the first call on.
+    let s2 = write_script(
+        dir.path(),
+        "a2.jsonl",
+        &[
+            text("The user prefers French."),
+            text("Bonjour !"),
+            text("NONE"),
+        ],
+    );
+    let second = run_agent_with_task(
+        dir.path(),
+        "assistant",
+        &s2,
+        "Which language should your answers use?",
+        &[],
+    );
+    assert_eq!(second["status"], "completed", "{second}");
+    let transcript = transcript_of(dir.path(), &second);
+    let block = transcript
+        .iter()
+        .find(|e| e["event"] == "standing_context")
+        .and_then(|e| e["text"].as_str())
+        .unwrap_or_else(|| panic!("no standing context in run 2: {transcript:?}"));
+    assert!(block.contains(fact), "{block}");
+    let first_request = transcript
+        .iter()
+        .find(|e| e["event"] == "llm_request")
+        .unwrap();
+    assert_eq!(first_request["standing_context"], true);
+}
+
+#[test]
+fn lsm_memory_errors_have_clear_messages_and_exit_codes() {
+    let dir = memory_workspace();
+    let cases: Vec<(Vec<&str>, i32, &str)> = vec![
+        (
+            vec!["memory", "approve", "m-0000000000000000"],
+            1,
+            "no memory with id 'm-0000000000000000'",
+        ),
+        (vec!["memory", "rm", "m-nope"], 1, "no memory with id"),
+        (
+            vec!["memory", "list", "--scope", "universe"],
+            2,
+            "unknown scope 'universe'",
+        ),
+        (
+            vec!["memory", "list", "--agent", "../etc"],
+            2,
+            "not an agent name",
+        ),
+        (
+            vec!["memory", "search", " "],
+            2,
+            "give the text to search for",
+        ),
+        (
+            vec!["memory", "search", "x", "--tag", "two words"],
+            2,
+            "tag 'two words'",
+        ),
+        (vec!["memory"], 2, "Usage"),
+    ];
+    for (args, code, needle) in cases {
+        let out = lsm_in(dir.path(), &args);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+    }
+    std::fs::write(
+        dir.path().join("lsm.toml"),
+        "[agents.memory]\nenabeld = true\n",
+    )
+    .unwrap();
+    let out = lsm_in(dir.path(), &["memory", "list"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("enabeld"), "{}", stderr(&out));
+    // An empty store lists nothing and creates nothing.
+    std::fs::remove_file(dir.path().join("lsm.toml")).unwrap();
+    let out = lsm_in(dir.path(), &["memory", "list"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no memories"));
+    assert!(!dir.path().join("Agents").exists());
+}
+
+#[test]
+fn tools_list_includes_the_memory_tools_and_their_permission_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(lsm(dir.path()).args(["tools", "list", "--json"]));
+    assert!(out.status.success());
+    let rows = stdout_json(&out);
+    let find = |name: &str| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("{name} missing: {rows}"))
+            .clone()
+    };
+    assert_eq!(find("memory_put")["needs_permission"], true);
+    assert_eq!(find("memory_remove")["needs_permission"], true);
+    assert_eq!(find("memory_search")["risk"], "read_only");
+    assert!(
+        !dir.path().join("Agents").exists(),
+        "listing opens no database"
+    );
+}

@@ -245,6 +245,7 @@ mod tests {
             ("lsm-providers", "crates/providers", true, false),
             ("lsm-harness", "crates/harness", true, false),
             ("lsm-tools-kb", "crates/tools-kb", true, false),
+            ("lsm-memory", "crates/memory", true, false),
             ("lsm-agents", "crates/agents", true, false),
             ("lsm-cli", "crates/cli", false, true),
             ("lsm-e2e", "tests", true, false),
@@ -265,12 +266,15 @@ mod tests {
             ("lsm-harness", "tokio"),
             ("lsm-tools-kb", "lsm-sandbox"),
             ("lsm-tools-kb", "lsm-providers"),
+            ("lsm-memory", "lsm-sandbox"),
+            ("lsm-memory", "rusqlite"),
             ("lsm-agents", "lsm-phase"),
             ("lsm-cli", "lsm-phase"),
             ("lsm-cli", "lsm-providers"),
             ("lsm-cli", "lsm-sandbox"),
             ("lsm-cli", "lsm-harness"),
             ("lsm-cli", "lsm-agents"),
+            ("lsm-cli", "lsm-memory"),
             ("lsm-cli", "clap"),
             ("xtask", "cargo_metadata"),
             ("cargo_metadata", "serde"),
@@ -306,6 +310,27 @@ mod tests {
              via lsm-agents -> lsm-sandbox"
         );
         assert_eq!(v.len(), 1, "{v:#?}");
+    }
+
+    #[test]
+    fn agents_depending_on_the_memory_store_breaks_rule_1() {
+        let mut g = good_graph();
+        g.add_dep("lsm-agents", "lsm-memory");
+        let v = check(&g);
+        assert_eq!(
+            find(&v, "rule 1", "lsm-memory").path,
+            ["lsm-agents", "lsm-memory"]
+        );
+        // And through it, the sandbox.
+        find(&v, "rule 1", "lsm-sandbox");
+    }
+
+    #[test]
+    fn the_memory_store_implementing_the_harness_trait_itself_breaks_rule_4() {
+        let mut g = good_graph();
+        g.add_dep("lsm-memory", "lsm-harness");
+        let v = check(&g);
+        assert_eq!(find(&v, "rule 4", "lsm-harness").krate, "lsm-memory");
     }
 
     #[test]

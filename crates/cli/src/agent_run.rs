@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agents_cmd::{self, AgentRunOptions};
 use crate::config::{self, ConfigError};
 use crate::exit;
+use crate::memory_wiring::{self, StoreMemory};
 use crate::progress::StderrProgress;
 use crate::wiring;
 
@@ -132,7 +133,14 @@ async fn run_async(config_path: Option<&Path>, args: RunArgs) -> Result<u8> {
         })?;
     let provider = wiring::build_provider(&provider_spec, &cwd)?;
 
-    let registry = lsm_sandbox::builtin::registry();
+    let mut registry = lsm_sandbox::builtin::registry();
+    let memory = config
+        .memory
+        .enabled
+        .then(|| Arc::new(config.memory.store(&config.agents.agents_folder)));
+    if let Some(store) = &memory {
+        registry = memory_wiring::with_memory_tools(registry, store);
+    }
     let ask_user_available = registry.contains("ask_user");
     let asker = wiring::permission_asker(args.yes);
     let sandbox = Sandbox::new(config.sandbox.clone(), registry, asker)
@@ -143,6 +151,14 @@ async fn run_async(config_path: Option<&Path>, args: RunArgs) -> Result<u8> {
         .with_stop_token(stop.clone());
     if !args.json {
         factory = factory.with_event_sink(Arc::new(StderrProgress));
+    }
+    if let Some(store) = memory {
+        let limit = config.memory.limit;
+        factory = factory.with_memory(Arc::new(StoreMemory::new(
+            store,
+            limit,
+            config.agents.max_tokens_budget,
+        )));
     }
     let ctrl_c = stop.clone();
     tokio::spawn(async move {

@@ -7,6 +7,8 @@ use lsm_harness::HarnessConfig;
 use lsm_sandbox::SandboxConfig;
 use serde::Deserialize;
 
+use crate::memory_wiring::MemoryConfig;
+
 /// The name looked for in the working directory when `--config` is not given.
 pub const DEFAULT_CONFIG_FILE: &str = "lsm.toml";
 
@@ -28,6 +30,10 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     /// `[llm]`: the provider.
     pub llm: LlmConfig,
+    /// `[agents.memory]`: persistent memory. Split off the `[agents]` table by [`load`]
+    /// (the harness's settings refuse keys they do not know).
+    #[serde(skip)]
+    pub memory: MemoryConfig,
     /// The file this came from (`None`: built-in defaults).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -79,6 +85,13 @@ pub fn load(explicit: Option<&Path>, env: &[(String, String)]) -> Result<Config>
         None => toml::Table::new(),
     };
     apply_env_overrides(&mut table, env)?;
+    let memory = MemoryConfig::split_from(&mut table).map_err(|e| {
+        let name = path.as_ref().map_or_else(
+            || "the environment".to_string(),
+            |p| p.display().to_string(),
+        );
+        config_error(format!("{name}: {e}"))
+    })?;
     let name = path.as_ref().map_or_else(
         || "the built-in defaults".to_string(),
         |p| p.display().to_string(),
@@ -97,6 +110,7 @@ pub fn load(explicit: Option<&Path>, env: &[(String, String)]) -> Result<Config>
             }
         })
         .unwrap_or(cwd);
+    config.memory = memory;
     resolve_paths(&mut config, &base);
     config.source = path;
     Ok(config)
@@ -104,6 +118,10 @@ pub fn load(explicit: Option<&Path>, env: &[(String, String)]) -> Result<Config>
 
 /// The sections an `LSM_<SECTION>_<KEY>` variable can address.
 const SECTIONS: &[&str] = &["agents", "sandbox", "llm"];
+
+/// Tables nested in a section, addressed as `LSM_<SECTION>_<TABLE>_<KEY>`
+/// (`LSM_AGENTS_MEMORY_ENABLED` sets `[agents.memory] enabled`).
+const NESTED: &[(&str, &str)] = &[("agents", "memory")];
 
 /// `LSM_AGENTS_MAX_TOKENS_BUDGET=5000` sets `[agents] max_tokens_budget = 5000`. Values are
 /// read as TOML (numbers, booleans, arrays) and fall back to a plain string.
@@ -129,14 +147,29 @@ fn apply_env_overrides(table: &mut toml::Table, env: &[(String, String)]) -> Res
             .ok()
             .and_then(|mut t| t.remove("v"))
             .unwrap_or_else(|| toml::Value::String(value.clone()));
-        let entry = table
+        let mut entry = table
             .entry(section.to_string())
             .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let mut key = key;
+        let mut where_ = section.to_string();
+        let nested = NESTED.iter().find(|(s, sub)| {
+            *s == section && key.strip_prefix(sub).is_some_and(|k| k.starts_with('_'))
+        });
+        if let Some((_, sub)) = nested {
+            let toml::Value::Table(t) = entry else {
+                bail!(config_error(format!("[{section}] is not a table")));
+            };
+            entry = t
+                .entry(sub.to_string())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            where_ = format!("{section}.{sub}");
+            key = key[sub.len() + 1..].to_string();
+        }
         match entry {
             toml::Value::Table(t) => {
                 t.insert(key, parsed);
             }
-            _ => bail!(config_error(format!("[{section}] is not a table"))),
+            _ => bail!(config_error(format!("[{where_}] is not a table"))),
         }
     }
     Ok(())
@@ -154,6 +187,7 @@ fn resolve_paths(config: &mut Config, base: &Path) {
     if let Some(dir) = config.sandbox.working_dir.as_mut() {
         fix(dir);
     }
+    config.memory.resolve_paths(base);
     if let Some(spec) = config.llm.provider.as_mut()
         && let Some(file) = spec.strip_prefix("scripted:")
         && Path::new(file).is_relative()
@@ -189,6 +223,42 @@ mod tests {
         assert_eq!(c.agents.max_tokens_budget, 5000);
         assert!(c.sandbox.allow_url_access);
         assert_eq!(c.llm.provider.as_deref(), Some("scripted:x.jsonl"));
+    }
+
+    #[test]
+    fn memory_settings_come_from_the_nested_table_and_nested_env_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("lsm.toml");
+        std::fs::write(
+            &f,
+            "[agents]\nmax_iterations = 7\n[agents.memory]\nlimit = 3\nglobal_db = \"g/global.db\"\n",
+        )
+        .unwrap();
+        let c = load(
+            Some(&f),
+            &[
+                ("LSM_AGENTS_MEMORY_ENABLED".into(), "true".into()),
+                ("LSM_AGENTS_MAX_TOKENS_BUDGET".into(), "900".into()),
+            ],
+        )
+        .unwrap();
+        assert!(c.memory.enabled);
+        assert_eq!(c.memory.limit, 3);
+        assert_eq!(c.memory.global_db, Some(dir.path().join("g/global.db")));
+        assert_eq!(c.agents.max_iterations, 7);
+        assert_eq!(c.agents.max_tokens_budget, 900);
+        // Without a file, the environment alone turns memory on.
+        let c = load(None, &[("LSM_AGENTS_MEMORY_LIMIT".into(), "2".into())]).unwrap();
+        assert_eq!(c.memory.limit, 2);
+        assert!(!c.memory.enabled);
+
+        std::fs::write(&f, "[agents.memory]\nenabled = true\nlimt = 3\n").unwrap();
+        let e = load(Some(&f), &[]).unwrap_err().to_string();
+        assert!(e.contains("limt") && e.contains("lsm.toml"), "{e}");
+        let e = load(None, &[("LSM_AGENTS_MEMORY_COLOUR".into(), "red".into())])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("colour"), "{e}");
     }
 
     #[test]

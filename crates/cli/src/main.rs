@@ -13,6 +13,8 @@ mod agent_run;
 mod agents_cmd;
 mod config;
 mod exit;
+mod memory_cmd;
+mod memory_wiring;
 mod progress;
 mod tools_cmd;
 mod wiring;
@@ -46,6 +48,9 @@ enum Command {
     /// Inspect the tools agents can use.
     #[command(subcommand)]
     Tools(ToolsCommand),
+    /// Inspect, approve and remove what agents remember across runs.
+    #[command(subcommand)]
+    Memory(memory_cmd::MemoryCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -87,6 +92,7 @@ fn main() -> ExitCode {
         Command::Tools(ToolsCommand::List(args)) => tools_cmd::list(args.json),
         Command::Agent(AgentCommand::Run(args)) => agent_run::run(cli.config.as_deref(), args),
         Command::Agent(AgentCommand::List(args)) => agents_cmd::list(args.json),
+        Command::Memory(command) => memory_cmd::run(cli.config.as_deref(), command),
     };
     ExitCode::from(code)
 }

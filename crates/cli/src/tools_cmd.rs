@@ -2,9 +2,14 @@
 
 use crate::exit;
 
-/// Print the built-in tools.
+/// Print the built-in tools, and the memory tools (offered when `[agents.memory]` is on).
 pub fn list(json: bool) -> u8 {
-    let registry = lsm_sandbox::builtin::registry();
+    // The store is only named, never opened: listing touches no file.
+    let store = std::sync::Arc::new(lsm_memory::MemoryStore::new(lsm_memory::StoreLayout::new(
+        "Agents",
+    )));
+    let registry =
+        crate::memory_wiring::with_memory_tools(lsm_sandbox::builtin::registry(), &store);
     if json {
         let rows: Vec<serde_json::Value> = registry
             .iter()

@@ -11,14 +11,14 @@ use lsm_phase::{
     StopReason, ToolCallRecord, ToolOutcome,
 };
 use lsm_providers::{CallOptions, LlmRequest, Message, Provider, ToolDefinition};
-use lsm_sandbox::Sandbox;
+use lsm_sandbox::{Caller, Sandbox, ToolEvent, ToolEventKind};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::contexts::{Contexts, apply_strategy, label_name};
 use crate::records::{
-    ApprovalEvent, ApprovalsDenials, ContextTracking, LabelTracking, Recorder, RunSummary,
-    TokenUsage, extract_constraints, timestamp,
+    ApprovalEvent, ApprovalsDenials, ContextTracking, LabelTracking, MemoryCounts, Recorder,
+    RunSummary, TokenUsage, extract_constraints, timestamp,
 };
 use crate::{HarnessConfig, MemoryProvider, NoMemory};
 
@@ -83,6 +83,8 @@ pub struct AgentHarness {
     tool_sequence: Vec<String>,
     approvals: ApprovalsDenials,
     artifacts: Vec<String>,
+    memory_counts: MemoryCounts,
+    last_standing: Option<String>,
     last_stop: Option<StopReason>,
     last_error: Option<String>,
     finished: bool,
@@ -145,6 +147,8 @@ impl AgentHarness {
             tool_sequence: Vec::new(),
             approvals: ApprovalsDenials::default(),
             artifacts: Vec::new(),
+            memory_counts: MemoryCounts::default(),
+            last_standing: None,
             last_stop: None,
             last_error: None,
             finished: false,
@@ -384,6 +388,16 @@ impl AgentHarness {
                 .memory
                 .standing_context(&self.identity.name, &topic)
                 .await;
+            let has_standing = standing.is_some();
+            if standing != self.last_standing {
+                // What the model is told from memory is part of the record; written when it
+                // changes, not repeated with every call.
+                self.record(
+                    "standing_context",
+                    json!({"label": lname, "iteration": iteration, "text": standing}),
+                )?;
+                self.last_standing.clone_from(&standing);
+            }
             let mut messages = Vec::new();
             if !self.system_prompt.is_empty() {
                 messages.push(Message::system(self.system_prompt.clone()));
@@ -416,6 +430,7 @@ impl AgentHarness {
                     "provider": provider.name(),
                     "model": provider.model(),
                     "messages": request.messages.len(),
+                    "standing_context": has_standing,
                     "tools": request.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
                     "max_output_tokens": request.options.max_output_tokens,
                     "previous_response_id": request.options.previous_response_id,
@@ -570,10 +585,11 @@ impl AgentHarness {
 
         let sandbox = Arc::clone(&self.sandbox);
         let stop = self.stop.clone();
+        let caller = Caller::new(self.identity.name.clone(), self.run_id.clone());
         let execution = tokio::select! {
             biased;
             () = stop.cancelled() => None,
-            e = sandbox.execute(name, arguments) => Some(e),
+            e = sandbox.execute_as(&caller, name, arguments) => Some(e),
         };
         let Some(execution) = execution else {
             let message = format!("Tool '{name}' was interrupted: a stop was requested");
@@ -591,6 +607,9 @@ impl AgentHarness {
             if !self.artifacts.contains(&path) {
                 self.artifacts.push(path);
             }
+        }
+        for event in &execution.events {
+            self.record_tool_event(name, label, event)?;
         }
         match execution.outcome {
             Ok(text) => {
@@ -614,6 +633,35 @@ impl AgentHarness {
                 Ok(ToolOutcome::Error(message))
             }
         }
+    }
+
+    /// A tool's side effect: a transcript event named after its kind, and the summary's count.
+    fn record_tool_event(
+        &mut self,
+        tool: &str,
+        label: Option<&str>,
+        event: &ToolEvent,
+    ) -> Result<(), String> {
+        match event.kind {
+            ToolEventKind::MemoryWritten => self.memory_counts.written += 1,
+            ToolEventKind::MemoryApproved => self.memory_counts.approved += 1,
+            ToolEventKind::MemoryRemoved => self.memory_counts.removed += 1,
+            _ => {}
+        }
+        let mut fields = serde_json::Map::new();
+        if let Value::Object(data) = &event.data {
+            // The record's own keys are not the tool's to set.
+            fields.extend(
+                data.iter()
+                    .filter(|(k, _)| !matches!(k.as_str(), "seq" | "ts" | "run_id" | "event"))
+                    .map(|(k, v)| (k.clone(), v.clone())),
+            );
+        } else if !event.data.is_null() {
+            fields.insert("data".into(), event.data.clone());
+        }
+        fields.insert("label".into(), json!(label));
+        fields.insert("tool".into(), json!(tool));
+        self.record(event.kind.as_str(), Value::Object(fields))
     }
 
     fn note_decision(&mut self, tool: &str, allowed: bool, reason: &str) {
@@ -677,6 +725,7 @@ impl AgentHarness {
             },
             constraints: extract_constraints(&self.identity.topic),
             context_tracking: tracking,
+            memory: self.memory_counts,
         }
     }
 

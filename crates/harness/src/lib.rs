@@ -14,7 +14,9 @@
 //!
 //! Records, under `<agents_folder>/<agent>/logs/<run_id>/`: `transcript.jsonl`, appended and
 //! flushed event by event, and `run_summary.json`, written when the run finishes (also when it
-//! fails).
+//! fails). Side effects a tool reports ([`lsm_sandbox::ToolEvent`]: memories written, approved,
+//! removed) become transcript events of their own and are counted in the summary; the
+//! standing-memory block is recorded whenever it changes.
 //!
 //! # What this crate must never do
 //!
@@ -36,6 +38,6 @@ pub use factory::HarnessFactory;
 pub use harness::{AgentHarness, BLOCK_TOOL, EventSink, RunReport, RunUsage};
 pub use memory::{MemoryProvider, NoMemory};
 pub use records::{
-    ApprovalsDenials, ContextTracking, LabelTracking, RunSummary, TokenUsage, ToolApprovalCounts,
-    extract_constraints,
+    ApprovalsDenials, ContextTracking, LabelTracking, MemoryCounts, RunSummary, TokenUsage,
+    ToolApprovalCounts, extract_constraints,
 };

@@ -61,6 +61,17 @@ pub struct TokenUsage {
     pub cached_tokens: u64,
 }
 
+/// The `memory` block of the summary: what the run's tools did to persistent memory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryCounts {
+    /// Memories stored (as candidates or approved).
+    pub written: u64,
+    /// Memories that became approved (a stored memory a person approved counts here too).
+    pub approved: u64,
+    /// Memories removed.
+    pub removed: u64,
+}
+
 /// One label's chain state.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LabelTracking {
@@ -121,6 +132,10 @@ pub struct RunSummary {
     pub constraints: Vec<String>,
     /// Per-context chain state.
     pub context_tracking: ContextTracking,
+    /// Persistent-memory changes made by the run's tools (absent in summaries written before
+    /// memory existed: read as zeros).
+    #[serde(default)]
+    pub memory: MemoryCounts,
 }
 
 /// RFC 3339 UTC with milliseconds.

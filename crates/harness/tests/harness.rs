@@ -12,8 +12,8 @@ use lsm_phase::{
 };
 use lsm_providers::{Provider, Role, ScriptedProvider, ScriptedResponse};
 use lsm_sandbox::{
-    RateLimit, RiskLevel, Sandbox, SandboxConfig, Tool, ToolContext, ToolError, ToolOutput,
-    ToolRegistry,
+    RateLimit, RiskLevel, Sandbox, SandboxConfig, Tool, ToolContext, ToolError, ToolEvent,
+    ToolEventKind, ToolOutput, ToolRegistry,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -1142,6 +1142,198 @@ async fn standing_memory_is_injected_before_every_call() {
             "Standing context for tester about 'the topic'"
         );
     }
+}
+
+/// Changes with the topic: the block differs between phases, not between calls of a phase.
+struct TopicMemory;
+
+#[async_trait::async_trait]
+impl MemoryProvider for TopicMemory {
+    async fn standing_context(&self, _agent: &str, topic: &str) -> Option<String> {
+        (!topic.starts_with("nothing")).then(|| format!("remember {topic}"))
+    }
+}
+
+#[tokio::test]
+async fn the_standing_block_is_recorded_when_it_changes_and_each_request_says_if_one_was_sent() {
+    let fx = fixture(vec![tool("tool_a", "x"), done("y"), done("z"), done("w")]);
+    let Fixture {
+        dir: _dir,
+        provider,
+        harness,
+        ..
+    } = fx;
+    let mut harness = harness.with_memory(Arc::new(TopicMemory));
+    harness.run_bounded(PhaseRequest::new("alpha")).await;
+    harness.run_bounded(PhaseRequest::new("beta")).await;
+    harness.run_bounded(PhaseRequest::new("nothing here")).await;
+    assert_eq!(provider.requests().len(), 4);
+    let text = std::fs::read_to_string(harness.run_dir().join("transcript.jsonl")).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let standing: Vec<&Value> = lines
+        .iter()
+        .filter(|e| e["event"] == "standing_context")
+        .map(|e| &e["text"])
+        .collect();
+    // alpha (twice: recorded once), beta, then none.
+    assert_eq!(
+        standing,
+        [
+            &json!("remember alpha"),
+            &json!("remember beta"),
+            &Value::Null
+        ]
+    );
+    let sent: Vec<&Value> = lines
+        .iter()
+        .filter(|e| e["event"] == "llm_request")
+        .map(|e| &e["standing_context"])
+        .collect();
+    assert_eq!(
+        sent,
+        [&json!(true), &json!(true), &json!(true), &json!(false)]
+    );
+}
+
+// ---------- tool side effects in the records ----------
+
+/// A memory-like tool: reports who called it and a written + approved event per call, and a
+/// removal when asked to forget.
+struct Rememberer;
+
+#[async_trait::async_trait]
+impl Tool for Rememberer {
+    fn name(&self) -> &str {
+        "rememberer"
+    }
+    fn description(&self) -> &str {
+        "Remembers."
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "properties": {"text": {"type": "string"}},
+               "required": ["text"], "additionalProperties": false})
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::WritesWorkspace
+    }
+    async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let text = ctx.str_arg("text")?.to_string();
+        let caller = ctx.caller().cloned().unwrap_or_default();
+        let out = ToolOutput::text(format!("{}@{}", caller.agent, caller.run_id));
+        if text == "forget" {
+            return Ok(out.with_event(ToolEvent::new(
+                ToolEventKind::MemoryRemoved,
+                json!({"id": "m1"}),
+            )));
+        }
+        Ok(out
+            .with_event(ToolEvent::new(
+                ToolEventKind::MemoryWritten,
+                // A tool cannot overwrite the record's own keys.
+                json!({"id": "m1", "text": text, "event": "bogus", "seq": 0}),
+            ))
+            .with_event(ToolEvent::new(
+                ToolEventKind::MemoryApproved,
+                json!({"id": "m1"}),
+            )))
+    }
+}
+
+#[tokio::test]
+async fn tool_events_become_transcript_events_and_summary_counts_and_tools_know_their_caller() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = ToolRegistry::new().with(Arc::new(Rememberer));
+    let sandbox = Arc::new(Sandbox::new(SandboxConfig::default(), registry, None).unwrap());
+    let provider = Arc::new(ScriptedProvider::new(vec![
+        tool("rememberer", "the sky is green"),
+        tool("rememberer", "forget"),
+        done("ok"),
+    ]));
+    let mut h = AgentHarness::new(
+        AgentIdentity {
+            name: "librarian".into(),
+            tool_allowlist: vec!["rememberer".into()],
+            tier: Default::default(),
+            topic: String::new(),
+        },
+        "",
+        HarnessConfig {
+            agents_folder: dir.path().to_path_buf(),
+            ..HarnessConfig::default()
+        },
+        provider,
+        sandbox,
+    );
+    let run_id = h.run_id().to_string();
+    let r = h
+        .run_bounded(PhaseRequest::direct(vec![DirectToolCall {
+            name: "rememberer".into(),
+            arguments: json!({"text": "tool-only too"}),
+        }]))
+        .await;
+    assert_eq!(
+        r.tool_calls[0].outcome,
+        ToolOutcome::Result(format!("librarian@{run_id}"))
+    );
+    let report = h.run("remember things").await;
+    assert_eq!(report.result.stop_reason, StopReason::Done);
+    let counts = report.summary.memory;
+    assert_eq!((counts.written, counts.approved, counts.removed), (2, 2, 1));
+    let on_disk: RunSummary =
+        serde_json::from_slice(&std::fs::read(&report.summary_path).unwrap()).unwrap();
+    assert_eq!(on_disk.memory, counts);
+
+    let text = std::fs::read_to_string(&report.transcript_path).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let memory: Vec<&Value> = lines
+        .iter()
+        .filter(|e| e["event"].as_str().unwrap().starts_with("memory_"))
+        .collect();
+    let names: Vec<&str> = memory
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "memory_written",
+            "memory_approved",
+            "memory_written",
+            "memory_approved",
+            "memory_removed"
+        ]
+    );
+    let written = memory[2];
+    assert_eq!(written["tool"], "rememberer");
+    assert_eq!(written["id"], "m1");
+    assert_eq!(written["text"], "the sky is green");
+    assert_eq!(written["label"], "__default__");
+    assert_eq!(written["run_id"], run_id.as_str());
+    assert_ne!(written["seq"], 0);
+    // Each event follows its tool call and precedes its result.
+    let pos = |pred: &dyn Fn(&Value) -> bool| lines.iter().position(pred).unwrap();
+    let call = pos(&|e| e["event"] == "tool_call" && e["arguments"]["text"] == "forget");
+    let removed = pos(&|e| e["event"] == "memory_removed");
+    let result = pos(&|e| e["event"] == "tool_result" && e["seq"].as_u64() > Some(call as u64 + 1));
+    assert!(
+        call < removed && removed < result,
+        "{call} {removed} {result}"
+    );
+}
+
+#[test]
+fn a_summary_written_before_memory_counts_existed_still_reads() {
+    let fx = fixture(vec![]);
+    let mut v = serde_json::to_value(fx.harness.summary("completed", "done")).unwrap();
+    v.as_object_mut().unwrap().remove("memory");
+    let s: RunSummary = serde_json::from_value(v).unwrap();
+    assert_eq!(s.memory, lsm_harness::MemoryCounts::default());
 }
 
 // ---------- the budget rule, for any usage sequence ----------

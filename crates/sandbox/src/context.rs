@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::{CheckedCommand, ToolError};
+use crate::{Caller, CheckedCommand, ToolError};
 
 /// The inputs of one call, prepared by the sandbox.
 #[derive(Debug, Clone)]
@@ -21,6 +21,8 @@ pub struct ToolContext {
     pub working_dir: PathBuf,
     /// The scrubbed environment for executed programs.
     pub env: Vec<(String, String)>,
+    pub(crate) caller: Option<Caller>,
+    pub(crate) permission_granted: bool,
 }
 
 impl ToolContext {
@@ -39,6 +41,18 @@ impl ToolContext {
     /// The confined path of `name`, or `None` when the optional argument was not given.
     pub fn optional_path(&self, name: &str) -> Option<&Path> {
         self.paths.get(name).map(PathBuf::as_path)
+    }
+
+    /// Who the call is made for (agent and run), when the sandbox was told
+    /// ([`crate::Sandbox::execute_as`]); `None` for anonymous calls ([`crate::Sandbox::execute`]).
+    pub fn caller(&self) -> Option<&Caller> {
+        self.caller.as_ref()
+    }
+
+    /// Whether the permission gate asked about this call and the asker approved it. `false`
+    /// when no permission was needed (configuration said not to ask).
+    pub fn permission_granted(&self) -> bool {
+        self.permission_granted
     }
 
     /// The checked command line of a command tool.
@@ -93,6 +107,8 @@ impl ToolContext {
             timeout: Duration::from_secs(30),
             working_dir,
             env: Vec::new(),
+            caller: None,
+            permission_granted: false,
         }
     }
 }

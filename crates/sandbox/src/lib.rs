@@ -53,4 +53,6 @@ pub use output::{cap_output, redact_secrets};
 pub use permission::{PermissionAsker, PermissionDecision, PermissionEvent, PermissionRequest};
 pub use registry::ToolRegistry;
 pub use sandbox::{Execution, Sandbox};
-pub use tool::{PathAccess, PathArg, RiskLevel, Tool, ToolOutput, schema_for};
+pub use tool::{
+    Caller, PathAccess, PathArg, RiskLevel, Tool, ToolEvent, ToolEventKind, ToolOutput, schema_for,
+};

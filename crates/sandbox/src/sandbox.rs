@@ -14,8 +14,8 @@ use crate::output::{cap_output, redact_secrets};
 use crate::paths::PathPolicy;
 use crate::validate::Validator;
 use crate::{
-    ExecError, PermissionAsker, PermissionEvent, PermissionRequest, SandboxConfig,
-    SandboxConfigError, ToolContext, ToolRegistry,
+    Caller, ExecError, PermissionAsker, PermissionEvent, PermissionRequest, SandboxConfig,
+    SandboxConfigError, ToolContext, ToolEvent, ToolRegistry,
 };
 
 /// The result of one call through the sandbox. Never a panic, never an `Err` to unwrap.
@@ -28,6 +28,8 @@ pub struct Execution {
     /// The permission or policy decision, when one was made (a person was asked, or a policy
     /// check refused the call).
     pub permission: Option<PermissionEvent>,
+    /// Side effects the tool reported for the run's records (empty unless it succeeded).
+    pub events: Vec<ToolEvent>,
 }
 
 impl Execution {
@@ -36,6 +38,7 @@ impl Execution {
             outcome: Err(err),
             artifacts: Vec::new(),
             permission,
+            events: Vec::new(),
         }
     }
 }
@@ -179,8 +182,29 @@ impl Sandbox {
         &self.config
     }
 
-    /// Run one call through every check, in the documented order.
+    /// Run one anonymous call through every check, in the documented order. Tools see no
+    /// [`ToolContext::caller`]; use [`Sandbox::execute_as`] to say who the call is for.
     pub async fn execute(&self, name: &str, args: &serde_json::Value) -> Execution {
+        self.execute_inner(None, name, args).await
+    }
+
+    /// Run one call made for `caller` (an agent's run) through every check, in the documented
+    /// order. The tool reads the caller from [`ToolContext::caller`].
+    pub async fn execute_as(
+        &self,
+        caller: &Caller,
+        name: &str,
+        args: &serde_json::Value,
+    ) -> Execution {
+        self.execute_inner(Some(caller.clone()), name, args).await
+    }
+
+    async fn execute_inner(
+        &self,
+        caller: Option<Caller>,
+        name: &str,
+        args: &serde_json::Value,
+    ) -> Execution {
         let Some(tool) = self.registry.get(name) else {
             return Execution::refused(
                 ExecError::UnknownTool {
@@ -328,6 +352,8 @@ impl Sandbox {
             timeout: self.timeout,
             working_dir: self.working_dir.clone(),
             env: self.env.clone(),
+            caller,
+            permission_granted: permission.is_some(),
         };
         let run = std::panic::AssertUnwindSafe(tool.execute(ctx)).catch_unwind();
         let outcome = match tokio::time::timeout(self.timeout, run).await {
@@ -348,10 +374,20 @@ impl Sandbox {
                     redact_secrets(&output.text).into_owned(),
                     self.config.max_output_bytes,
                 );
+                // Events go to the records verbatim otherwise: redact them like the output.
+                let events = output
+                    .events
+                    .into_iter()
+                    .map(|mut e| {
+                        redact_json(&mut e.data);
+                        e
+                    })
+                    .collect();
                 return Execution {
                     outcome: Ok(text),
                     artifacts: output.artifacts,
                     permission,
+                    events,
                 };
             }
         };
@@ -359,6 +395,7 @@ impl Sandbox {
             outcome,
             artifacts: Vec::new(),
             permission,
+            events: Vec::new(),
         }
     }
 
@@ -374,6 +411,20 @@ impl Sandbox {
         }
         tool.needs_permission()
             .then(|| format!("tool '{name}' needs permission by default"))
+    }
+}
+
+/// Redact secrets in every string of `value`.
+fn redact_json(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::String(s) => {
+            if let std::borrow::Cow::Owned(clean) = redact_secrets(s) {
+                *s = clean;
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(redact_json),
+        serde_json::Value::Object(map) => map.values_mut().for_each(redact_json),
+        _ => {}
     }
 }
 

@@ -73,6 +73,55 @@ impl PathArg {
     }
 }
 
+/// What kind of side effect a [`ToolEvent`] reports. The wire name (`memory_written`, …) is
+/// the transcript event the harness writes for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ToolEventKind {
+    /// A memory was stored (as a candidate or approved).
+    MemoryWritten,
+    /// A memory became approved.
+    MemoryApproved,
+    /// A memory was removed.
+    MemoryRemoved,
+}
+
+impl ToolEventKind {
+    /// The wire name, also the transcript event's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolEventKind::MemoryWritten => "memory_written",
+            ToolEventKind::MemoryApproved => "memory_approved",
+            ToolEventKind::MemoryRemoved => "memory_removed",
+        }
+    }
+}
+
+impl std::fmt::Display for ToolEventKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A side effect of a tool call that belongs in the run's records: the harness appends each
+/// one to the transcript (as an event named after its [`ToolEventKind`]) and counts it in the
+/// run summary. Tools report them in [`ToolOutput::events`]; the model never sees them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolEvent {
+    /// What happened.
+    pub kind: ToolEventKind,
+    /// Details (a JSON object; its keys become the transcript event's fields).
+    pub data: serde_json::Value,
+}
+
+impl ToolEvent {
+    /// An event of `kind` with `data`.
+    pub fn new(kind: ToolEventKind, data: serde_json::Value) -> Self {
+        ToolEvent { kind, data }
+    }
+}
+
 /// What a successful tool call produced.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ToolOutput {
@@ -80,6 +129,8 @@ pub struct ToolOutput {
     pub text: String,
     /// Files the call wrote (reported as the run's artifacts).
     pub artifacts: Vec<PathBuf>,
+    /// Side effects for the run's records (memories written, …), in order.
+    pub events: Vec<ToolEvent>,
 }
 
 impl ToolOutput {
@@ -87,7 +138,7 @@ impl ToolOutput {
     pub fn text(text: impl Into<String>) -> Self {
         ToolOutput {
             text: text.into(),
-            artifacts: Vec::new(),
+            ..ToolOutput::default()
         }
     }
 
@@ -96,6 +147,35 @@ impl ToolOutput {
         ToolOutput {
             text: text.into(),
             artifacts: vec![path],
+            ..ToolOutput::default()
+        }
+    }
+
+    /// This output, also reporting `event` for the run's records.
+    #[must_use]
+    pub fn with_event(mut self, event: ToolEvent) -> Self {
+        self.events.push(event);
+        self
+    }
+}
+
+/// Who a call is made for: the agent and its run. The harness passes it with every call
+/// ([`crate::Sandbox::execute_as`]); tools that keep per-agent state (memory) read it from
+/// [`ToolContext::caller`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Caller {
+    /// The agent's name.
+    pub agent: String,
+    /// The run's id.
+    pub run_id: String,
+}
+
+impl Caller {
+    /// `agent`'s run `run_id`.
+    pub fn new(agent: impl Into<String>, run_id: impl Into<String>) -> Self {
+        Caller {
+            agent: agent.into(),
+            run_id: run_id.into(),
         }
     }
 }

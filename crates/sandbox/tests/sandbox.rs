@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lsm_sandbox::{
-    ExecError, PermissionAsker, PermissionDecision, PermissionRequest, RateLimit, RiskLevel,
-    Sandbox, SandboxConfig, SandboxConfigError, Tool, ToolContext, ToolError, ToolOutput,
-    ToolRegistry, builtin, schema_for,
+    Caller, ExecError, PermissionAsker, PermissionDecision, PermissionRequest, RateLimit,
+    RiskLevel, Sandbox, SandboxConfig, SandboxConfigError, Tool, ToolContext, ToolError, ToolEvent,
+    ToolEventKind, ToolOutput, ToolRegistry, builtin, schema_for,
 };
 use serde_json::{Value, json};
 
@@ -314,6 +314,89 @@ async fn asker_approves_and_denies() {
     assert!(e.to_string().contains("the tester said no"), "{e}");
     assert!(e.is_denial());
     assert!(!f.ws.join("b.txt").exists());
+}
+
+/// Reports what the sandbox told it (caller, permission) and one record event.
+struct Witness {
+    needs_permission: bool,
+}
+
+#[async_trait::async_trait]
+impl Tool for Witness {
+    fn name(&self) -> &str {
+        "witness"
+    }
+    fn description(&self) -> &str {
+        "Says who called it."
+    }
+    fn parameters(&self) -> Value {
+        schema_for::<NoArgs>()
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::WritesWorkspace
+    }
+    fn needs_permission(&self) -> bool {
+        self.needs_permission
+    }
+    async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let who = ctx.caller().map_or_else(
+            || "anonymous".to_string(),
+            |c| format!("{}/{}", c.agent, c.run_id),
+        );
+        Ok(
+            ToolOutput::text(format!("{who} granted={}", ctx.permission_granted())).with_event(
+                ToolEvent::new(
+                    ToolEventKind::MemoryWritten,
+                    json!({"id": "m1", "text": ["API_KEY=abcdef123456"]}),
+                ),
+            ),
+        )
+    }
+}
+
+#[tokio::test]
+async fn tools_learn_their_caller_and_whether_a_person_approved_and_report_events() {
+    let f = fixture();
+    let sandbox = |needs_permission: bool, asker: Option<Arc<dyn PermissionAsker>>| {
+        Sandbox::new(
+            SandboxConfig::confined_to(&f.ws),
+            ToolRegistry::new().with(Arc::new(Witness { needs_permission })),
+            asker,
+        )
+        .unwrap()
+    };
+    let caller = Caller::new("librarian", "run-7");
+
+    // No permission needed: not granted, caller passed through, event reported.
+    let sb = sandbox(false, None);
+    let exec = sb.execute_as(&caller, "witness", &json!({})).await;
+    // Event data is redacted like the output.
+    assert_eq!(
+        exec.events,
+        [ToolEvent::new(
+            ToolEventKind::MemoryWritten,
+            json!({"id": "m1", "text": ["API_KEY=[REDACTED]"]})
+        )]
+    );
+    assert_eq!(ok(exec).0, "librarian/run-7 granted=false");
+    assert_eq!(
+        ok(sb.execute("witness", &json!({})).await).0,
+        "anonymous granted=false"
+    );
+
+    // A person approved: granted.
+    let sb = sandbox(true, Some(TestAsker::new(true) as Arc<dyn PermissionAsker>));
+    let exec = sb.execute_as(&caller, "witness", &json!({})).await;
+    assert_eq!(ok(exec).0, "librarian/run-7 granted=true");
+
+    // Denied: the tool never ran, so no events.
+    let sb = sandbox(
+        true,
+        Some(TestAsker::new(false) as Arc<dyn PermissionAsker>),
+    );
+    let exec = sb.execute_as(&caller, "witness", &json!({})).await;
+    assert!(exec.events.is_empty());
+    assert!(err(exec).is_denial());
 }
 
 // ------------------------------------------------------------------------------------------

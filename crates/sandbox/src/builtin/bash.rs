@@ -123,6 +123,7 @@ impl Tool for Bash {
         Ok(ToolOutput {
             text: parts.join("\n"),
             artifacts,
+            ..ToolOutput::default()
         })
     }
 }

@@ -1,0 +1,303 @@
+//! Persistent memory in the composition root: `[agents.memory]`, the store it describes, the
+//! memory tools for a run's registry, and the adapter from the store to the harness's
+//! `MemoryProvider`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Result;
+use lsm_harness::MemoryProvider;
+use lsm_memory::{MemoryStore, StandingOptions, StoreLayout};
+use lsm_sandbox::ToolRegistry;
+use serde::Deserialize;
+
+use crate::config::ConfigError;
+
+/// `[agents.memory]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MemoryConfig {
+    /// Register the memory tools and inject standing context in `lsm agent run`.
+    pub enabled: bool,
+    /// Most memories in one standing block.
+    pub limit: usize,
+    /// The project database (default `<agents_folder>/project_memory.db`).
+    pub project_db: Option<PathBuf>,
+    /// The global database (default: the user's data folder, see
+    /// [`lsm_memory::default_global_db`]).
+    pub global_db: Option<PathBuf>,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        MemoryConfig {
+            enabled: false,
+            limit: 8,
+            project_db: None,
+            global_db: None,
+        }
+    }
+}
+
+impl MemoryConfig {
+    /// Read the `memory` entry of the `[agents]` table and take it out, so the rest of the
+    /// table can be read as the harness's own settings (which refuse keys they do not know).
+    ///
+    /// # Errors
+    /// A [`ConfigError`] naming the bad key or value.
+    pub fn split_from(table: &mut toml::Table) -> Result<Self> {
+        let Some(toml::Value::Table(agents)) = table.get_mut("agents") else {
+            return Ok(MemoryConfig::default());
+        };
+        match agents.remove("memory") {
+            None => Ok(MemoryConfig::default()),
+            Some(value @ toml::Value::Table(_)) => {
+                let config: MemoryConfig = value.try_into().map_err(|e: toml::de::Error| {
+                    ConfigError(format!("[agents.memory]: {}", e.message()))
+                })?;
+                if config.limit == 0 {
+                    return Err(ConfigError(
+                        "[agents.memory] limit must be at least 1 (set enabled = false to turn memory off)"
+                            .into(),
+                    )
+                    .into());
+                }
+                Ok(config)
+            }
+            Some(_) => {
+                Err(ConfigError("[agents] memory must be a table ([agents.memory])".into()).into())
+            }
+        }
+    }
+
+    /// Resolve relative paths against `base` (the config file's folder).
+    pub fn resolve_paths(&mut self, base: &Path) {
+        for p in [&mut self.project_db, &mut self.global_db]
+            .into_iter()
+            .flatten()
+        {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        }
+    }
+
+    /// The store this configuration describes, for `agents_folder`.
+    pub fn store(&self, agents_folder: &Path) -> MemoryStore {
+        let mut layout = StoreLayout::new(agents_folder);
+        if let Some(p) = &self.project_db {
+            layout = layout.with_project_db(p.clone());
+        }
+        if let Some(p) = &self.global_db {
+            layout = layout.with_global_db(Some(p.clone()));
+        }
+        MemoryStore::new(layout)
+    }
+}
+
+/// `registry` plus the memory tools over `store`.
+pub fn with_memory_tools(mut registry: ToolRegistry, store: &Arc<MemoryStore>) -> ToolRegistry {
+    for tool in lsm_memory::tools(Arc::clone(store)) {
+        registry = registry.with(tool);
+    }
+    registry
+}
+
+/// The harness's standing context, from the memory store.
+#[derive(Debug, Clone)]
+pub struct StoreMemory {
+    store: Arc<MemoryStore>,
+    options: StandingOptions,
+}
+
+impl StoreMemory {
+    /// At most `limit` memories within the budget for a run of `max_tokens_budget`.
+    pub fn new(store: Arc<MemoryStore>, limit: usize, max_tokens_budget: u64) -> Self {
+        StoreMemory {
+            store,
+            options: StandingOptions::for_run(limit, max_tokens_budget),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl MemoryProvider for StoreMemory {
+    async fn standing_context(&self, agent: &str, topic: &str) -> Option<String> {
+        let store = Arc::clone(&self.store);
+        let (agent, topic, options) = (agent.to_string(), topic.to_string(), self.options);
+        let result =
+            tokio::task::spawn_blocking(move || store.standing_context(&agent, &topic, options))
+                .await;
+        match result {
+            Ok(Ok(block)) => block,
+            // Memory is background: a run goes on without it rather than failing.
+            Ok(Err(e)) => {
+                tracing::warn!("standing context from memory is unavailable: {e}");
+                None
+            }
+            Err(e) => {
+                tracing::warn!("standing context from memory was interrupted: {e}");
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lsm_harness::{HarnessConfig, HarnessFactory};
+    use lsm_phase::AgentIdentity;
+    use lsm_providers::{Provider, Role, ScriptedProvider, ScriptedResponse};
+    use lsm_sandbox::{Sandbox, SandboxConfig};
+
+    fn table(text: &str) -> toml::Table {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn the_memory_table_is_split_off_and_checked() {
+        let mut t =
+            table("[agents]\nmax_iterations = 3\n[agents.memory]\nenabled = true\nlimit = 4\n");
+        let m = MemoryConfig::split_from(&mut t).unwrap();
+        assert!(m.enabled);
+        assert_eq!(m.limit, 4);
+        assert!(t["agents"].get("memory").is_none());
+        assert_eq!(t["agents"]["max_iterations"].as_integer(), Some(3));
+
+        let mut t = table("[agents.memory]\nenabeld = true\n");
+        let e = MemoryConfig::split_from(&mut t).unwrap_err().to_string();
+        assert!(
+            e.contains("enabeld") && e.contains("[agents.memory]"),
+            "{e}"
+        );
+
+        let mut t = table("[agents.memory]\nlimit = 0\n");
+        assert!(MemoryConfig::split_from(&mut t).is_err());
+        let mut t = table("[agents]\nmemory = true\n");
+        assert!(MemoryConfig::split_from(&mut t).is_err());
+        assert_eq!(
+            MemoryConfig::split_from(&mut toml::Table::new()).unwrap(),
+            MemoryConfig::default()
+        );
+    }
+
+    #[tokio::test]
+    async fn the_provider_injects_what_the_store_finds_and_survives_a_bad_agent_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = MemoryConfig {
+            global_db: Some(dir.path().join("g.db")),
+            ..MemoryConfig::default()
+        };
+        let store = Arc::new(config.store(&dir.path().join("Agents")));
+        store
+            .put(lsm_memory::NewMemory {
+                scope: lsm_memory::Scope::Project,
+                owner_agent: "general".into(),
+                text: "The deploy key lives in the vault".into(),
+                tags: vec![],
+                source_run_id: None,
+                expires_at: None,
+                status: lsm_memory::Status::Approved,
+            })
+            .unwrap();
+        let provider = StoreMemory::new(Arc::clone(&store), 8, 200_000);
+        let block = provider
+            .standing_context("general", "where is the deploy key?")
+            .await
+            .unwrap();
+        assert!(block.contains("deploy key lives in the vault"), "{block}");
+        assert_eq!(provider.standing_context("../x", "deploy key").await, None);
+    }
+
+    /// The composition of `lsm agent run` with memory on, in process: the real tools, the
+    /// real store, the real adapter, a harness per run, and the provider's recorded requests.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fact_stored_with_the_tools_is_standing_context_in_the_provider_requests() {
+        let dir = tempfile::tempdir().unwrap();
+        let agents = dir.path().join("Agents");
+        let config = MemoryConfig {
+            enabled: true,
+            global_db: Some(dir.path().join("g.db")),
+            ..MemoryConfig::default()
+        };
+        let store = Arc::new(config.store(&agents));
+        let registry = with_memory_tools(ToolRegistry::new(), &store);
+        let sandbox = Arc::new(
+            Sandbox::new(
+                SandboxConfig::confined_to(dir.path()),
+                registry,
+                crate::wiring::permission_asker(true),
+            )
+            .unwrap(),
+        );
+        let identity = AgentIdentity {
+            name: "assistant".into(),
+            tool_allowlist: vec!["memory_put".into(), "memory_search".into()],
+            tier: Default::default(),
+            topic: String::new(),
+        };
+        let harness_config = HarnessConfig {
+            agents_folder: agents.clone(),
+            ..HarnessConfig::default()
+        };
+        let run = |provider: Arc<ScriptedProvider>| {
+            HarnessFactory::new(
+                harness_config.clone(),
+                provider as Arc<dyn Provider>,
+                Arc::clone(&sandbox),
+            )
+            .with_memory(Arc::new(StoreMemory::new(
+                Arc::clone(&store),
+                config.limit,
+                200_000,
+            )))
+            .build(&identity, "You are a helpful assistant.")
+        };
+        let standing = |req: &lsm_providers::LlmRequest| {
+            req.messages
+                .iter()
+                .filter(|m| m.role == Role::System)
+                .find(|m| m.content.starts_with(lsm_memory::STANDING_HEADER))
+                .map(|m| m.content.clone())
+        };
+
+        // Run 1: nothing is known at the first call; the model stores a fact (approved by
+        // the permission gate); the very next call already carries it.
+        let p1 = Arc::new(ScriptedProvider::new(vec![
+            ScriptedResponse::tool(
+                "memory_put",
+                serde_json::json!({"text": "The user's name is Ada Lovelace", "tags": ["user"]}),
+            ),
+            ScriptedResponse::text("Noted."),
+        ]));
+        let report = run(Arc::clone(&p1))
+            .run("Remember that my name is Ada")
+            .await;
+        assert_eq!(report.result.stop_reason, lsm_phase::StopReason::Done);
+        assert_eq!(
+            (
+                report.summary.memory.written,
+                report.summary.memory.approved
+            ),
+            (1, 1)
+        );
+        let requests = p1.requests();
+        assert_eq!(standing(&requests[0]), None);
+        assert!(standing(&requests[1]).unwrap().contains("Ada Lovelace"));
+
+        // Run 2, a new harness: the fact is a system block of its first request, right
+        // after the system prompt.
+        let p2 = Arc::new(ScriptedProvider::new(vec![ScriptedResponse::text("Ada.")]));
+        run(Arc::clone(&p2)).run("What is my name?").await;
+        let request = &p2.requests()[0];
+        assert_eq!(request.messages[1].role, Role::System);
+        let block = standing(request).unwrap();
+        assert_eq!(request.messages[1].content, block);
+        assert!(
+            block.contains("- [agent] The user's name is Ada Lovelace (tags: user)"),
+            "{block}"
+        );
+        assert!(agents.join("assistant/memory/memory.db").is_file());
+    }
+}

@@ -1,0 +1,58 @@
+//! Persistent agent memory: facts an agent (or a person) saves in one run and the agents see
+//! again in later runs.
+//!
+//! - [`MemoryStore`] keeps memories in embedded SQLite databases with an FTS5 full-text
+//!   index: one per agent for agent scope (`<agents_folder>/<agent>/memory/memory.db`), one
+//!   per agents folder for project scope (`<agents_folder>/project_memory.db`), and one per
+//!   user for global scope (`$XDG_DATA_HOME/lsm/global_memory.db`, else
+//!   `~/.local/share/lsm/global_memory.db`); see [`StoreLayout`]. Every file is in WAL mode
+//!   with a busy timeout, writers take the lock up front and retry while another run holds
+//!   it, and the schema is migrated by `PRAGMA user_version`. Expired memories are never
+//!   returned, and are deleted by the next write.
+//! - [`tools()`] are the agent's tools over the store: `memory_put`, `memory_search`,
+//!   `memory_remove` (they implement `lsm_sandbox::Tool`, so every call goes through the
+//!   sandbox's permission gate, schema check and rate limit). Each change they make is
+//!   reported as a `lsm_sandbox::ToolEvent` for the run's records.
+//! - [`MemoryStore::standing_context`] builds the standing block the harness injects before
+//!   every LLM call: the approved memories relevant to the topic, scopes agent → project →
+//!   global, at most `limit` of them within a token budget ([`format_block`]).
+//!
+//! A memory is a **candidate** until approved: candidates are never injected and never found
+//! by an agent's search. A `memory_put` that a person allowed through the permission gate is
+//! stored approved; see [`tools`] for the rule.
+//!
+//! # What this crate must never do
+//!
+//! - Block the async runtime: the tools run every store operation on the blocking pool, and
+//!   callers of the blocking [`MemoryStore`] API from async code must do the same.
+//! - Surface "database is locked" to an agent while another run writes: writers wait and
+//!   retry.
+//! - Return or inject an expired memory, or inject a candidate.
+//! - Let an agent reach another agent's agent-scope memories, or write outside the memory
+//!   databases (its tools take no paths).
+//! - Depend on `lsm-harness` or be depended on by `lsm-agents` (checked by
+//!   `cargo xtask check-layers`): the composition root adapts it to the harness's
+//!   `MemoryProvider`.
+
+mod error;
+mod model;
+mod schema;
+mod standing;
+mod store;
+pub mod tools;
+
+pub use error::MemoryError;
+pub use model::{
+    MAX_TAG_CHARS, MAX_TAGS, MAX_TEXT_BYTES, Memory, NewMemory, Scope, Status, normalize_tags,
+};
+pub use standing::{
+    STANDING_HEADER, StandingOptions, estimate_tokens, format_block, token_budget_for,
+};
+pub use store::{
+    AGENT_DB_FILE, Clock, GLOBAL_DB_FILE, Hit, ListFilter, MemoryStore, PROJECT_DB_FILE,
+    PutOutcome, Reach, SearchQuery, StoreLayout, default_global_db, default_global_db_from,
+};
+pub use tools::tools;
+
+/// The names of the memory tools.
+pub const TOOL_NAMES: &[&str] = &["memory_put", "memory_search", "memory_remove"];
