@@ -6,11 +6,12 @@ use std::sync::Arc;
 use anyhow::Result;
 use clap::Args;
 use lsm_harness::{HarnessFactory, RunReport};
-use lsm_sandbox::Sandbox;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, ConfigError};
 use crate::exit;
+use crate::foreground;
+use crate::interaction_wiring;
 use crate::progress::StderrProgress;
 use crate::wiring;
 
@@ -45,7 +46,8 @@ pub struct RunArgs {
     pub json: bool,
 
     /// Approve every permission request automatically (recorded as such in the transcript
-    /// and the summary). Without it, a request that needs a person is denied.
+    /// and the summary). Without it, a request is asked on the terminal, or denied at once
+    /// when stdin is not a terminal.
     #[arg(long)]
     pub yes: bool,
 }
@@ -122,19 +124,19 @@ async fn run_async(config_path: Option<&Path>, args: RunArgs) -> Result<u8> {
         })?;
     let provider = wiring::build_provider(&provider_spec, &cwd)?;
 
-    let registry = lsm_sandbox::builtin::registry();
-    let asker = wiring::permission_asker(args.yes);
-    let sandbox = Sandbox::new(config.sandbox.clone(), registry, asker)
-        .map_err(|e| usage(format!("invalid [sandbox] configuration: {e}")))?;
+    let channel = interaction_wiring::run_channel(&config.agents.interaction)?;
+    let sandbox = interaction_wiring::sandbox_with_channel(&config.sandbox, &channel)?;
 
     let stop = CancellationToken::new();
-    let mut factory = HarnessFactory::new(config.agents.clone(), provider, Arc::new(sandbox))
-        .with_stop_token(stop.clone());
+    let mut factory =
+        HarnessFactory::new(config.agents.harness.clone(), provider, Arc::new(sandbox))
+            .with_stop_token(stop.clone());
     if !args.json {
         factory = factory.with_event_sink(Arc::new(StderrProgress));
     }
-    let identity = spec.identity(task, false);
+    let identity = spec.identity(task, true);
     let mut harness = factory.build(&identity, spec.system_prompt);
+    let answering = foreground::attach(&channel, &harness, args.yes);
 
     let ctrl_c = stop.clone();
     tokio::spawn(async move {
@@ -145,6 +147,8 @@ async fn run_async(config_path: Option<&Path>, args: RunArgs) -> Result<u8> {
     });
 
     let report = harness.run(task).await;
+    channel.shutdown("the run ended");
+    answering.abort();
     print_report(&report, args.json)?;
     if let Some(err) = &report.records_error {
         eprintln!("error: the run's records could not be written: {err}");

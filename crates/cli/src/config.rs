@@ -3,9 +3,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use lsm_harness::HarnessConfig;
 use lsm_sandbox::SandboxConfig;
 use serde::Deserialize;
+
+use crate::agents_config::AgentsConfig;
 
 /// The name looked for in the working directory when `--config` is not given.
 pub const DEFAULT_CONFIG_FILE: &str = "lsm.toml";
@@ -22,8 +23,8 @@ pub struct LlmConfig {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
-    /// `[agents]`: harness settings.
-    pub agents: HarnessConfig,
+    /// `[agents]`: harness, runtime and interaction settings.
+    pub agents: AgentsConfig,
     /// `[sandbox]`: tool policy.
     pub sandbox: SandboxConfig,
     /// `[llm]`: the provider.
@@ -105,8 +106,12 @@ pub fn load(explicit: Option<&Path>, env: &[(String, String)]) -> Result<Config>
 /// The sections an `LSM_<SECTION>_<KEY>` variable can address.
 const SECTIONS: &[&str] = &["agents", "sandbox", "llm"];
 
-/// `LSM_AGENTS_MAX_TOKENS_BUDGET=5000` sets `[agents] max_tokens_budget = 5000`. Values are
-/// read as TOML (numbers, booleans, arrays) and fall back to a plain string.
+/// Nested tables an `LSM_<SECTION>_<TABLE>_<KEY>` variable can address.
+const NESTED: &[(&str, &str)] = &[("agents", "interaction")];
+
+/// `LSM_AGENTS_MAX_TOKENS_BUDGET=5000` sets `[agents] max_tokens_budget = 5000`;
+/// `LSM_AGENTS_INTERACTION_TIMEOUT_SECONDS=60` sets `[agents.interaction] timeout_seconds`.
+/// Values are read as TOML (numbers, booleans, arrays) and fall back to a plain string.
 fn apply_env_overrides(table: &mut toml::Table, env: &[(String, String)]) -> Result<()> {
     for (name, value) in env {
         let Some(rest) = name.strip_prefix("LSM_") else {
@@ -132,11 +137,28 @@ fn apply_env_overrides(table: &mut toml::Table, env: &[(String, String)]) -> Res
         let entry = table
             .entry(section.to_string())
             .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        match entry {
-            toml::Value::Table(t) => {
+        let toml::Value::Table(t) = entry else {
+            bail!(config_error(format!("[{section}] is not a table")));
+        };
+        let nested = NESTED.iter().find_map(|(s, n)| {
+            (*s == section)
+                .then(|| key.strip_prefix(n).and_then(|k| k.strip_prefix('_')))
+                .flatten()
+                .map(|k| (*n, k.to_string()))
+        });
+        match nested {
+            None => {
                 t.insert(key, parsed);
             }
-            _ => bail!(config_error(format!("[{section}] is not a table"))),
+            Some((name, key)) => {
+                let inner = t
+                    .entry(name.to_string())
+                    .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                let toml::Value::Table(inner) = inner else {
+                    bail!(config_error(format!("[{section}.{name}] is not a table")));
+                };
+                inner.insert(key, parsed);
+            }
         }
     }
     Ok(())
@@ -182,10 +204,22 @@ mod tests {
                 ("LSM_AGENTS_MAX_TOKENS_BUDGET".into(), "5000".into()),
                 ("LSM_SANDBOX_ALLOW_URL_ACCESS".into(), "true".into()),
                 ("LSM_LLM_PROVIDER".into(), "scripted:x.jsonl".into()),
+                ("LSM_AGENTS_MAX_CONCURRENT".into(), "2".into()),
+                ("LSM_AGENTS_INTERACTION_TIMEOUT_SECONDS".into(), "60".into()),
+                (
+                    "LSM_AGENTS_INTERACTION_TIMEOUT_ACTION".into(),
+                    "approve".into(),
+                ),
             ],
         )
         .unwrap();
         let c: Config = toml::Value::Table(t).try_into().unwrap();
+        assert_eq!(c.agents.max_concurrent, 2);
+        assert_eq!(c.agents.interaction.timeout_seconds, 60);
+        assert_eq!(
+            c.agents.interaction.timeout_action,
+            lsm_interaction::TimeoutAction::Approve
+        );
         assert_eq!(c.agents.max_tokens_budget, 5000);
         assert!(c.sandbox.allow_url_access);
         assert_eq!(c.llm.provider.as_deref(), Some("scripted:x.jsonl"));

@@ -10,10 +10,15 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod agent_run;
+mod agents_config;
 mod config;
 mod exit;
+mod foreground;
+mod interaction_wiring;
 mod progress;
+mod runtime;
 mod tools_cmd;
+mod tui;
 mod wiring;
 
 use std::path::PathBuf;
@@ -45,6 +50,8 @@ enum Command {
     /// Inspect the tools agents can use.
     #[command(subcommand)]
     Tools(ToolsCommand),
+    /// A terminal UI: start runs, follow their logs, answer their requests.
+    Tui(tui::TuiArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -79,10 +86,14 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    init_logging(cli.verbose);
+    // Log lines on stderr would tear the TUI's screen: it logs nothing.
+    if !matches!(cli.command, Command::Tui(_)) {
+        init_logging(cli.verbose);
+    }
     let code = match cli.command {
         Command::Tools(ToolsCommand::List(args)) => tools_cmd::list(args.json),
         Command::Agent(AgentCommand::Run(args)) => agent_run::run(cli.config.as_deref(), args),
+        Command::Tui(args) => tui::run(cli.config.as_deref(), args),
     };
     ExitCode::from(code)
 }
