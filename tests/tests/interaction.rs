@@ -244,15 +244,20 @@ impl Tmux {
 
     /// Wait (up to a minute, a failure guard) until the screen shows `needle`.
     fn wait_for(&self, needle: &str) -> String {
+        self.wait_until(needle, |screen| screen.contains(needle))
+    }
+
+    /// Wait (up to a minute) until `done(screen)`; `what` names it in the failure.
+    fn wait_until(&self, what: &str, done: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let screen = self.screen();
-            if screen.contains(needle) {
+            if done(&screen) {
                 return screen;
             }
             assert!(
                 Instant::now() < deadline,
-                "the TUI never showed {needle:?}; last screen:\n{screen}"
+                "the screen never showed {what:?}; last screen:\n{screen}"
             );
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -363,4 +368,52 @@ fn the_tui_approves_a_write_and_the_file_is_written() {
     let answer = find(&events, "interaction_response");
     assert_eq!(answer["decision"], "approve");
     assert_eq!(answer["source"], "person");
+}
+
+#[test]
+fn the_terminal_prompt_acknowledges_a_request_and_takes_the_answer() {
+    let (dir, script) = workspace(&[
+        call(
+            "write_file",
+            json!({"path": "out.md", "content": "typed yes"}),
+        ),
+        text("wrote out.md"),
+    ]);
+    std::fs::write(
+        dir.path().join("lsm.toml"),
+        "[agents.interaction]\ntimeout_seconds = 1\n",
+    )
+    .unwrap();
+    // The pane stays open after the run so its exit code can be read.
+    let command = format!(
+        "env -i HOME={home} PATH={path} TERM=xterm-256color {bin} agent run general \
+         --task 'write it' --provider {provider}; echo EXIT=$?; sleep 120",
+        home = quote(dir.path()),
+        path = quote(Path::new(&std::env::var("PATH").unwrap_or_default())),
+        bin = quote(lsm_bin()),
+        provider = quote(Path::new(&format!("scripted:{}", script.display()))),
+    );
+    let tmux = Tmux::start(dir.path(), &command);
+    let screen = tmux.wait_for("[a] approve for the rest of the run >");
+    assert!(
+        screen.contains("Allow tool 'write_file' (risk: writes_workspace)?"),
+        "{screen}"
+    );
+    // Three times the unacknowledged timeout: shown, so still waiting.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(!tmux.screen().contains("timed out"), "{}", tmux.screen());
+    tmux.text("maybe");
+    tmux.keys(&["Enter"]);
+    // Not an answer: asked again.
+    let hint = "[a] approve for the rest of the run >";
+    tmux.wait_until("the answer hint twice", |screen| {
+        screen.matches(hint).count() == 2
+    });
+    tmux.keys(&["y", "Enter"]);
+    let screen = tmux.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("out.md")).unwrap(),
+        "typed yes"
+    );
 }

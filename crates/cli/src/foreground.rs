@@ -87,9 +87,13 @@ async fn respond_loop<W: Write>(
     mut out: W,
 ) {
     let mut pending = channel.subscribe();
+    let mut handled: Option<String> = None;
     loop {
         let request = pending.borrow_and_update().clone();
-        if let Some(request) = request {
+        if let Some(request) = request
+            && handled.as_deref() != Some(request.request_id.as_str())
+        {
+            handled = Some(request.request_id.clone());
             answer(
                 &channel,
                 policy,
@@ -99,6 +103,8 @@ async fn respond_loop<W: Write>(
                 &request,
             )
             .await;
+            // A newer request may have been posted meanwhile: look again before waiting.
+            continue;
         }
         if pending.changed().await.is_err() {
             return;
@@ -177,11 +183,13 @@ async fn ask_person<W: Write>(
 ) -> Asked {
     // Lines typed before the request existed answer nothing.
     while lines.try_recv().is_ok() {}
-    let _ = out.write_all(render(request).as_bytes());
-    let _ = out.flush();
+    // Acknowledged as it is shown (first, so the progress line of the acknowledgement comes
+    // before the prompt, not in the middle of the answer being typed).
     if let Err(e) = channel.acknowledge_request(&request.request_id) {
         tracing::debug!("{e}");
     }
+    let _ = out.write_all(render(request).as_bytes());
+    let _ = out.flush();
     loop {
         tokio::select! {
             line = lines.recv() => {
@@ -442,6 +450,54 @@ mod tests {
         assert!(d.reason.contains("--yes"), "{}", d.reason);
         let last = events.0.lock().unwrap().last().unwrap().clone();
         assert_eq!(last.fields()["source"], "auto_approve");
+        task.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_posted_while_the_last_one_was_on_screen_is_shown_too() {
+        let (ch, _events) = setup(InteractionConfig::default());
+        let (tx, rx) = mpsc::unbounded_channel();
+        let out = Buf::default();
+        let task = spawn(
+            Arc::clone(&ch),
+            Policy {
+                auto_approve: false,
+                interactive: true,
+            },
+            Some(rx),
+            out.clone(),
+        );
+        let first = {
+            let ch = Arc::clone(&ch);
+            tokio::spawn(async move { ch.ask_permission(&perm()).await })
+        };
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+        assert!(out.text().contains("Allow tool"));
+        // The shown request ends and the next is posted before the prompt notices.
+        ch.cancel_pending("a stop");
+        let question = InteractionRequest::clarification("ask_user", "Which one?", None);
+        let id = question.request_id.clone();
+        let mut second = Box::pin(ch.post_request(question));
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(second.as_mut().poll(&mut cx).is_pending());
+        assert!(!first.await.unwrap().allowed);
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+        assert!(out.text().contains("Which one?"), "{}", out.text());
+        assert!(ch.pending().unwrap().acknowledged_at.is_some());
+        tx.send("the left one".into()).unwrap();
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+        let std::task::Poll::Ready(answer) = second.as_mut().poll(&mut cx) else {
+            panic!("the second request was not answered");
+        };
+        let answer = answer.unwrap();
+        assert_eq!(answer.response.request_id, id);
+        assert_eq!(answer.response.user_message, "the left one");
         task.abort();
     }
 
