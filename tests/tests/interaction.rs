@@ -417,3 +417,16 @@ fn the_terminal_prompt_acknowledges_a_request_and_takes_the_answer() {
         "typed yes"
     );
 }
+
+#[test]
+fn tui_without_a_provider_is_a_usage_error_before_touching_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(lsm(dir.path()).arg("tui"));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no LLM provider configured"), "{err}");
+    let out = run(lsm(dir.path()).args(["tui", "--provider", "scripted:/no/such.jsonl"]));
+    assert_eq!(out.status.code(), Some(2));
+    let out = run(lsm(dir.path()).arg("--help"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("tui"));
+}
