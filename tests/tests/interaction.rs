@@ -84,12 +84,13 @@ fn headless_permission_requests_are_denied_at_once_and_recorded() {
         call("write_file", json!({"path": "out.md", "content": "x"})),
         text("could not write"),
     ]);
-    // A long timeout: if the run waited on anyone, the test would hang and fail.
+    // Had the run waited on anyone, the request would end in a timeout two minutes later,
+    // and the checks below would fail.
     let (code, summary, events) = headless(
         dir.path(),
         &script,
         &[],
-        &[("LSM_AGENTS_INTERACTION_TIMEOUT_SECONDS", "3600")],
+        &[("LSM_AGENTS_INTERACTION_TIMEOUT_SECONDS", "120")],
     );
     assert_eq!(code, 0);
     assert!(!dir.path().join("out.md").exists());
