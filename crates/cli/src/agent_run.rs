@@ -7,12 +7,13 @@ use std::sync::Arc;
 use anyhow::Result;
 use clap::Args;
 use lsm_harness::HarnessFactory;
-use lsm_sandbox::Sandbox;
 use tokio_util::sync::CancellationToken;
 
 use crate::agents_cmd::{self, AgentRunOptions};
 use crate::config::{self, ConfigError};
 use crate::exit;
+use crate::foreground;
+use crate::interaction_wiring;
 use crate::memory_wiring::{self, StoreMemory};
 use crate::progress::StderrProgress;
 use crate::wiring;
@@ -56,7 +57,8 @@ pub struct RunArgs {
     pub json: bool,
 
     /// Approve every permission request automatically (recorded as such in the transcript
-    /// and the summary). Without it, a request that needs a person is denied.
+    /// and the summary). Without it, a request is asked on the terminal, or denied at once
+    /// when stdin is not a terminal.
     #[arg(long)]
     pub yes: bool,
 }
@@ -141,14 +143,14 @@ async fn run_async(config_path: Option<&Path>, args: RunArgs) -> Result<u8> {
     if let Some(store) = &memory {
         registry = memory_wiring::with_memory_tools(registry, store);
     }
-    let ask_user_available = registry.contains("ask_user");
-    let asker = wiring::permission_asker(args.yes);
-    let sandbox = Sandbox::new(config.sandbox.clone(), registry, asker)
-        .map_err(|e| usage(format!("invalid [sandbox] configuration: {e}")))?;
+    let channel = interaction_wiring::run_channel(&config.agents.interaction)?;
+    let sandbox = interaction_wiring::sandbox_with_channel(&config.sandbox, registry, &channel)?;
+    let ask_user_available = sandbox.registry().contains("ask_user");
 
     let stop = CancellationToken::new();
-    let mut factory = HarnessFactory::new(config.agents.clone(), provider, Arc::new(sandbox))
-        .with_stop_token(stop.clone());
+    let mut factory =
+        HarnessFactory::new(config.agents.harness.clone(), provider, Arc::new(sandbox))
+            .with_stop_token(stop.clone());
     if !args.json {
         factory = factory.with_event_sink(Arc::new(StderrProgress));
     }
@@ -160,6 +162,7 @@ async fn run_async(config_path: Option<&Path>, args: RunArgs) -> Result<u8> {
             config.agents.max_tokens_budget,
         )));
     }
+    let answering = foreground::answer_in_foreground(&channel, args.yes);
     let ctrl_c = stop.clone();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
@@ -174,6 +177,10 @@ async fn run_async(config_path: Option<&Path>, args: RunArgs) -> Result<u8> {
         max_rounds: args.max_rounds,
         ask_user_available,
         json: args.json,
+        interactions: Some(Arc::clone(&channel)),
     };
-    agents_cmd::run(spec, &task, factory, opts).await
+    let code = agents_cmd::run(spec, &task, factory, opts).await;
+    channel.shutdown("the run ended");
+    answering.abort();
+    code
 }

@@ -10,6 +10,7 @@ use lsm_agents::{
     AgentContext, AgentLogSink, AgentOutput, AgentSpec, RunOutcome, StopReason, TaskInput,
 };
 use lsm_harness::{HarnessFactory, RunSummary};
+use lsm_interaction::InteractionChannel;
 use lsm_phase::{AgentIdentity, ExecutorFactory, PhaseExecutor};
 
 use crate::agent_run::usage;
@@ -106,6 +107,7 @@ pub fn objective(
 pub struct RecordingFactory {
     inner: HarnessFactory,
     run_dir: Mutex<Option<PathBuf>>,
+    interactions: Option<Arc<InteractionChannel>>,
 }
 
 impl RecordingFactory {
@@ -114,7 +116,14 @@ impl RecordingFactory {
         RecordingFactory {
             inner,
             run_dir: Mutex::new(None),
+            interactions: None,
         }
+    }
+
+    /// Record `channel`'s events in the transcript of every harness built.
+    pub fn with_interactions(mut self, channel: Option<Arc<InteractionChannel>>) -> Self {
+        self.interactions = channel;
+        self
     }
 
     /// The run folder of the last harness built, if any was.
@@ -126,6 +135,9 @@ impl RecordingFactory {
 impl ExecutorFactory for RecordingFactory {
     fn create(&self, agent: &AgentIdentity, system_prompt: &str) -> Box<dyn PhaseExecutor> {
         let harness = self.inner.build(agent, system_prompt);
+        if let Some(channel) = &self.interactions {
+            crate::interaction_wiring::record_interactions(channel, &harness);
+        }
         if let Ok(mut dir) = self.run_dir.lock() {
             *dir = Some(harness.run_dir());
         }
@@ -155,6 +167,8 @@ pub struct AgentRunOptions {
     pub ask_user_available: bool,
     /// `--json`: stdout carries only the run summary.
     pub json: bool,
+    /// The run's interaction channel, whose events go to the run's transcript.
+    pub interactions: Option<Arc<InteractionChannel>>,
 }
 
 /// Run `spec` on `objective` through the agent layer, print the result, and return the exit
@@ -166,7 +180,8 @@ pub async fn run(
     factory: HarnessFactory,
     opts: AgentRunOptions,
 ) -> Result<u8> {
-    let recording = Arc::new(RecordingFactory::new(factory));
+    let recording =
+        Arc::new(RecordingFactory::new(factory).with_interactions(opts.interactions.clone()));
     let mut ctx = AgentContext::new(
         Arc::clone(&recording) as Arc<dyn ExecutorFactory>,
         opts.agents_folder.clone(),

@@ -3,10 +3,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use lsm_harness::HarnessConfig;
 use lsm_sandbox::SandboxConfig;
 use serde::Deserialize;
 
+use crate::agents_config::AgentsConfig;
 use crate::memory_wiring::MemoryConfig;
 
 /// The name looked for in the working directory when `--config` is not given.
@@ -24,8 +24,8 @@ pub struct LlmConfig {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
-    /// `[agents]`: harness settings.
-    pub agents: HarnessConfig,
+    /// `[agents]`: harness, runtime and interaction settings.
+    pub agents: AgentsConfig,
     /// `[sandbox]`: tool policy.
     pub sandbox: SandboxConfig,
     /// `[llm]`: the provider.
@@ -120,8 +120,9 @@ pub fn load(explicit: Option<&Path>, env: &[(String, String)]) -> Result<Config>
 const SECTIONS: &[&str] = &["agents", "sandbox", "llm"];
 
 /// Tables nested in a section, addressed as `LSM_<SECTION>_<TABLE>_<KEY>`
-/// (`LSM_AGENTS_MEMORY_ENABLED` sets `[agents.memory] enabled`).
-const NESTED: &[(&str, &str)] = &[("agents", "memory")];
+/// (`LSM_AGENTS_MEMORY_ENABLED` sets `[agents.memory] enabled`,
+/// `LSM_AGENTS_INTERACTION_TIMEOUT_SECONDS=60` sets `[agents.interaction] timeout_seconds`).
+const NESTED: &[(&str, &str)] = &[("agents", "memory"), ("agents", "interaction")];
 
 /// `LSM_AGENTS_MAX_TOKENS_BUDGET=5000` sets `[agents] max_tokens_budget = 5000`. Values are
 /// read as TOML (numbers, booleans, arrays) and fall back to a plain string.
@@ -216,10 +217,22 @@ mod tests {
                 ("LSM_AGENTS_MAX_TOKENS_BUDGET".into(), "5000".into()),
                 ("LSM_SANDBOX_ALLOW_URL_ACCESS".into(), "true".into()),
                 ("LSM_LLM_PROVIDER".into(), "scripted:x.jsonl".into()),
+                ("LSM_AGENTS_MAX_CONCURRENT".into(), "2".into()),
+                ("LSM_AGENTS_INTERACTION_TIMEOUT_SECONDS".into(), "60".into()),
+                (
+                    "LSM_AGENTS_INTERACTION_TIMEOUT_ACTION".into(),
+                    "approve".into(),
+                ),
             ],
         )
         .unwrap();
         let c: Config = toml::Value::Table(t).try_into().unwrap();
+        assert_eq!(c.agents.max_concurrent, 2);
+        assert_eq!(c.agents.interaction.timeout_seconds, 60);
+        assert_eq!(
+            c.agents.interaction.timeout_action,
+            lsm_interaction::TimeoutAction::Approve
+        );
         assert_eq!(c.agents.max_tokens_budget, 5000);
         assert!(c.sandbox.allow_url_access);
         assert_eq!(c.llm.provider.as_deref(), Some("scripted:x.jsonl"));

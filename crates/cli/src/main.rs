@@ -11,12 +11,17 @@
 
 mod agent_run;
 mod agents_cmd;
+mod agents_config;
 mod config;
 mod exit;
+mod foreground;
+mod interaction_wiring;
 mod memory_cmd;
 mod memory_wiring;
 mod progress;
+mod runtime;
 mod tools_cmd;
+mod tui;
 mod wiring;
 
 use std::path::PathBuf;
@@ -51,6 +56,8 @@ enum Command {
     /// Inspect, approve and remove what agents remember across runs.
     #[command(subcommand)]
     Memory(memory_cmd::MemoryCommand),
+    /// A terminal UI: start runs, follow their logs, answer their requests.
+    Tui(tui::TuiArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -87,12 +94,16 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    init_logging(cli.verbose);
+    // Log lines on stderr would tear the TUI's screen: it logs nothing.
+    if !matches!(cli.command, Command::Tui(_)) {
+        init_logging(cli.verbose);
+    }
     let code = match cli.command {
         Command::Tools(ToolsCommand::List(args)) => tools_cmd::list(args.json),
         Command::Agent(AgentCommand::Run(args)) => agent_run::run(cli.config.as_deref(), args),
         Command::Agent(AgentCommand::List(args)) => agents_cmd::list(args.json),
         Command::Memory(command) => memory_cmd::run(cli.config.as_deref(), command),
+        Command::Tui(args) => tui::run(cli.config.as_deref(), args),
     };
     ExitCode::from(code)
 }

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
@@ -29,6 +29,49 @@ pub const BLOCK_TOOL: &str = "block";
 pub trait EventSink: Send + Sync {
     /// One event, exactly as written to the transcript.
     fn event(&self, event: &Value);
+}
+
+/// Appends events to one run's transcript from outside its loop; cheap to clone. Events are
+/// numbered in one sequence with the loop's own, and reach the event sink as they do.
+#[derive(Clone)]
+pub struct RecordHandle {
+    recorder: Arc<Mutex<Recorder>>,
+    events: Option<Arc<dyn EventSink>>,
+}
+
+impl std::fmt::Debug for RecordHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordHandle").finish_non_exhaustive()
+    }
+}
+
+impl RecordHandle {
+    /// Append `event` with `fields` (an object) and return the line as written.
+    ///
+    /// # Errors
+    /// When the transcript cannot be written (the message names the file); the caller
+    /// decides whether that matters — the loop itself stops at its next record.
+    pub fn record(&self, event: &str, fields: Value) -> Result<Value, String> {
+        record_to(&self.recorder, self.events.as_ref(), event, fields)
+    }
+}
+
+fn lock_recorder(recorder: &Mutex<Recorder>) -> MutexGuard<'_, Recorder> {
+    // A panic while appending cannot leave the file in a state worse than a torn last line.
+    recorder.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn record_to(
+    recorder: &Mutex<Recorder>,
+    events: Option<&Arc<dyn EventSink>>,
+    event: &str,
+    fields: Value,
+) -> Result<Value, String> {
+    let written = lock_recorder(recorder).append(event, fields)?;
+    if let Some(sink) = events {
+        sink.event(&written);
+    }
+    Ok(written)
 }
 
 /// Token accounting of a run. Visible to the harness's owner (the CLI, tests), never to an
@@ -75,7 +118,7 @@ pub struct AgentHarness {
     events: Option<Arc<dyn EventSink>>,
     contexts: Contexts,
     usage: RunUsage,
-    recorder: Recorder,
+    recorder: Arc<Mutex<Recorder>>,
     run_id: String,
     started_at: DateTime<Utc>,
     started: Instant,
@@ -139,7 +182,7 @@ impl AgentHarness {
             events: None,
             contexts: Contexts::default(),
             usage: RunUsage::default(),
-            recorder,
+            recorder: Arc::new(Mutex::new(recorder)),
             run_id,
             started_at,
             started: Instant::now(),
@@ -190,7 +233,7 @@ impl AgentHarness {
 
     /// The run's log folder.
     pub fn run_dir(&self) -> PathBuf {
-        self.recorder.run_dir().to_path_buf()
+        self.recorder().run_dir().to_path_buf()
     }
 
     /// Run the agent's task as one phase of up to `config.max_iterations` iterations with
@@ -204,11 +247,16 @@ impl AgentHarness {
             other => RunOutcome::Stopped(other),
         };
         let (summary, records_error) = self.finish_inner(outcome);
+        // One lock for both: a guard taken inside the struct literal would live to its end.
+        let (summary_path, transcript_path) = {
+            let recorder = self.recorder();
+            (recorder.summary_path(), recorder.transcript_path())
+        };
         RunReport {
             result,
             summary,
-            summary_path: self.recorder.summary_path(),
-            transcript_path: self.recorder.transcript_path(),
+            summary_path,
+            transcript_path,
             records_error,
         }
     }
@@ -221,11 +269,21 @@ impl AgentHarness {
 
     /// Record an event (transcript + sink).
     fn record(&mut self, event: &str, fields: Value) -> Result<(), String> {
-        let written = self.recorder.append(event, fields)?;
-        if let Some(sink) = &self.events {
-            sink.event(&written);
+        record_to(&self.recorder, self.events.as_ref(), event, fields).map(|_| ())
+    }
+
+    fn recorder(&self) -> MutexGuard<'_, Recorder> {
+        lock_recorder(&self.recorder)
+    }
+
+    /// A handle that appends events to this run's transcript (and sends them to the event
+    /// sink) from outside the loop — how the run's interaction channel records requests and
+    /// answers while a tool waits on them. Take it after [`AgentHarness::with_event_sink`].
+    pub fn record_handle(&self) -> RecordHandle {
+        RecordHandle {
+            recorder: Arc::clone(&self.recorder),
+            events: self.events.clone(),
         }
-        Ok(())
     }
 
     /// Tool definitions offered in a phase: allowlisted, registered, within `tool_names`.
@@ -748,7 +806,7 @@ impl AgentHarness {
             json!({"status": status, "run_outcome": run_outcome,
                    "tokens_used": self.usage.tokens_used}),
         );
-        let error = self.recorder.write_summary(&summary).err();
+        let error = self.recorder().write_summary(&summary).err();
         if let Some(e) = &error {
             tracing::error!(run_id = %self.run_id, "{e}");
         }

@@ -35,7 +35,7 @@ mod records;
 
 pub use config::{ContextStrategy, HarnessConfig};
 pub use factory::HarnessFactory;
-pub use harness::{AgentHarness, BLOCK_TOOL, EventSink, RunReport, RunUsage};
+pub use harness::{AgentHarness, BLOCK_TOOL, EventSink, RecordHandle, RunReport, RunUsage};
 pub use memory::{MemoryProvider, NoMemory};
 pub use records::{
     ApprovalsDenials, ContextTracking, LabelTracking, MemoryCounts, RunSummary, TokenUsage,

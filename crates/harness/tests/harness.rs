@@ -1376,3 +1376,43 @@ proptest! {
         }
     }
 }
+
+// ---------- records from outside the loop ----------
+
+/// Records every event it is sent.
+#[derive(Default)]
+struct Collect(std::sync::Mutex<Vec<Value>>);
+
+impl lsm_harness::EventSink for Collect {
+    fn event(&self, event: &Value) {
+        self.0.lock().unwrap().push(event.clone());
+    }
+}
+
+#[tokio::test]
+async fn a_record_handle_appends_to_the_same_numbered_transcript_and_sink() {
+    let fx = fixture(vec![tool("tool_a", "x"), done("finished")]);
+    let sink = Arc::new(Collect::default());
+    let mut fx = Fixture {
+        harness: fx.harness.with_event_sink(sink.clone()),
+        ..fx
+    };
+    let handle = fx.harness.record_handle();
+    let r = fx
+        .harness
+        .run_bounded(PhaseRequest::new("go").with_max_iterations(5))
+        .await;
+    assert_eq!(r.stop_reason, StopReason::Done);
+    let written = handle
+        .clone()
+        .record("interaction_request", json!({"request_id": "perm-1"}))
+        .unwrap();
+    assert_eq!(written["event"], "interaction_request");
+    let t = transcript(&fx);
+    let last = t.last().unwrap();
+    assert_eq!(last["request_id"], "perm-1");
+    // One sequence: the handle's line follows the loop's.
+    let seqs: Vec<u64> = t.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    assert_eq!(sink.0.lock().unwrap().last().unwrap(), last);
+}

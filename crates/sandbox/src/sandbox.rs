@@ -356,7 +356,13 @@ impl Sandbox {
             permission_granted: permission.is_some(),
         };
         let run = std::panic::AssertUnwindSafe(tool.execute(ctx)).catch_unwind();
-        let outcome = match tokio::time::timeout(self.timeout, run).await {
+        // A tool that waits for a person is bounded by the interaction channel's own timeout.
+        let timed = if tool.waits_for_person() {
+            Ok(run.await)
+        } else {
+            tokio::time::timeout(self.timeout, run).await
+        };
+        let outcome = match timed {
             Err(_) => Err(ExecError::Timeout {
                 tool: tool_name.clone(),
                 seconds: self.config.timeout_seconds,

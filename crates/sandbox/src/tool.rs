@@ -200,6 +200,13 @@ pub trait Tool: Send + Sync {
         false
     }
 
+    /// Whether a call waits for a person (the `ask_user` tool). Such a call is exempt from
+    /// the sandbox's `timeout_seconds`: how long a person may take is the interaction
+    /// channel's business (its own two-phase timeout), not the runner's.
+    fn waits_for_person(&self) -> bool {
+        false
+    }
+
     /// Arguments that are paths. Every one is confined by the sandbox before the call, and the
     /// tool gets the resolved path from [`ToolContext::path`].
     fn path_args(&self) -> &[PathArg] {

@@ -837,6 +837,45 @@ async fn slow_tool_times_out() {
     assert!(e.to_string().contains("timed out after 0.2 s"), "{e}");
 }
 
+/// Waits for a person (like `ask_user`): a minute, far past the sandbox timeout.
+struct PatientAsk;
+
+#[async_trait::async_trait]
+impl Tool for PatientAsk {
+    fn name(&self) -> &str {
+        "patient_ask"
+    }
+    fn description(&self) -> &str {
+        "Waits for a person."
+    }
+    fn parameters(&self) -> Value {
+        schema_for::<NoArgs>()
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    fn waits_for_person(&self) -> bool {
+        true
+    }
+    async fn execute(&self, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        Ok(ToolOutput::text("the person answered"))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tool_waiting_for_a_person_is_not_cut_off_by_the_runner_timeout() {
+    let f = fixture();
+    let mut config = f.open_config();
+    config.timeout_seconds = 1.0;
+    let sb = Sandbox::new(config, registry().with(Arc::new(PatientAsk)), None).unwrap();
+    let (text, _) = ok(sb.execute("patient_ask", &json!({})).await);
+    assert_eq!(text, "the person answered");
+    // The same wait in an ordinary tool is cut off.
+    let e = err(sb.execute("sleeper", &json!({})).await);
+    assert!(matches!(e, ExecError::Timeout { .. }), "{e}");
+}
+
 #[tokio::test]
 async fn timed_out_command_is_killed() {
     let f = fixture();

@@ -1,0 +1,171 @@
+//! `[agents]`: the harness's settings plus the runtime's (`max_concurrent`,
+//! `log_stream_queue_limit`) and the nested `[agents.interaction]` table.
+//!
+//! The harness owns most of `[agents]` (its [`HarnessConfig`] refuses unknown keys); the
+//! keys that belong to the runtime manager and the interaction channel are taken out of the
+//! table first, so each part still refuses what it does not know.
+
+use std::ops::{Deref, DerefMut};
+
+use lsm_harness::HarnessConfig;
+use lsm_interaction::InteractionConfig;
+use serde::Deserialize;
+
+/// The whole `[agents]` section. Dereferences to the harness's part, so
+/// `config.agents.max_iterations` reads as before.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentsConfig {
+    /// The harness's settings (every key of `[agents]` not listed below).
+    pub harness: HarnessConfig,
+    /// `[agents.interaction]`: the human-in-the-loop channel.
+    pub interaction: InteractionConfig,
+    /// Runs the runtime manager executes at once; the rest wait in a queue. At least 1.
+    pub max_concurrent: usize,
+    /// Log lines kept per run for live display; older ones are dropped and counted. At
+    /// least 1.
+    pub log_stream_queue_limit: usize,
+}
+
+impl Default for AgentsConfig {
+    fn default() -> Self {
+        AgentsConfig {
+            harness: HarnessConfig::default(),
+            interaction: InteractionConfig::default(),
+            max_concurrent: 5,
+            log_stream_queue_limit: 500,
+        }
+    }
+}
+
+impl Deref for AgentsConfig {
+    type Target = HarnessConfig;
+    fn deref(&self) -> &HarnessConfig {
+        &self.harness
+    }
+}
+
+impl DerefMut for AgentsConfig {
+    fn deref_mut(&mut self) -> &mut HarnessConfig {
+        &mut self.harness
+    }
+}
+
+/// The keys of `[agents]` that are not the harness's.
+#[derive(Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct RuntimeKeys {
+    interaction: InteractionConfig,
+    max_concurrent: usize,
+    log_stream_queue_limit: usize,
+}
+
+impl Default for RuntimeKeys {
+    fn default() -> Self {
+        let d = AgentsConfig::default();
+        RuntimeKeys {
+            interaction: d.interaction,
+            max_concurrent: d.max_concurrent,
+            log_stream_queue_limit: d.log_stream_queue_limit,
+        }
+    }
+}
+
+const RUNTIME_KEYS: [&str; 3] = ["interaction", "max_concurrent", "log_stream_queue_limit"];
+
+impl<'de> Deserialize<'de> for AgentsConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut table = toml::Table::deserialize(deserializer)?;
+        let mut runtime = toml::Table::new();
+        for key in RUNTIME_KEYS {
+            if let Some(v) = table.remove(key) {
+                runtime.insert(key.to_string(), v);
+            }
+        }
+        let harness: HarnessConfig =
+            toml::Value::Table(table)
+                .try_into()
+                .map_err(|e: toml::de::Error| {
+                    D::Error::custom(format!(
+                        "{} (the runtime's keys are {})",
+                        e.message(),
+                        RUNTIME_KEYS.join(", ")
+                    ))
+                })?;
+        let runtime: RuntimeKeys = toml::Value::Table(runtime)
+            .try_into()
+            .map_err(|e: toml::de::Error| D::Error::custom(e.message().to_string()))?;
+        runtime
+            .interaction
+            .validate()
+            .map_err(|e| D::Error::custom(e.to_string()))?;
+        if runtime.max_concurrent == 0 {
+            return Err(D::Error::custom(
+                "[agents] max_concurrent must be at least 1",
+            ));
+        }
+        if runtime.log_stream_queue_limit == 0 {
+            return Err(D::Error::custom(
+                "[agents] log_stream_queue_limit must be at least 1",
+            ));
+        }
+        Ok(AgentsConfig {
+            harness,
+            interaction: runtime.interaction,
+            max_concurrent: runtime.max_concurrent,
+            log_stream_queue_limit: runtime.log_stream_queue_limit,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lsm_interaction::TimeoutAction;
+
+    use super::*;
+
+    fn parse(text: &str) -> Result<AgentsConfig, String> {
+        let t: toml::Table = text.parse().map_err(|e| format!("{e}"))?;
+        toml::Value::Table(t)
+            .try_into()
+            .map_err(|e: toml::de::Error| e.to_string())
+    }
+
+    #[test]
+    fn harness_keys_runtime_keys_and_the_interaction_table_are_each_read() {
+        let c = parse(
+            "max_iterations = 7\nmax_concurrent = 2\nlog_stream_queue_limit = 10\n\
+             [interaction]\ntimeout_seconds = 30\ntimeout_action = \"approve\"\n\
+             acknowledged_timeout_seconds = 600\nauto_continue = true\n",
+        )
+        .unwrap();
+        assert_eq!(c.max_iterations, 7);
+        assert_eq!((c.max_concurrent, c.log_stream_queue_limit), (2, 10));
+        assert_eq!(c.interaction.timeout_seconds, 30);
+        assert_eq!(c.interaction.timeout_action, TimeoutAction::Approve);
+        assert_eq!(c.interaction.acknowledged_timeout_seconds, 600);
+        assert!(c.interaction.auto_continue);
+    }
+
+    #[test]
+    fn defaults_match_the_reference() {
+        let c = parse("").unwrap();
+        assert_eq!(c, AgentsConfig::default());
+        assert_eq!((c.max_concurrent, c.log_stream_queue_limit), (5, 500));
+        assert_eq!(c.interaction.timeout_seconds, 300);
+    }
+
+    #[test]
+    fn unknown_and_out_of_range_keys_are_clear_errors() {
+        let e = parse("max_token_budget = 3").unwrap_err();
+        assert!(e.contains("max_token_budget"), "{e}");
+        let e = parse("[interaction]\ntimeout_secs = 3").unwrap_err();
+        assert!(e.contains("timeout_secs"), "{e}");
+        let e = parse("[interaction]\ntimeout_seconds = 0").unwrap_err();
+        assert!(e.contains("timeout_seconds"), "{e}");
+        let e = parse("max_concurrent = 0").unwrap_err();
+        assert!(e.contains("max_concurrent"), "{e}");
+        let e = parse("log_stream_queue_limit = 0").unwrap_err();
+        assert!(e.contains("log_stream_queue_limit"), "{e}");
+    }
+}

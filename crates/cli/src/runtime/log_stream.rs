@@ -1,0 +1,125 @@
+//! A run's live log: the last `limit` lines, oldest dropped first and counted.
+
+use std::collections::VecDeque;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use lsm_harness::EventSink;
+use serde_json::Value;
+
+/// One line of a run's log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    /// Position in the run's log, from 1; never reused, so gaps show what was dropped.
+    pub seq: u64,
+    /// The transcript event's name.
+    pub event: String,
+    /// The line as shown.
+    pub text: String,
+}
+
+/// What a reader gets: the lines kept, and how many older ones were dropped.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogSnapshot {
+    /// Oldest first.
+    pub lines: Vec<LogLine>,
+    /// Lines dropped to keep within the limit.
+    pub dropped: u64,
+}
+
+#[derive(Default)]
+struct Inner {
+    lines: VecDeque<LogLine>,
+    dropped: u64,
+    next_seq: u64,
+}
+
+/// A bounded per-run log. Receives the run's transcript events ([`EventSink`]); readers take
+/// snapshots.
+pub struct LogStream {
+    limit: usize,
+    inner: Mutex<Inner>,
+}
+
+impl std::fmt::Debug for LogStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogStream")
+            .field("limit", &self.limit)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LogStream {
+    /// Keep at most `limit` lines (at least 1).
+    pub fn new(limit: usize) -> Self {
+        LogStream {
+            limit: limit.max(1),
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Append a line; drops (and counts) the oldest when full.
+    pub fn push(&self, event: &str, text: String) {
+        let mut inner = self.lock();
+        inner.next_seq += 1;
+        let seq = inner.next_seq;
+        if inner.lines.len() == self.limit {
+            inner.lines.pop_front();
+            inner.dropped += 1;
+        }
+        inner.lines.push_back(LogLine {
+            seq,
+            event: event.to_string(),
+            text,
+        });
+    }
+
+    /// The lines kept and the dropped count.
+    pub fn snapshot(&self) -> LogSnapshot {
+        let inner = self.lock();
+        LogSnapshot {
+            lines: inner.lines.iter().cloned().collect(),
+            dropped: inner.dropped,
+        }
+    }
+}
+
+impl EventSink for LogStream {
+    fn event(&self, e: &Value) {
+        let name = e.get("event").and_then(Value::as_str).unwrap_or("event");
+        if let Some(text) = crate::progress::describe(e) {
+            self.push(name, text);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_oldest_lines_are_dropped_and_counted() {
+        let log = LogStream::new(3);
+        for i in 1..=5 {
+            log.push("note", format!("line {i}"));
+        }
+        let s = log.snapshot();
+        assert_eq!(s.dropped, 2);
+        let texts: Vec<_> = s.lines.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(texts, ["line 3", "line 4", "line 5"]);
+        assert_eq!(s.lines[0].seq, 3);
+    }
+
+    #[test]
+    fn transcript_events_become_human_lines() {
+        let log = LogStream::new(10);
+        log.event(&serde_json::json!({"event": "tool_call", "tool": "read_file", "arguments": {"path": "a"}}));
+        log.event(&serde_json::json!({"event": "phase_start"}));
+        let s = log.snapshot();
+        assert_eq!(s.lines.len(), 1, "{s:?}");
+        assert!(s.lines[0].text.contains("-> read_file"));
+    }
+}

@@ -1,0 +1,450 @@
+//! The TUI's state, key handling and drawing — independent of the real terminal, so tests
+//! drive it on a `TestBackend` against a fake set of runs.
+
+use std::collections::HashSet;
+
+use lsm_interaction::{Decision, PendingView, RequestType};
+use ratatui::Frame;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Paragraph, Wrap};
+
+use crate::runtime::{AgentRuntimeManager, LogSnapshot, ManagerError, RunInfo};
+
+/// What the TUI needs from the runtime. [`AgentRuntimeManager`] is the real one.
+pub trait Runs {
+    /// Every run with its status.
+    fn list(&self) -> Vec<RunInfo>;
+    /// A run's pending request.
+    fn pending(&self, run_id: &str) -> Option<PendingView>;
+    /// A run's live log.
+    fn logs(&self, run_id: &str) -> LogSnapshot;
+    /// The request is on screen.
+    ///
+    /// # Errors
+    /// As [`AgentRuntimeManager::acknowledge_interaction`].
+    fn acknowledge(&self, run_id: &str, request_id: &str) -> Result<bool, ManagerError>;
+    /// A person's answer.
+    ///
+    /// # Errors
+    /// As [`AgentRuntimeManager::respond`].
+    fn respond(
+        &self,
+        run_id: &str,
+        request_id: &str,
+        decision: Decision,
+        message: &str,
+    ) -> Result<(), ManagerError>;
+    /// Stop a run.
+    ///
+    /// # Errors
+    /// As [`AgentRuntimeManager::stop`].
+    fn stop(&self, run_id: &str) -> Result<(), ManagerError>;
+    /// Start an agent on a task.
+    ///
+    /// # Errors
+    /// As [`AgentRuntimeManager::start`].
+    fn start(&self, agent: &str, task: &str) -> Result<String, ManagerError>;
+}
+
+impl Runs for AgentRuntimeManager {
+    fn list(&self) -> Vec<RunInfo> {
+        AgentRuntimeManager::list(self)
+    }
+    fn pending(&self, run_id: &str) -> Option<PendingView> {
+        AgentRuntimeManager::pending(self, run_id).ok().flatten()
+    }
+    fn logs(&self, run_id: &str) -> LogSnapshot {
+        AgentRuntimeManager::logs(self, run_id).unwrap_or_default()
+    }
+    fn acknowledge(&self, run_id: &str, request_id: &str) -> Result<bool, ManagerError> {
+        self.acknowledge_interaction(run_id, request_id)
+    }
+    fn respond(
+        &self,
+        run_id: &str,
+        request_id: &str,
+        decision: Decision,
+        message: &str,
+    ) -> Result<(), ManagerError> {
+        AgentRuntimeManager::respond(self, run_id, request_id, decision, message)
+    }
+    fn stop(&self, run_id: &str) -> Result<(), ManagerError> {
+        AgentRuntimeManager::stop(self, run_id)
+    }
+    fn start(&self, agent: &str, task: &str) -> Result<String, ManagerError> {
+        AgentRuntimeManager::start(self, agent, task)
+    }
+}
+
+/// What is being typed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    /// Keys are commands.
+    Keys,
+    /// A reply to the selected run's question.
+    Reply(String),
+    /// The task of a new run.
+    Task(String),
+}
+
+/// One refresh's worth of what is on screen.
+#[derive(Debug, Clone, Default)]
+pub struct View {
+    /// Every run.
+    pub runs: Vec<RunInfo>,
+    /// The selected run's pending request.
+    pub pending: Option<PendingView>,
+    /// The selected run's log.
+    pub log: LogSnapshot,
+}
+
+impl View {
+    fn selected<'a>(&'a self, app: &App) -> Option<&'a RunInfo> {
+        self.runs.get(app.selected)
+    }
+}
+
+/// The TUI's state.
+#[derive(Debug)]
+pub struct App {
+    agent: String,
+    selected: usize,
+    input: Input,
+    acknowledged: HashSet<String>,
+    message: String,
+    /// Set when the person asked to quit.
+    pub quit: bool,
+}
+
+impl App {
+    /// A TUI that starts `agent` for new tasks.
+    pub fn new(agent: &str) -> Self {
+        App {
+            agent: agent.to_string(),
+            selected: 0,
+            input: Input::Keys,
+            acknowledged: HashSet::new(),
+            message: String::new(),
+            quit: false,
+        }
+    }
+
+    /// What is being typed.
+    #[cfg(test)]
+    pub fn input(&self) -> &Input {
+        &self.input
+    }
+
+    /// Gather what to show now.
+    pub fn refresh(&mut self, runs: &dyn Runs) -> View {
+        let list = runs.list();
+        if self.selected >= list.len() {
+            self.selected = list.len().saturating_sub(1);
+        }
+        let (pending, log) = match list.get(self.selected) {
+            Some(run) => (runs.pending(&run.run_id), runs.logs(&run.run_id)),
+            None => (None, LogSnapshot::default()),
+        };
+        View {
+            runs: list,
+            pending,
+            log,
+        }
+    }
+
+    /// After `view` was drawn: acknowledge the request it showed — once per request id,
+    /// however many refreshes show it.
+    pub fn acknowledge_shown(&mut self, runs: &dyn Runs, view: &View) {
+        let (Some(run), Some(pending)) = (view.selected(self), &view.pending) else {
+            return;
+        };
+        let id = &pending.request.request_id;
+        if self.acknowledged.insert(id.clone())
+            && let Err(e) = runs.acknowledge(&run.run_id, id)
+        {
+            // Answered between the refresh and now: nothing left to acknowledge.
+            tracing::debug!("{e}");
+        }
+    }
+
+    /// Refresh, draw, acknowledge what was drawn.
+    ///
+    /// # Errors
+    /// When the terminal cannot be drawn on.
+    pub fn tick<B: ratatui::backend::Backend>(
+        &mut self,
+        terminal: &mut ratatui::Terminal<B>,
+        runs: &dyn Runs,
+    ) -> Result<(), B::Error> {
+        let view = self.refresh(runs);
+        terminal.draw(|f| self.draw(f, &view))?;
+        self.acknowledge_shown(runs, &view);
+        Ok(())
+    }
+
+    /// Handle one key press.
+    pub fn on_key(&mut self, key: KeyEvent, runs: &dyn Runs) {
+        if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
+            self.quit = true;
+            return;
+        }
+        match &mut self.input {
+            Input::Keys => self.on_command(key.code, runs),
+            Input::Reply(text) | Input::Task(text) => match key.code {
+                KeyCode::Esc => {
+                    self.input = Input::Keys;
+                    self.message = "cancelled".into();
+                }
+                KeyCode::Backspace => {
+                    text.pop();
+                }
+                KeyCode::Char(c) => text.push(c),
+                KeyCode::Enter => self.submit(runs),
+                _ => {}
+            },
+        }
+    }
+
+    fn selected_run(&self, runs: &dyn Runs) -> Option<RunInfo> {
+        runs.list().into_iter().nth(self.selected)
+    }
+
+    fn on_command(&mut self, code: KeyCode, runs: &dyn Runs) {
+        match code {
+            KeyCode::Char('q') | KeyCode::Esc => self.quit = true,
+            KeyCode::Up | KeyCode::Char('k') => self.selected = self.selected.saturating_sub(1),
+            KeyCode::Down | KeyCode::Char('j') if self.selected + 1 < runs.list().len() => {
+                self.selected += 1;
+            }
+            KeyCode::Char('t') => self.input = Input::Task(String::new()),
+            KeyCode::Char('s') => match self.selected_run(runs) {
+                Some(run) => {
+                    self.message = match runs.stop(&run.run_id) {
+                        Ok(()) => format!("{}: stop requested", run.run_id),
+                        Err(e) => e.to_string(),
+                    };
+                }
+                None => self.message = "no run selected".into(),
+            },
+            KeyCode::Char('y') => self.answer(runs, Decision::Approve, ""),
+            KeyCode::Char('n') => self.answer(runs, Decision::Deny, "denied in the TUI"),
+            KeyCode::Char('a') => self.answer(runs, Decision::ApproveSession, ""),
+            KeyCode::Char('r') => match self.pending_of_selected(runs) {
+                Some((_, p)) if p.request.request_type.takes_reply() => {
+                    self.input = Input::Reply(String::new());
+                }
+                Some(_) => self.message = "this request takes y, n or a, not a reply".into(),
+                None => self.message = "no request waiting in the selected run".into(),
+            },
+            _ => {}
+        }
+    }
+
+    fn pending_of_selected(&self, runs: &dyn Runs) -> Option<(RunInfo, PendingView)> {
+        let run = self.selected_run(runs)?;
+        let pending = runs.pending(&run.run_id)?;
+        Some((run, pending))
+    }
+
+    fn answer(&mut self, runs: &dyn Runs, decision: Decision, message: &str) {
+        let Some((run, pending)) = self.pending_of_selected(runs) else {
+            self.message = "no request waiting in the selected run".into();
+            return;
+        };
+        let kind = pending.request.request_type;
+        let fits = match decision {
+            Decision::Deny => true,
+            Decision::Approve => !kind.takes_reply(),
+            Decision::ApproveSession => kind == RequestType::Permission,
+            Decision::Reply => kind.takes_reply(),
+        };
+        if !fits {
+            self.message = format!("a {kind} request cannot be answered with {decision}");
+            return;
+        }
+        let id = pending.request.request_id;
+        self.message = match runs.respond(&run.run_id, &id, decision, message) {
+            Ok(()) => format!("{}: {decision} sent for {id}", run.run_id),
+            Err(e) => e.to_string(),
+        };
+    }
+
+    fn submit(&mut self, runs: &dyn Runs) {
+        let input = std::mem::replace(&mut self.input, Input::Keys);
+        match input {
+            Input::Keys => {}
+            Input::Reply(text) => self.answer(runs, Decision::Reply, text.trim()),
+            Input::Task(text) => {
+                let task = text.trim();
+                if task.is_empty() {
+                    self.message = "a run needs a task".into();
+                    return;
+                }
+                self.message = match runs.start(&self.agent, task) {
+                    Ok(id) => {
+                        let count = runs.list().len();
+                        self.selected = count.saturating_sub(1);
+                        format!("{id}: started {}", self.agent)
+                    }
+                    Err(e) => e.to_string(),
+                };
+            }
+        }
+    }
+
+    /// Draw `view`.
+    pub fn draw(&self, f: &mut Frame<'_>, view: &View) {
+        let [top, panel, footer] = Layout::vertical([
+            Constraint::Min(6),
+            Constraint::Length(8),
+            Constraint::Length(2),
+        ])
+        .areas(f.area());
+        let [list, log] =
+            Layout::horizontal([Constraint::Length(36), Constraint::Min(20)]).areas(top);
+        self.draw_runs(f, list, view);
+        self.draw_log(f, log, view);
+        self.draw_panel(f, panel, view);
+        self.draw_footer(f, footer, view);
+    }
+
+    fn draw_runs(&self, f: &mut Frame<'_>, area: Rect, view: &View) {
+        let lines: Vec<Line<'_>> = if view.runs.is_empty() {
+            vec![Line::from("no runs yet: press t")]
+        } else {
+            view.runs
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    let mark = if i == self.selected { "> " } else { "  " };
+                    let text = format!("{mark}{:<4}{:<9}{}", r.run_id, r.agent, r.status);
+                    if i == self.selected {
+                        Line::styled(text, Style::new().add_modifier(Modifier::REVERSED))
+                    } else {
+                        Line::from(text)
+                    }
+                })
+                .collect()
+        };
+        f.render_widget(
+            Paragraph::new(lines).block(Block::bordered().title(" Runs ")),
+            area,
+        );
+    }
+
+    fn draw_log(&self, f: &mut Frame<'_>, area: Rect, view: &View) {
+        let title = match view.selected(self) {
+            Some(r) => {
+                let dropped = if view.log.dropped > 0 {
+                    format!(" ({} older lines dropped)", view.log.dropped)
+                } else {
+                    String::new()
+                };
+                format!(
+                    " Log: {} {}{dropped} — {} ",
+                    r.run_id,
+                    r.agent,
+                    clip(&r.task, 40)
+                )
+            }
+            None => " Log ".to_string(),
+        };
+        let height = usize::from(area.height.saturating_sub(2));
+        let skip = view.log.lines.len().saturating_sub(height);
+        let mut lines: Vec<Line<'_>> = view
+            .log
+            .lines
+            .iter()
+            .skip(skip)
+            .map(|l| Line::from(l.text.clone()))
+            .collect();
+        if let Some(end) = view.selected(self).and_then(|r| r.end.as_ref()) {
+            lines.push(Line::from(format!(
+                "== {} ({}): {}",
+                end.status,
+                end.outcome,
+                clip(&end.final_text, 200)
+            )));
+            let skip = lines.len().saturating_sub(height);
+            lines.drain(..skip);
+        }
+        f.render_widget(
+            Paragraph::new(lines).block(Block::bordered().title(title)),
+            area,
+        );
+    }
+
+    fn draw_panel(&self, f: &mut Frame<'_>, area: Rect, view: &View) {
+        let block = Block::bordered().title(" Interaction ");
+        let Some(p) = &view.pending else {
+            f.render_widget(
+                Paragraph::new("No request waiting in the selected run.").block(block),
+                area,
+            );
+            return;
+        };
+        let r = &p.request;
+        let bold = Style::new().add_modifier(Modifier::BOLD);
+        let mut lines = vec![
+            Line::styled(r.prompt.clone(), bold),
+            Line::from(format!(
+                "{} {} from {} (risk: {})",
+                r.request_type, r.request_id, r.tool_name, r.risk_level
+            )),
+        ];
+        if !r.reason.is_empty() {
+            lines.push(Line::from(format!("reason: {}", r.reason)));
+        }
+        if !r.args_summary.is_empty() {
+            lines.push(Line::from(format!("arguments: {}", r.args_summary)));
+        }
+        let keys = match &self.input {
+            Input::Reply(text) => Line::from(vec![
+                Span::styled("reply> ", bold),
+                Span::raw(format!("{text}_")),
+                Span::raw("   [Enter] send  [Esc] cancel"),
+            ]),
+            _ if r.request_type.takes_reply() => {
+                Line::from("[r] type a reply   [n] decline to answer")
+            }
+            _ if r.request_type == RequestType::Permission => {
+                Line::from("[y] approve   [n] deny   [a] approve for the rest of the run")
+            }
+            _ => Line::from("[y] yes   [n] no"),
+        };
+        lines.push(keys);
+        f.render_widget(
+            Paragraph::new(lines)
+                .block(block)
+                .wrap(Wrap { trim: false }),
+            area,
+        );
+    }
+
+    fn draw_footer(&self, f: &mut Frame<'_>, area: Rect, _view: &View) {
+        let first = match &self.input {
+            Input::Task(text) => format!(
+                "new {} run, task> {text}_   [Enter] start  [Esc] cancel",
+                self.agent
+            ),
+            _ => "[t] new run  [s] stop run  [j/k] select  [y/n/a/r] answer  [q] quit".into(),
+        };
+        f.render_widget(
+            Paragraph::new(vec![Line::from(first), Line::from(self.message.clone())]),
+            area,
+        );
+    }
+}
+
+fn clip(s: &str, max: usize) -> String {
+    let one_line = s.replace('\n', " ");
+    if one_line.chars().count() <= max {
+        return one_line;
+    }
+    let mut cut: String = one_line.chars().take(max).collect();
+    cut.push('…');
+    cut
+}

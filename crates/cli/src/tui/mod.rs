@@ -1,0 +1,149 @@
+//! `lsm tui`: a terminal UI over the [`AgentRuntimeManager`] — the runs and their status,
+//! the selected run's live log, and an interaction panel to answer its requests. A request is
+//! acknowledged the first time the panel shows it, so it does not time out while on screen.
+//! Runs execute on the async runtime's workers; this loop only reads their state and redraws
+//! every 100 ms or on a key, so the screen stays responsive while runs are busy.
+
+mod app;
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::Args;
+use ratatui::crossterm::event::{self, Event, KeyEventKind};
+
+pub use app::{App, Runs};
+
+use crate::agent_run::usage;
+use crate::config::{self, ConfigError};
+use crate::exit;
+use crate::runtime::{AgentRuntimeManager, HarnessLauncher, ManagerConfig};
+
+/// Arguments of `lsm tui`.
+#[derive(Debug, Args)]
+pub struct TuiArgs {
+    /// The LLM provider of the runs started here (default: [llm] provider).
+    #[arg(long, value_name = "SPEC")]
+    pub provider: Option<String>,
+
+    /// Root of the agents' workspaces and run records (default: [agents] agents_folder).
+    #[arg(long, value_name = "DIR")]
+    pub agents_folder: Option<PathBuf>,
+}
+
+/// The agent a new run starts.
+const AGENT: &str = "general";
+
+/// Run the TUI until the person quits; returns the exit code.
+pub fn run(config_path: Option<&Path>, args: TuiArgs) -> u8 {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return exit::ERROR;
+        }
+    };
+    let manager = match manager(config_path, args, runtime.handle().clone()) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return if e.downcast_ref::<ConfigError>().is_some() {
+                exit::USAGE
+            } else {
+                exit::ERROR
+            };
+        }
+    };
+    let mut terminal = match ratatui::try_init() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: cannot set up the terminal: {e}");
+            return exit::ERROR;
+        }
+    };
+    let result = event_loop(&mut terminal, &manager);
+    let _ = ratatui::try_restore();
+    manager.shutdown("the TUI was closed");
+    // Let stopped runs write their summaries before the process ends.
+    runtime.block_on(async {
+        let waits = manager.list().into_iter().map(|r| {
+            let m = manager.clone();
+            async move { m.wait(&r.run_id).await }
+        });
+        let _ = tokio::time::timeout(Duration::from_secs(10), wait_all(waits)).await;
+    });
+    match result {
+        Ok(()) => exit::OK,
+        Err(e) => {
+            eprintln!("error: the terminal failed: {e}");
+            exit::ERROR
+        }
+    }
+}
+
+async fn wait_all<F: std::future::Future>(futures: impl IntoIterator<Item = F>) {
+    for f in futures {
+        f.await;
+    }
+}
+
+fn manager(
+    config_path: Option<&Path>,
+    args: TuiArgs,
+    handle: tokio::runtime::Handle,
+) -> Result<AgentRuntimeManager> {
+    let mut config = config::load(config_path, &config::lsm_env())?;
+    let cwd = std::env::current_dir()?;
+    if let Some(dir) = args.agents_folder {
+        config.agents.agents_folder = cwd.join(dir);
+    }
+    if config.sandbox.allowed_read_paths.is_empty() && config.sandbox.allowed_write_paths.is_empty()
+    {
+        // As `lsm agent run`: no policy configured confines tools to the working directory.
+        config.sandbox.allowed_read_paths = vec![cwd.clone()];
+        config.sandbox.allowed_write_paths = vec![cwd.clone()];
+    }
+    let provider = args
+        .provider
+        .or_else(|| config.llm.provider.clone())
+        .ok_or_else(|| {
+            usage("no LLM provider configured: pass --provider scripted:<file.jsonl> or set [llm] provider in lsm.toml")
+        })?;
+    // Fail now, not at the first run, when the provider cannot be built.
+    crate::wiring::build_provider(&provider, &cwd)?;
+    let manager_config = ManagerConfig {
+        max_concurrent: config.agents.max_concurrent,
+        log_stream_queue_limit: config.agents.log_stream_queue_limit,
+        interaction: config.agents.interaction.clone(),
+    };
+    let launcher = HarnessLauncher::new(config, provider, cwd);
+    Ok(AgentRuntimeManager::new(
+        manager_config,
+        Arc::new(launcher),
+        handle,
+    ))
+}
+
+fn event_loop(
+    terminal: &mut ratatui::DefaultTerminal,
+    runs: &AgentRuntimeManager,
+) -> std::io::Result<()> {
+    let mut app = App::new(AGENT);
+    while !app.quit {
+        app.tick(terminal, runs)?;
+        if event::poll(Duration::from_millis(100))?
+            && let Event::Key(key) = event::read()?
+            && key.kind == KeyEventKind::Press
+        {
+            app.on_key(key, runs);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,348 @@
+//! The TUI on a `TestBackend` over fake runs: acknowledgement once per request (seed 001
+//! §6.3 layer 1), keys, and snapshots of its screens.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use lsm_interaction::{Decision, InteractionRequest, PendingView};
+use lsm_sandbox::{PermissionRequest, RiskLevel};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use super::app::{App, Input, Runs};
+use crate::runtime::{LogSnapshot, ManagerError, RunEnd, RunInfo, RunStatus};
+
+#[derive(Default)]
+struct Fake {
+    runs: RefCell<Vec<RunInfo>>,
+    pending: RefCell<HashMap<String, PendingView>>,
+    logs: RefCell<HashMap<String, LogSnapshot>>,
+    acks: RefCell<Vec<(String, String)>>,
+    responses: RefCell<Vec<(String, String, Decision, String)>>,
+    stops: RefCell<Vec<String>>,
+    starts: RefCell<Vec<(String, String)>>,
+}
+
+impl Runs for Fake {
+    fn list(&self) -> Vec<RunInfo> {
+        self.runs.borrow().clone()
+    }
+    fn pending(&self, run_id: &str) -> Option<PendingView> {
+        self.pending.borrow().get(run_id).cloned()
+    }
+    fn logs(&self, run_id: &str) -> LogSnapshot {
+        self.logs.borrow().get(run_id).cloned().unwrap_or_default()
+    }
+    fn acknowledge(&self, run_id: &str, request_id: &str) -> Result<bool, ManagerError> {
+        self.acks
+            .borrow_mut()
+            .push((run_id.into(), request_id.into()));
+        Ok(true)
+    }
+    fn respond(
+        &self,
+        run_id: &str,
+        request_id: &str,
+        decision: Decision,
+        message: &str,
+    ) -> Result<(), ManagerError> {
+        self.responses.borrow_mut().push((
+            run_id.into(),
+            request_id.into(),
+            decision,
+            message.into(),
+        ));
+        self.pending.borrow_mut().remove(run_id);
+        Ok(())
+    }
+    fn stop(&self, run_id: &str) -> Result<(), ManagerError> {
+        self.stops.borrow_mut().push(run_id.into());
+        Ok(())
+    }
+    fn start(&self, agent: &str, task: &str) -> Result<String, ManagerError> {
+        self.starts.borrow_mut().push((agent.into(), task.into()));
+        let id = format!("r{}", self.runs.borrow().len() + 1);
+        self.runs
+            .borrow_mut()
+            .push(run(&id, task, RunStatus::Queued));
+        Ok(id)
+    }
+}
+
+fn run(id: &str, task: &str, status: RunStatus) -> RunInfo {
+    RunInfo {
+        run_id: id.into(),
+        agent: "general".into(),
+        task: task.into(),
+        status,
+        record_id: None,
+        end: None,
+    }
+}
+
+fn permission(id: &str) -> PendingView {
+    let mut request = InteractionRequest::permission(&PermissionRequest {
+        tool_name: "write_file".into(),
+        risk_level: RiskLevel::WritesWorkspace,
+        reason: "tool 'write_file' needs permission by default".into(),
+        args_summary: r##"{"content":"# Summary","path":"summary.md"}"##.into(),
+    });
+    request.request_id = id.into();
+    PendingView {
+        request,
+        acknowledged_at: None,
+    }
+}
+
+fn question(id: &str) -> PendingView {
+    let mut request = InteractionRequest::clarification(
+        "ask_user",
+        "Which notes file should I summarize?",
+        Some("there are two candidates"),
+    );
+    request.request_id = id.into();
+    PendingView {
+        request,
+        acknowledged_at: None,
+    }
+}
+
+fn log(lines: &[&str]) -> LogSnapshot {
+    LogSnapshot {
+        lines: lines
+            .iter()
+            .enumerate()
+            .map(|(i, t)| crate::runtime::LogLine {
+                seq: i as u64 + 1,
+                event: "note".into(),
+                text: (*t).into(),
+            })
+            .collect(),
+        dropped: 0,
+    }
+}
+
+fn key(c: char) -> KeyEvent {
+    KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
+}
+
+fn code(code: KeyCode) -> KeyEvent {
+    KeyEvent::new(code, KeyModifiers::NONE)
+}
+
+fn terminal() -> Terminal<TestBackend> {
+    Terminal::new(TestBackend::new(100, 22)).unwrap()
+}
+
+/// Two runs; the first waits on a permission request.
+fn busy() -> Fake {
+    let fake = Fake::default();
+    fake.runs.borrow_mut().extend([
+        run(
+            "r1",
+            "Summarize notes.md into summary.md",
+            RunStatus::WaitingUser,
+        ),
+        run("r2", "List the drafts", RunStatus::Running),
+    ]);
+    fake.pending
+        .borrow_mut()
+        .insert("r1".into(), permission("perm-0123456789ab"));
+    fake.logs.borrow_mut().insert(
+        "r1".into(),
+        log(&[
+            "[__default__] llm call 1 (2 messages, 14 tools)",
+            "[__default__] model requested 1 tool call(s)",
+            "  -> write_file {\"content\":\"# Summary\",\"path\":\"summary.md\"}",
+            "  ?? permission [perm-0123456789ab] waiting for an answer: Allow tool 'write_file' (risk: writes_workspace)?",
+        ]),
+    );
+    fake
+}
+
+// ---------- acknowledgement (seed 001 §6.3 layer 1, "TUI acknowledgment signal") ----------
+
+#[test]
+fn a_shown_request_is_acknowledged_exactly_once_however_many_ticks_pass() {
+    let fake = busy();
+    let mut app = App::new("general");
+    let mut t = terminal();
+    for _ in 0..50 {
+        app.tick(&mut t, &fake).unwrap();
+    }
+    assert_eq!(
+        *fake.acks.borrow(),
+        [("r1".to_string(), "perm-0123456789ab".to_string())]
+    );
+    // A second refresh for the same request id does not acknowledge again; a new id does.
+    app.tick(&mut t, &fake).unwrap();
+    assert_eq!(fake.acks.borrow().len(), 1);
+    fake.pending
+        .borrow_mut()
+        .insert("r1".into(), permission("perm-ffffffffffff"));
+    for _ in 0..5 {
+        app.tick(&mut t, &fake).unwrap();
+    }
+    assert_eq!(fake.acks.borrow().len(), 2);
+    assert_eq!(fake.acks.borrow()[1].1, "perm-ffffffffffff");
+}
+
+#[test]
+fn a_request_is_acknowledged_only_when_its_run_is_on_screen() {
+    let fake = busy();
+    fake.pending.borrow_mut().clear();
+    fake.pending
+        .borrow_mut()
+        .insert("r2".into(), question("clarify-0123456789ab"));
+    let mut app = App::new("general");
+    let mut t = terminal();
+    app.tick(&mut t, &fake).unwrap();
+    assert!(
+        fake.acks.borrow().is_empty(),
+        "acknowledged without being shown"
+    );
+    app.on_key(key('j'), &fake);
+    app.tick(&mut t, &fake).unwrap();
+    app.tick(&mut t, &fake).unwrap();
+    assert_eq!(
+        *fake.acks.borrow(),
+        [("r2".to_string(), "clarify-0123456789ab".to_string())]
+    );
+}
+
+// ---------- keys ----------
+
+#[test]
+fn y_n_and_a_answer_the_shown_permission_request() {
+    for (k, decision) in [
+        ('y', Decision::Approve),
+        ('n', Decision::Deny),
+        ('a', Decision::ApproveSession),
+    ] {
+        let fake = busy();
+        let mut app = App::new("general");
+        app.tick(&mut terminal(), &fake).unwrap();
+        app.on_key(key(k), &fake);
+        let responses = fake.responses.borrow();
+        assert_eq!(responses.len(), 1, "{k}");
+        assert_eq!(
+            (
+                responses[0].0.as_str(),
+                responses[0].1.as_str(),
+                responses[0].2
+            ),
+            ("r1", "perm-0123456789ab", decision)
+        );
+    }
+}
+
+#[test]
+fn a_question_is_answered_with_a_typed_reply_and_never_with_approve() {
+    let fake = busy();
+    fake.pending
+        .borrow_mut()
+        .insert("r1".into(), question("clarify-0123456789ab"));
+    let mut app = App::new("general");
+    app.on_key(key('y'), &fake);
+    app.on_key(key('a'), &fake);
+    assert!(fake.responses.borrow().is_empty());
+    app.on_key(key('r'), &fake);
+    assert_eq!(*app.input(), Input::Reply(String::new()));
+    for c in "notes.mdx".chars() {
+        app.on_key(key(c), &fake);
+    }
+    app.on_key(code(KeyCode::Backspace), &fake);
+    app.on_key(code(KeyCode::Enter), &fake);
+    assert_eq!(
+        *fake.responses.borrow(),
+        [(
+            "r1".to_string(),
+            "clarify-0123456789ab".to_string(),
+            Decision::Reply,
+            "notes.md".to_string()
+        )]
+    );
+    assert_eq!(*app.input(), Input::Keys);
+}
+
+#[test]
+fn t_starts_the_agent_with_the_typed_task_and_s_stops_the_selected_run() {
+    let fake = Fake::default();
+    let mut app = App::new("general");
+    app.on_key(key('t'), &fake);
+    for c in "tidy up".chars() {
+        app.on_key(key(c), &fake);
+    }
+    app.on_key(code(KeyCode::Enter), &fake);
+    assert_eq!(
+        *fake.starts.borrow(),
+        [("general".to_string(), "tidy up".to_string())]
+    );
+    app.on_key(key('s'), &fake);
+    assert_eq!(*fake.stops.borrow(), ["r1"]);
+    // Esc leaves typing without starting anything; q quits.
+    app.on_key(key('t'), &fake);
+    app.on_key(key('x'), &fake);
+    app.on_key(code(KeyCode::Esc), &fake);
+    assert_eq!(fake.starts.borrow().len(), 1);
+    assert!(!app.quit);
+    app.on_key(key('q'), &fake);
+    assert!(app.quit);
+}
+
+// ---------- screens ----------
+
+fn screen(fake: &Fake, app: &mut App) -> String {
+    let mut t = terminal();
+    app.tick(&mut t, fake).unwrap();
+    t.backend().to_string()
+}
+
+#[test]
+fn screen_with_a_permission_request() {
+    let fake = busy();
+    insta::assert_snapshot!(screen(&fake, &mut App::new("general")));
+}
+
+#[test]
+fn screen_while_typing_a_reply_to_a_question() {
+    let fake = busy();
+    fake.pending
+        .borrow_mut()
+        .insert("r1".into(), question("clarify-0123456789ab"));
+    let mut app = App::new("general");
+    app.on_key(key('r'), &fake);
+    for c in "notes.md".chars() {
+        app.on_key(key(c), &fake);
+    }
+    insta::assert_snapshot!(screen(&fake, &mut app));
+}
+
+#[test]
+fn screen_of_a_finished_run_with_dropped_log_lines() {
+    let fake = busy();
+    fake.pending.borrow_mut().clear();
+    {
+        let mut runs = fake.runs.borrow_mut();
+        runs[0].status = RunStatus::Completed;
+        runs[0].end = Some(RunEnd {
+            status: RunStatus::Completed,
+            outcome: "done".into(),
+            final_text: "Wrote summary.md.".into(),
+        });
+    }
+    fake.logs.borrow_mut().get_mut("r1").unwrap().dropped = 12;
+    insta::assert_snapshot!(screen(&fake, &mut App::new("general")));
+}
+
+#[test]
+fn screen_with_no_runs_while_typing_a_task() {
+    let fake = Fake::default();
+    let mut app = App::new("general");
+    app.on_key(key('t'), &fake);
+    for c in "Summarize notes.md".chars() {
+        app.on_key(key(c), &fake);
+    }
+    insta::assert_snapshot!(screen(&fake, &mut app));
+}
