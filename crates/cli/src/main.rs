@@ -12,6 +12,7 @@
 mod agent_run;
 mod config;
 mod exit;
+mod llm_cmd;
 mod progress;
 mod tools_cmd;
 mod wiring;
@@ -45,6 +46,15 @@ enum Command {
     /// Inspect the tools agents can use.
     #[command(subcommand)]
     Tools(ToolsCommand),
+    /// Check the configured LLM provider.
+    #[command(subcommand)]
+    Llm(LlmCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum LlmCommand {
+    /// Make one tiny call and print provider, model, latency and usage (or why it failed).
+    Ping(llm_cmd::PingArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -83,6 +93,7 @@ fn main() -> ExitCode {
     let code = match cli.command {
         Command::Tools(ToolsCommand::List(args)) => tools_cmd::list(args.json),
         Command::Agent(AgentCommand::Run(args)) => agent_run::run(cli.config.as_deref(), args),
+        Command::Llm(LlmCommand::Ping(args)) => llm_cmd::ping(cli.config.as_deref(), args),
     };
     ExitCode::from(code)
 }

@@ -1,11 +1,16 @@
 //! Human progress on stderr, one line per transcript event worth seeing.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use lsm_harness::EventSink;
 use serde_json::Value;
 
-/// Prints a short line for each event of interest.
+/// Prints a short line for each event of interest; streamed text as it arrives.
 #[derive(Debug, Default)]
-pub struct StderrProgress;
+pub struct StderrProgress {
+    /// Streamed text was printed since the last full line.
+    mid_line: AtomicBool,
+}
 
 fn clip(s: &str, max: usize) -> String {
     let one_line = s.replace('\n', " ");
@@ -20,6 +25,17 @@ fn clip(s: &str, max: usize) -> String {
 impl EventSink for StderrProgress {
     fn event(&self, e: &Value) {
         let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("");
+        if s("event") == "llm_stream" && s("kind") == "text_delta" {
+            if !self.mid_line.swap(true, Ordering::SeqCst) {
+                eprint!("[{}] model: ", s("label"));
+            }
+            eprint!("{}", s("text"));
+            return;
+        }
+        let streamed = self.mid_line.swap(false, Ordering::SeqCst);
+        if streamed {
+            eprintln!();
+        }
         let line = match s("event") {
             "llm_request" => format!(
                 "[{}] llm call {} ({} messages, {} tools)",
@@ -31,7 +47,10 @@ impl EventSink for StderrProgress {
             "llm_response" => {
                 let text = s("text");
                 let calls = e["tool_calls"].as_array().map_or(0, Vec::len);
-                if text.is_empty() {
+                if text.is_empty() || streamed {
+                    if calls == 0 {
+                        return;
+                    }
                     format!("[{}] model requested {calls} tool call(s)", s("label"))
                 } else {
                     format!("[{}] model: {}", s("label"), clip(text, 160))
@@ -52,6 +71,22 @@ impl EventSink for StderrProgress {
             },
             "tool_denied" => format!("  <- {} refused: {}", s("tool"), clip(s("reason"), 200)),
             "llm_error" => format!("LLM error: {}", s("error")),
+            "llm_retry" => format!(
+                "[{}] LLM call failed (attempt {}), retrying in {} ms: {}",
+                s("label"),
+                e["attempt"],
+                e["delay_ms"],
+                clip(s("reason"), 200)
+            ),
+            "llm_chain_reset" => format!(
+                "[{}] the server lost the conversation; resending the full history",
+                s("label")
+            ),
+            "llm_stream" => match s("kind") {
+                "tool_call_started" => format!("[{}] model is calling {}…", s("label"), s("name")),
+                // Text and argument pieces would flood the terminal one line each.
+                _ => return,
+            },
             "budget_exhausted" => "token budget exhausted; no further LLM calls".to_string(),
             "stop_requested" => "stop requested".to_string(),
             "blocked" => format!("blocked: {}", s("reason")),
