@@ -1033,3 +1033,51 @@ async fn llm_ping_names_the_precise_failure() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("cannot reach"), "{}", stderr(&out));
 }
+
+/// Answers with the strict-JSON protocol: read notes.md, then DONE.
+struct JsonProtocol(std::sync::atomic::AtomicUsize);
+
+impl wiremock::Respond for JsonProtocol {
+    fn respond(&self, _request: &wiremock::Request) -> wiremock::ResponseTemplate {
+        let n = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let text = if n == 1 {
+            json!({"response": "", "action": "read_file", "action_arguments": {"path": "notes.md"}})
+                .to_string()
+        } else {
+            json!({"response": "The notes say hello.", "action": "DONE"}).to_string()
+        };
+        wiremock::ResponseTemplate::new(200).set_body_json(Api::Compatible.answer(n, None, &text))
+    }
+}
+
+#[tokio::test]
+async fn a_model_without_function_calling_runs_on_the_strict_json_protocol() {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(JsonProtocol(std::sync::atomic::AtomicUsize::new(0)))
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.md"), "hello notes\n").unwrap();
+    std::fs::write(
+        dir.path().join("lsm.toml"),
+        format!(
+            "[llm]\nprovider = \"compatible\"\nmodel = \"small\"\nbase_url = \"{}/v1\"\nfunction_calling = false\n",
+            server.uri()
+        ),
+    )
+    .unwrap();
+    let out = run(lsm(dir.path()).args(["agent", "run", "general", "--task", "read", "--json"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let s = stdout_json(&out);
+    assert_eq!(s["tool_sequence"], json!(["read_file"]));
+    assert_eq!(s["run_outcome"], "done");
+    let requests = server.received_requests().await.unwrap();
+    let second: Value = requests[1].body_json().unwrap();
+    assert!(second.get("tools").is_none(), "no native tools: {second}");
+    let messages = second["messages"].to_string();
+    assert!(
+        messages.contains("Result of read_file:\\nhello notes"),
+        "{messages}"
+    );
+}

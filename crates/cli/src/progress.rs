@@ -87,7 +87,9 @@ impl EventSink for StderrProgress {
                 // Text and argument pieces would flood the terminal one line each.
                 _ => return,
             },
-            "budget_exhausted" => "token budget exhausted; no further LLM calls".to_string(),
+            "budget_exhausted" => {
+                format!("budget exhausted ({}); no further LLM calls", s("reason"))
+            }
             "stop_requested" => "stop requested".to_string(),
             "blocked" => format!("blocked: {}", s("reason")),
             _ => return,

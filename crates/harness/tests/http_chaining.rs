@@ -157,3 +157,53 @@ async fn response_ids_chain_per_label_over_http() {
     );
     assert_eq!(s.token_usage.tokens_used, 6 * 12);
 }
+
+#[tokio::test]
+async fn a_stop_aborts_a_real_http_call_in_flight() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/responses"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(json!({"id": "resp_late", "output": [], "usage": {}}))
+                .set_delay(std::time::Duration::from_secs(60)),
+        )
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = ProviderConfig::new(ProviderKind::OpenAiResponses, "gpt-4o-mini");
+    config.base_url = Some(format!("{}/v1", server.uri()));
+    let provider = config
+        .build(&|name: &str| (name == "OPENAI_API_KEY").then(|| "sk-test".to_string()))
+        .unwrap();
+    let sandbox =
+        Arc::new(Sandbox::new(SandboxConfig::default(), ToolRegistry::new(), None).unwrap());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut h = AgentHarness::new(
+        AgentIdentity {
+            name: "tester".into(),
+            tool_allowlist: vec![],
+            tier: Default::default(),
+            topic: String::new(),
+        },
+        "",
+        HarnessConfig {
+            agents_folder: dir.path().to_path_buf(),
+            ..HarnessConfig::default()
+        },
+        provider,
+        sandbox,
+    )
+    .with_stop_token(stop.clone());
+    let watcher = async {
+        while server.received_requests().await.unwrap().is_empty() {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        stop.cancel();
+    };
+    let (r, ()) = tokio::join!(h.run_bounded(PhaseRequest::new("x")), watcher);
+    assert_eq!(r.stop_reason, StopReason::StopRequested);
+    assert_eq!(h.usage().llm_calls, 0, "the call never completed");
+    let text = std::fs::read_to_string(h.run_dir().join("transcript.jsonl")).unwrap();
+    assert!(text.contains("\"where\":\"llm_call\""), "{text}");
+}

@@ -188,7 +188,7 @@ impl ProviderConfig {
             model: self.model.clone(),
             base_url,
             api_key,
-            api_key_env: key_env.unwrap_or_else(|| "(no key variable)".into()),
+            api_key_env: key_env,
             pricing: self.pricing,
             stream: self.stream,
             prompt_cache_retention: self.prompt_cache_retention.clone(),

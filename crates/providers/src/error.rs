@@ -82,7 +82,7 @@ pub enum ProviderError {
         provider: String,
         /// 401 or 403.
         status: u16,
-        /// The variable the key came from (or `(none)` when no key was sent).
+        /// The variable the key came from (or a note that no key was sent).
         env_var: String,
         /// The server's message.
         message: String,

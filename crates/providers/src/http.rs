@@ -53,7 +53,7 @@ pub struct HttpProvider {
     pub(crate) model: String,
     pub(crate) base_url: String,
     pub(crate) api_key: Option<String>,
-    pub(crate) api_key_env: String,
+    pub(crate) api_key_env: Option<String>,
     pub(crate) pricing: Option<Pricing>,
     pub(crate) stream: bool,
     pub(crate) prompt_cache_retention: Option<String>,
@@ -375,10 +375,9 @@ impl HttpProvider {
             401 | 403 => ProviderError::Auth {
                 provider,
                 status,
-                env_var: if self.api_key.is_some() {
-                    self.api_key_env.clone()
-                } else {
-                    format!("{} (not set, no key was sent)", self.api_key_env)
+                env_var: match &self.api_key_env {
+                    Some(var) => var.clone(),
+                    None => "[llm] api_key_env (not set, so no key was sent)".to_string(),
                 },
                 message,
             },

@@ -1029,7 +1029,9 @@ async fn client_errors_are_not_retried_and_each_maps_to_its_own_error() {
                 }
                 401 | 403 => {
                     assert!(matches!(e, ProviderError::Auth { .. }), "{f:?}: {e:?}");
-                    if f != Flavour::Compatible {
+                    if f == Flavour::Compatible {
+                        assert!(text.contains("api_key_env"), "{text}");
+                    } else {
                         assert!(text.contains(f.key_env()), "{text}");
                     }
                     assert!(text.contains(&status.to_string()), "{text}");
