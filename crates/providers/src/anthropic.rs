@@ -59,14 +59,20 @@ pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool) -> Valu
                 }
                 ("assistant", b)
             }
-            Role::Tool => (
-                "user",
-                vec![json!({
+            Role::Tool => {
+                let mut block = json!({
                     "type": "tool_result",
                     "tool_use_id": m.tool_call_id.clone().unwrap_or_default(),
                     "content": m.content,
-                })],
-            ),
+                });
+                // The harness feeds refusals and failures back as "Error: ...".
+                if m.content.starts_with("Error: ")
+                    && let Value::Object(o) = &mut block
+                {
+                    o.insert("is_error".into(), json!(true));
+                }
+                ("user", vec![block])
+            }
         };
         if blocks.is_empty() {
             continue;

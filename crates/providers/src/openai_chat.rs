@@ -204,10 +204,20 @@ impl StreamAssembler for Assembler {
         }
         if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
             for c in calls {
-                let index = c
-                    .get("index")
-                    .and_then(Value::as_u64)
-                    .map_or(self.calls.len().saturating_sub(1), |i| i as usize);
+                // Servers that omit `index` start a new call with a new id.
+                let id = c
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty());
+                let index = match c.get("index").and_then(Value::as_u64) {
+                    Some(i) => i as usize,
+                    None => match (self.calls.last(), id) {
+                        (Some(last), Some(id)) if !last.id.is_empty() && last.id != id => {
+                            self.calls.len()
+                        }
+                        _ => self.calls.len().saturating_sub(1),
+                    },
+                };
                 while self.calls.len() <= index {
                     self.calls.push(PartialCall::default());
                 }
@@ -259,5 +269,45 @@ impl StreamAssembler for Assembler {
             usage: self.usage,
             response_id: self.id,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::CollectingObserver;
+
+    fn feed(a: &mut Assembler, data: Value) {
+        let ev = SseEvent {
+            event: String::new(),
+            data: data.to_string(),
+        };
+        a.event(&ev, &CollectingObserver::default()).unwrap();
+    }
+
+    #[test]
+    fn streamed_calls_without_an_index_are_told_apart_by_their_ids() {
+        let mut a = Assembler::default();
+        let call = |id: Option<&str>, name: Option<&str>, args: &str| {
+            let mut c = json!({"function": {"arguments": args}});
+            if let Some(id) = id {
+                c["id"] = json!(id);
+            }
+            if let Some(name) = name {
+                c["function"]["name"] = json!(name);
+            }
+            json!({"choices": [{"delta": {"tool_calls": [c]}}]})
+        };
+        feed(&mut a, call(Some("c1"), Some("read_file"), "{\"path\":"));
+        feed(&mut a, call(None, None, "\"a\"}"));
+        feed(
+            &mut a,
+            call(Some("c2"), Some("read_file"), "{\"path\": \"b\"}"),
+        );
+        let r = Box::new(a).finish().unwrap();
+        assert_eq!(r.tool_calls.len(), 2);
+        assert_eq!(r.tool_calls[0].arguments, json!({"path": "a"}));
+        assert_eq!(r.tool_calls[1].id, "c2");
+        assert_eq!(r.tool_calls[1].arguments, json!({"path": "b"}));
     }
 }
