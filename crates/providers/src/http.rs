@@ -192,7 +192,7 @@ impl HttpProvider {
         })
         .notify(|err: &ProviderError, delay: Duration| {
             let attempt = attempts.load(Ordering::SeqCst);
-            tracing::warn!(provider = %self.kind, attempt, ?delay, "retrying: {err}");
+            tracing::info!(provider = %self.kind, attempt, ?delay, "retrying: {err}");
             observer.on_event(ProviderEvent::Retry {
                 attempt,
                 delay,
@@ -452,7 +452,7 @@ impl Provider for HttpProvider {
         let mut response = match self.post(&body, chained_from, observer).await {
             Err(ProviderError::PreviousResponseNotFound { message, .. }) => {
                 // The server forgot the chain: say so, and repeat once with the full history.
-                tracing::warn!(provider = %self.kind, "previous response unknown; resending the full history: {message}");
+                tracing::info!(provider = %self.kind, "previous response unknown; resending the full history: {message}");
                 observer.on_event(ProviderEvent::ChainReset { reason: message });
                 let full = self.request_body(request, false);
                 self.post(&full, None, observer).await?
