@@ -1043,3 +1043,554 @@ fn tools_list_includes_the_memory_tools_and_their_permission_defaults() {
         "listing opens no database"
     );
 }
+
+// ---------- real provider flavours against a loopback server ----------
+
+mod loopback {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+    /// One API flavour: its endpoint and how it writes a tool call and a final text.
+    #[derive(Clone, Copy, Debug)]
+    pub(super) enum Api {
+        Chat,
+        Compatible,
+        Responses,
+        Anthropic,
+    }
+
+    impl Api {
+        pub(super) fn provider(self) -> &'static str {
+            match self {
+                Api::Chat => "openai",
+                Api::Compatible => "compatible",
+                Api::Responses => "openai-responses",
+                Api::Anthropic => "anthropic",
+            }
+        }
+        pub(super) fn path(self) -> &'static str {
+            match self {
+                Api::Chat | Api::Compatible => "/v1/chat/completions",
+                Api::Responses => "/v1/responses",
+                Api::Anthropic => "/v1/messages",
+            }
+        }
+        pub(super) fn key_env(self) -> &'static str {
+            match self {
+                Api::Anthropic => "ANTHROPIC_API_KEY",
+                _ => "OPENAI_API_KEY",
+            }
+        }
+        /// A JSON answer: one tool call, or a final text. Usage 100 in (40 cached), 20 out.
+        pub(super) fn answer(self, n: usize, call: Option<(&str, Value)>, text: &str) -> Value {
+            let id = format!("resp_{n}");
+            match self {
+                Api::Chat | Api::Compatible => {
+                    let mut message = json!({"role": "assistant", "content": text});
+                    if let Some((name, args)) = &call {
+                        message["content"] = Value::Null;
+                        message["tool_calls"] = json!([{"id": format!("call_{n}"), "type": "function",
+                            "function": {"name": name, "arguments": args.to_string()}}]);
+                    }
+                    json!({"id": id, "object": "chat.completion", "choices": [{"index": 0, "message": message}],
+                           "usage": {"prompt_tokens": 100, "completion_tokens": 20,
+                                     "prompt_tokens_details": {"cached_tokens": 40}}})
+                }
+                Api::Responses => {
+                    let output = match &call {
+                        Some((name, args)) => {
+                            json!([{"type": "function_call", "call_id": format!("call_{n}"),
+                                                      "name": name, "arguments": args.to_string()}])
+                        }
+                        None => json!([{"type": "message", "role": "assistant",
+                                        "content": [{"type": "output_text", "text": text}]}]),
+                    };
+                    json!({"id": id, "object": "response", "status": "completed", "output": output,
+                           "usage": {"input_tokens": 100, "output_tokens": 20,
+                                     "input_tokens_details": {"cached_tokens": 40}}})
+                }
+                Api::Anthropic => {
+                    let content = match &call {
+                        Some((name, args)) => {
+                            json!([{"type": "tool_use", "id": format!("call_{n}"),
+                                                      "name": name, "input": args}])
+                        }
+                        None => json!([{"type": "text", "text": text}]),
+                    };
+                    json!({"id": id, "type": "message", "role": "assistant", "content": content,
+                           "usage": {"input_tokens": 60, "output_tokens": 20,
+                                     "cache_read_input_tokens": 40, "cache_creation_input_tokens": 0}})
+                }
+            }
+        }
+    }
+
+    /// Call 1 reads notes.md; call 2 answers with a text.
+    pub(super) struct ReadThenAnswer {
+        pub api: Api,
+        pub calls: AtomicUsize,
+    }
+
+    impl Respond for ReadThenAnswer {
+        fn respond(&self, request: &Request) -> ResponseTemplate {
+            let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+            let body = if n == 1 {
+                self.api
+                    .answer(n, Some(("read_file", json!({"path": "notes.md"}))), "")
+            } else {
+                self.api.answer(n, None, "The notes say hello.")
+            };
+            let streaming = request
+                .body_json::<Value>()
+                .is_ok_and(|b| b["stream"] == true);
+            if streaming && matches!(self.api, Api::Chat | Api::Compatible) {
+                return ResponseTemplate::new(200)
+                    .set_body_raw(chat_sse(&body), "text/event-stream");
+            }
+            ResponseTemplate::new(200).set_body_json(body)
+        }
+    }
+
+    /// A Chat Completions answer as an SSE stream: the message as one delta, then usage.
+    fn chat_sse(answer: &Value) -> String {
+        let message = &answer["choices"][0]["message"];
+        let mut delta = json!({"role": "assistant", "content": message["content"]});
+        if let Some(calls) = message["tool_calls"].as_array() {
+            let indexed: Vec<Value> = calls
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    let mut c = c.clone();
+                    c["index"] = json!(i);
+                    c
+                })
+                .collect();
+            delta["tool_calls"] = Value::Array(indexed);
+        }
+        let chunk = json!({"id": answer["id"], "choices": [{"index": 0, "delta": delta}]});
+        let usage = json!({"id": answer["id"], "choices": [], "usage": answer["usage"]});
+        format!("data: {chunk}\n\ndata: {usage}\n\ndata: [DONE]\n\n")
+    }
+
+    pub(super) async fn server(api: Api) -> MockServer {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path(api.path()))
+            .respond_with(ReadThenAnswer {
+                api,
+                calls: AtomicUsize::new(0),
+            })
+            .mount(&server)
+            .await;
+        server
+    }
+}
+
+use loopback::Api;
+
+fn real_provider_run(
+    api: Api,
+    server_uri: &str,
+    extra_env: &[(&str, &str)],
+) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.md"), "hello notes\n").unwrap();
+    let mut cmd = lsm(dir.path());
+    cmd.env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env(api.key_env(), "sk-test-key")
+        .args([
+            "agent",
+            "run",
+            "general",
+            "--task",
+            "What do the notes say?",
+        ])
+        .args(["--provider", api.provider(), "--model", "test-model"])
+        .args(["--base-url", &format!("{server_uri}/v1")])
+        .args(["--agents-folder", "Agents", "--json"]);
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    let out = run(&mut cmd);
+    drop(dir);
+    out
+}
+
+async fn check_real_provider_run(api: Api, extra_env: &[(&str, &str)]) {
+    let server = loopback::server(api).await;
+    let out = real_provider_run(api, &server.uri(), extra_env);
+    assert_eq!(out.status.code(), Some(0), "{api:?}: {}", stderr(&out));
+    let s = stdout_json(&out);
+    assert_eq!(s["status"], "completed", "{api:?}");
+    assert_eq!(s["run_outcome"], "done");
+    assert_eq!(s["provider"], api.provider());
+    assert_eq!(s["model"], "test-model");
+    assert_eq!(s["tool_sequence"], json!(["read_file"]));
+    assert_eq!(s["token_usage"]["iterations"], 2);
+    assert_eq!(s["token_usage"]["tokens_used"], 240);
+    assert_eq!(s["token_usage"]["cached_tokens"], 80);
+    assert_eq!(
+        s["context_tracking"]["per_label"]["__default__"]["response_id"],
+        "resp_2"
+    );
+    let requests = server.received_requests().await.unwrap();
+    assert_eq!(requests.len(), 2);
+    let auth = match api {
+        Api::Anthropic => requests[0]
+            .headers
+            .get("x-api-key")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string(),
+        _ => requests[0]
+            .headers
+            .get("authorization")
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default(),
+    };
+    match api {
+        Api::Compatible => assert_eq!(
+            auth, "",
+            "a compatible server gets no key unless configured"
+        ),
+        Api::Anthropic => assert_eq!(auth, "sk-test-key"),
+        _ => assert_eq!(auth, "Bearer sk-test-key"),
+    }
+    let streamed = extra_env
+        .iter()
+        .any(|(k, v)| *k == "LSM_LLM_STREAM" && *v == "true");
+    let first: Value = requests[0].body_json().unwrap();
+    assert_eq!(first["stream"] == true, streamed, "{api:?}: {first}");
+    // The tool result went back to the model.
+    let second = String::from_utf8_lossy(&requests[1].body).into_owned();
+    assert!(second.contains("hello notes"), "{api:?}: {second}");
+    if let Api::Responses = api {
+        let body: Value = requests[1].body_json().unwrap();
+        assert_eq!(body["previous_response_id"], "resp_1");
+        assert_eq!(body["prompt_cache_key"], "general:__default__");
+    }
+}
+
+#[tokio::test]
+async fn agent_run_general_over_openai_chat_completions() {
+    check_real_provider_run(Api::Chat, &[]).await;
+}
+
+#[tokio::test]
+async fn agent_run_general_over_a_compatible_server() {
+    check_real_provider_run(Api::Compatible, &[]).await;
+}
+
+#[tokio::test]
+async fn agent_run_general_streaming_over_a_compatible_server() {
+    check_real_provider_run(Api::Compatible, &[("LSM_LLM_STREAM", "true")]).await;
+}
+
+#[tokio::test]
+async fn agent_run_general_over_openai_responses() {
+    check_real_provider_run(Api::Responses, &[]).await;
+}
+
+#[tokio::test]
+async fn agent_run_general_over_anthropic_messages() {
+    check_real_provider_run(Api::Anthropic, &[]).await;
+}
+
+#[tokio::test]
+async fn a_failing_provider_exits_1_and_still_writes_the_records() {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(
+            wiremock::ResponseTemplate::new(401)
+                .set_body_json(json!({"error": {"message": "Incorrect API key provided"}})),
+        )
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = lsm(dir.path());
+    cmd.env("OPENAI_API_KEY", "sk-wrong")
+        .args(["agent", "run", "general", "--task", "t", "--json"])
+        .args(["--provider", "openai", "--model", "gpt-4o-mini"])
+        .args(["--base-url", &format!("{}/v1", server.uri())]);
+    let out = run(&mut cmd);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let s = stdout_json(&out);
+    let err = s["error"].as_str().unwrap();
+    assert!(
+        err.contains("OPENAI_API_KEY") && err.contains("Incorrect API key"),
+        "{err}"
+    );
+    let run_dir = dir
+        .path()
+        .join("Agents/general/logs")
+        .join(s["run_id"].as_str().unwrap());
+    let transcript = std::fs::read_to_string(run_dir.join("transcript.jsonl")).unwrap();
+    assert!(transcript.contains("\"llm_error\"") && transcript.contains("401"));
+}
+
+#[test]
+fn a_missing_key_or_model_is_a_usage_error_naming_what_to_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(lsm(dir.path())
+        .env_remove("ANTHROPIC_API_KEY")
+        .args(["agent", "run", "general", "--task", "t"])
+        .args(["--provider", "anthropic", "--model", "claude-sonnet-4-5"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("ANTHROPIC_API_KEY"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = run(lsm(dir.path()).env("OPENAI_API_KEY", "k").args([
+        "agent",
+        "run",
+        "general",
+        "--task",
+        "t",
+        "--provider",
+        "openai",
+    ]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--model"), "{}", stderr(&out));
+
+    std::fs::write(
+        dir.path().join("lsm.toml"),
+        "[llm]\nprovider = \"compatible\"\nmodel = \"llama3.2\"\n",
+    )
+    .unwrap();
+    let out = run(lsm(dir.path()).args(["agent", "run", "general", "--task", "t"]));
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("base_url") && err.contains("lsm.toml"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn config_tiers_and_env_overrides_choose_the_provider() {
+    // [llm.normal] names the provider; LSM_LLM_BASE_URL points it at the loopback server;
+    // LSM_LLM_STREAM is irrelevant to a non-streaming mock, so streaming stays off here.
+    let server = loopback::server(Api::Anthropic).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.md"), "hello notes\n").unwrap();
+    std::fs::write(
+        dir.path().join("lsm.toml"),
+        "[llm]\nprovider = \"openai\"\nmodel = \"gpt-4o-mini\"\n\n\
+         [llm.pricing]\n\"claude-test\" = { input = 3.0, output = 15.0, cached_input = 0.3 }\n\n\
+         [llm.normal]\nprovider = \"anthropic\"\nmodel = \"claude-test\"\n",
+    )
+    .unwrap();
+    let mut cmd = lsm(dir.path());
+    cmd.env("ANTHROPIC_API_KEY", "k")
+        .env("LSM_LLM_BASE_URL", format!("{}/v1", server.uri()))
+        .args(["agent", "run", "general", "--task", "read", "--json"]);
+    let out = run(&mut cmd);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let s = stdout_json(&out);
+    assert_eq!(s["provider"], "anthropic");
+    assert_eq!(s["model"], "claude-test");
+    // Per call: 60 plain × 3 + 40 cached × 0.3 + 20 out × 15 = 492 per million; two calls.
+    let cost = s["token_usage"]["cost_usd"].as_f64().unwrap();
+    assert!((cost - 2.0 * 492.0 / 1e6).abs() < 1e-12, "{cost}");
+}
+
+#[tokio::test]
+async fn the_cost_ceiling_stops_a_run_with_exit_code_3() {
+    let server = loopback::server(Api::Chat).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.md"), "hello notes\n").unwrap();
+    std::fs::write(
+        dir.path().join("lsm.toml"),
+        "[llm.pricing]\n\"gpt-4o-mini\" = { input = 100.0, output = 100.0 }\n",
+    )
+    .unwrap();
+    // One call costs 120 tokens × $100 per million = $0.012 > the $0.01 ceiling.
+    let mut cmd = lsm(dir.path());
+    cmd.env("OPENAI_API_KEY", "k")
+        .args(["agent", "run", "general", "--task", "read", "--json"])
+        .args([
+            "--provider",
+            "openai",
+            "--model",
+            "gpt-4o-mini",
+            "--max-cost-usd",
+            "0.01",
+        ])
+        .args(["--base-url", &format!("{}/v1", server.uri())]);
+    let out = run(&mut cmd);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let s = stdout_json(&out);
+    assert_eq!(s["run_outcome"], "budget_exhausted");
+    assert_eq!(s["token_usage"]["iterations"], 1);
+    assert_eq!(s["token_usage"]["max_cost_usd"], 0.01);
+
+    // Without prices for the model, a cost ceiling cannot be enforced: a usage error.
+    let mut cmd = lsm(dir.path());
+    cmd.env("OPENAI_API_KEY", "k")
+        .args(["agent", "run", "general", "--task", "read"])
+        .args([
+            "--provider",
+            "openai",
+            "--model",
+            "other",
+            "--max-cost-usd",
+            "0.01",
+        ])
+        .args(["--base-url", &format!("{}/v1", server.uri())]);
+    let out = run(&mut cmd);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("no prices"), "{}", stderr(&out));
+}
+
+// ---------- lsm llm ping ----------
+
+#[tokio::test]
+async fn llm_ping_prints_the_real_figures() {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .and(wiremock::matchers::path("/v1/chat/completions"))
+        .respond_with(wiremock::ResponseTemplate::new(200).set_body_json(json!({
+            "id": "chatcmpl-1", "choices": [{"index": 0, "message": {"role": "assistant", "content": "pong"}}],
+            "usage": {"prompt_tokens": 21, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 0}}
+        })))
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let base = format!("{}/v1", server.uri());
+    let out = run(lsm(dir.path()).env("OPENAI_API_KEY", "k").args([
+        "llm",
+        "ping",
+        "--provider",
+        "openai",
+        "--model",
+        "gpt-4o-mini",
+        "--base-url",
+        &base,
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "provider: openai",
+        "model: gpt-4o-mini",
+        &format!("base_url: {base}"),
+        "latency: ",
+        "usage: 21 input tokens (0 cached), 2 output tokens",
+        "reply: pong",
+    ] {
+        assert!(text.contains(needle), "{needle} missing:\n{text}");
+    }
+    let out = run(lsm(dir.path()).env("OPENAI_API_KEY", "k").args([
+        "llm",
+        "ping",
+        "--json",
+        "--provider",
+        "openai",
+        "--model",
+        "gpt-4o-mini",
+        "--base-url",
+        &base,
+    ]));
+    let v = stdout_json(&out);
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["usage"]["input_tokens"], 21);
+    assert!(v["latency_ms"].is_u64());
+    let body: Value = server.received_requests().await.unwrap()[0]
+        .body_json()
+        .unwrap();
+    assert_eq!(body["max_completion_tokens"], 16, "a tiny call");
+}
+
+#[tokio::test]
+async fn llm_ping_names_the_precise_failure() {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(
+            wiremock::ResponseTemplate::new(404)
+                .set_body_json(json!({"error": {"message": "model 'nosuch' not found"}})),
+        )
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(lsm(dir.path()).args([
+        "llm",
+        "ping",
+        "--provider",
+        "compatible",
+        "--model",
+        "nosuch",
+        "--base-url",
+        &format!("{}/v1", server.uri()),
+    ]));
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("404") && err.contains("nosuch") && err.contains("base_url"),
+        "{err}"
+    );
+
+    // Nothing listening: a connection error after the retries.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let out = run(lsm(dir.path())
+        .env("LSM_LLM_MAX_RETRIES", "0")
+        .args(["llm", "ping", "--provider", "compatible", "--model", "m"])
+        .args(["--base-url", &format!("http://127.0.0.1:{port}/v1")]));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("cannot reach"), "{}", stderr(&out));
+}
+
+/// Answers with the strict-JSON protocol: read notes.md, then DONE.
+struct JsonProtocol(std::sync::atomic::AtomicUsize);
+
+impl wiremock::Respond for JsonProtocol {
+    fn respond(&self, _request: &wiremock::Request) -> wiremock::ResponseTemplate {
+        let n = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let text = if n == 1 {
+            json!({"response": "", "action": "read_file", "action_arguments": {"path": "notes.md"}})
+                .to_string()
+        } else {
+            json!({"response": "The notes say hello.", "action": "DONE"}).to_string()
+        };
+        wiremock::ResponseTemplate::new(200).set_body_json(Api::Compatible.answer(n, None, &text))
+    }
+}
+
+#[tokio::test]
+async fn a_model_without_function_calling_runs_on_the_strict_json_protocol() {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(JsonProtocol(std::sync::atomic::AtomicUsize::new(0)))
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.md"), "hello notes\n").unwrap();
+    std::fs::write(
+        dir.path().join("lsm.toml"),
+        format!(
+            "[llm]\nprovider = \"compatible\"\nmodel = \"small\"\nbase_url = \"{}/v1\"\nfunction_calling = false\n",
+            server.uri()
+        ),
+    )
+    .unwrap();
+    let out = run(lsm(dir.path()).args(["agent", "run", "general", "--task", "read", "--json"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let s = stdout_json(&out);
+    assert_eq!(s["tool_sequence"], json!(["read_file"]));
+    assert_eq!(s["run_outcome"], "done");
+    let requests = server.received_requests().await.unwrap();
+    let second: Value = requests[1].body_json().unwrap();
+    assert!(second.get("tools").is_none(), "no native tools: {second}");
+    let messages = second["messages"].to_string();
+    assert!(
+        messages.contains("Result of read_file:\\nhello notes"),
+        "{messages}"
+    );
+}

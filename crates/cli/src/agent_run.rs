@@ -36,9 +36,18 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub max_rounds: Option<u32>,
 
-    /// The LLM provider: `scripted:<file.jsonl>` plays a recorded script.
+    /// The LLM provider: openai | openai-responses | anthropic | compatible |
+    /// scripted:<file.jsonl> (plays a recorded script). Default: [llm] provider.
     #[arg(long, value_name = "SPEC")]
     pub provider: Option<String>,
+
+    /// The model, as the provider names it (default: [llm] model of the agent's tier).
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+
+    /// The API base URL, e.g. http://localhost:11434/v1 for Ollama (default: [llm] base_url).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
 
     /// Root of the agents' workspaces and run records (default: [agents] agents_folder).
     #[arg(long, value_name = "DIR")]
@@ -51,6 +60,11 @@ pub struct RunArgs {
     /// Token ceiling of the run (default: [agents] max_tokens_budget).
     #[arg(long, value_name = "N")]
     pub max_tokens_budget: Option<u64>,
+
+    /// Cost ceiling of the run in US dollars (default: [agents] max_cost_usd); needs the
+    /// model's prices in [llm] pricing.
+    #[arg(long, value_name = "USD")]
+    pub max_cost_usd: Option<f64>,
 
     /// Print only the final run summary, as JSON, on stdout.
     #[arg(long)]
@@ -126,14 +140,32 @@ async fn run_async(config_path: Option<&Path>, args: RunArgs) -> Result<u8> {
         config.sandbox.allowed_write_paths = vec![cwd.clone()];
     }
 
-    let provider_spec = args
-        .provider
-        .clone()
-        .or_else(|| config.llm.provider.clone())
-        .ok_or_else(|| {
-            usage("no LLM provider configured: pass --provider scripted:<file.jsonl> or set [llm] provider in lsm.toml")
-        })?;
-    let provider = wiring::build_provider(&provider_spec, &cwd)?;
+    if let Some(usd) = args.max_cost_usd {
+        config.agents.max_cost_usd = Some(usd);
+    }
+    if let Some(usd) = config.agents.max_cost_usd
+        && !(usd.is_finite() && usd > 0.0)
+    {
+        return Err(usage(format!(
+            "max_cost_usd = {usd} must be a positive number of dollars"
+        )));
+    }
+
+    let llm = config.llm.resolve(spec.tier)?;
+    let flags = wiring::ProviderFlags {
+        provider: args.provider.clone(),
+        model: args.model.clone(),
+        base_url: args.base_url.clone(),
+    };
+    let provider = wiring::build_provider(&llm, &flags, &cwd, &config.source_name())?.provider;
+    if config.agents.max_cost_usd.is_some() && provider.pricing().is_none() {
+        return Err(usage(format!(
+            "max_cost_usd is set but no prices are configured for model '{}': add [llm.pricing] \"{}\" = {{ input = ..., output = ... }} (US dollars per million tokens) to {}",
+            provider.model(),
+            provider.model(),
+            config.source_name()
+        )));
+    }
 
     let mut registry = lsm_sandbox::builtin::registry();
     let memory = config
@@ -152,7 +184,7 @@ async fn run_async(config_path: Option<&Path>, args: RunArgs) -> Result<u8> {
         HarnessFactory::new(config.agents.harness.clone(), provider, Arc::new(sandbox))
             .with_stop_token(stop.clone());
     if !args.json {
-        factory = factory.with_event_sink(Arc::new(StderrProgress));
+        factory = factory.with_event_sink(Arc::new(StderrProgress::default()));
     }
     if let Some(store) = memory {
         let limit = config.memory.limit;

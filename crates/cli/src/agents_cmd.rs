@@ -254,8 +254,13 @@ fn print_human(output: &AgentOutput, s: &RunSummary, dir: &Path) {
         println!("{}", output.text);
         println!();
     }
+    let cost = s
+        .token_usage
+        .cost_usd
+        .map(|c| format!(", ${c:.4}"))
+        .unwrap_or_default();
     println!(
-        "run {} — {} ({}), {} LLM call(s), {} of {} tokens, {} tool call(s)",
+        "run {} — {} ({}), {} LLM call(s), {} of {} tokens{cost}, {} tool call(s)",
         s.run_id,
         s.status,
         s.run_outcome,

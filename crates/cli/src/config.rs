@@ -1,8 +1,12 @@
 //! `lsm.toml`: finding it, reading it, `LSM_*` environment overrides, resolving its paths.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use lsm_phase::LlmTier;
+use lsm_providers::{HttpSettings, Pricing};
 use lsm_sandbox::SandboxConfig;
 use serde::Deserialize;
 
@@ -12,12 +16,198 @@ use crate::memory_wiring::MemoryConfig;
 /// The name looked for in the working directory when `--config` is not given.
 pub const DEFAULT_CONFIG_FILE: &str = "lsm.toml";
 
-/// `[llm]`.
+/// `[llm]`: the defaults of every tier, the pricing table, and the tiers.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LlmConfig {
-    /// Provider spec, as `--provider` takes it (`scripted:<file.jsonl>`).
+    /// `openai`, `openai-responses`, `anthropic`, `compatible`, or `scripted:<file.jsonl>`.
     pub provider: Option<String>,
+    /// The model name, as the server knows it.
+    pub model: Option<String>,
+    /// The API base URL.
+    pub base_url: Option<String>,
+    /// The environment variable holding the key.
+    pub api_key_env: Option<String>,
+    /// Native tool calling (default) or the strict-JSON protocol.
+    pub function_calling: Option<bool>,
+    /// Stream answers (SSE).
+    pub stream: Option<bool>,
+    /// OpenAI `prompt_cache_retention` (`"in_memory"`, `"24h"`).
+    pub prompt_cache_retention: Option<String>,
+    /// Connect timeout.
+    pub connect_timeout_seconds: Option<f64>,
+    /// Read timeout (silence between two reads).
+    pub read_timeout_seconds: Option<f64>,
+    /// Retries after the first attempt.
+    pub max_retries: Option<u32>,
+    /// First backoff delay.
+    pub retry_base_delay_ms: Option<u64>,
+    /// Longest single wait, also for `Retry-After`.
+    pub retry_max_delay_seconds: Option<f64>,
+    /// Prices per model name.
+    pub pricing: BTreeMap<String, Pricing>,
+    /// `[llm.quick]`.
+    pub quick: Option<TierConfig>,
+    /// `[llm.normal]`.
+    pub normal: Option<TierConfig>,
+    /// `[llm.complex]`.
+    pub complex: Option<TierConfig>,
+}
+
+/// `[llm.quick]`, `[llm.normal]`, `[llm.complex]`: what a tier changes from `[llm]`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TierConfig {
+    /// As `[llm] provider`.
+    pub provider: Option<String>,
+    /// As `[llm] model`.
+    pub model: Option<String>,
+    /// As `[llm] base_url`.
+    pub base_url: Option<String>,
+    /// As `[llm] api_key_env`.
+    pub api_key_env: Option<String>,
+    /// As `[llm] function_calling`.
+    pub function_calling: Option<bool>,
+    /// As `[llm] stream`.
+    pub stream: Option<bool>,
+    /// As `[llm] prompt_cache_retention`.
+    pub prompt_cache_retention: Option<String>,
+    /// As `[llm] connect_timeout_seconds`.
+    pub connect_timeout_seconds: Option<f64>,
+    /// As `[llm] read_timeout_seconds`.
+    pub read_timeout_seconds: Option<f64>,
+    /// As `[llm] max_retries`.
+    pub max_retries: Option<u32>,
+    /// As `[llm] retry_base_delay_ms`.
+    pub retry_base_delay_ms: Option<u64>,
+    /// As `[llm] retry_max_delay_seconds`.
+    pub retry_max_delay_seconds: Option<f64>,
+    /// The prices of this tier's model.
+    pub pricing: Option<Pricing>,
+}
+
+/// The LLM settings one run uses: `[llm]`, overridden by the agent's tier.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedLlm {
+    /// Where these settings came from, for messages (`[llm.normal]`, `[llm]`).
+    pub section: String,
+    /// The provider spec.
+    pub provider: Option<String>,
+    /// The model.
+    pub model: Option<String>,
+    /// The base URL.
+    pub base_url: Option<String>,
+    /// The key's variable.
+    pub api_key_env: Option<String>,
+    /// Native tool calling.
+    pub function_calling: bool,
+    /// Streaming.
+    pub stream: bool,
+    /// Prompt cache retention.
+    pub prompt_cache_retention: Option<String>,
+    /// Timeouts and retries.
+    pub http: HttpSettings,
+    /// The tier's own price, for its own model.
+    tier_pricing: Option<(Option<String>, Pricing)>,
+    /// The `[llm.pricing]` table.
+    table: BTreeMap<String, Pricing>,
+}
+
+impl ResolvedLlm {
+    /// The prices of `model`: the tier's `pricing` when `model` is the tier's model, else the
+    /// `[llm.pricing]` entry for it.
+    pub fn pricing_for(&self, model: &str) -> Option<Pricing> {
+        if let Some((tier_model, p)) = &self.tier_pricing
+            && tier_model.as_deref().is_none_or(|m| m == model)
+        {
+            return Some(*p);
+        }
+        self.table.get(model).copied()
+    }
+}
+
+fn seconds(value: Option<f64>, default: Duration, key: &str, section: &str) -> Result<Duration> {
+    match value {
+        None => Ok(default),
+        Some(v) if v.is_finite() && v > 0.0 => Ok(Duration::from_secs_f64(v)),
+        Some(v) => bail!(config_error(format!(
+            "{section} {key} = {v} must be a positive number of seconds"
+        ))),
+    }
+}
+
+impl LlmConfig {
+    /// The tier's table, if configured.
+    pub fn tier(&self, tier: LlmTier) -> Option<&TierConfig> {
+        match tier {
+            LlmTier::Quick => self.quick.as_ref(),
+            LlmTier::Normal => self.normal.as_ref(),
+            LlmTier::Complex => self.complex.as_ref(),
+        }
+    }
+
+    /// `[llm]` with the tier's settings on top.
+    pub fn resolve(&self, tier: LlmTier) -> Result<ResolvedLlm> {
+        let empty = TierConfig::default();
+        let t = self.tier(tier).unwrap_or(&empty);
+        let section = if self.tier(tier).is_some() {
+            format!("[llm.{}]", tier_name(tier))
+        } else {
+            "[llm]".to_string()
+        };
+        let d = HttpSettings::default();
+        let http = HttpSettings {
+            connect_timeout: seconds(
+                t.connect_timeout_seconds.or(self.connect_timeout_seconds),
+                d.connect_timeout,
+                "connect_timeout_seconds",
+                &section,
+            )?,
+            read_timeout: seconds(
+                t.read_timeout_seconds.or(self.read_timeout_seconds),
+                d.read_timeout,
+                "read_timeout_seconds",
+                &section,
+            )?,
+            max_retries: t.max_retries.or(self.max_retries).unwrap_or(d.max_retries),
+            retry_base_delay: t
+                .retry_base_delay_ms
+                .or(self.retry_base_delay_ms)
+                .map_or(d.retry_base_delay, Duration::from_millis),
+            retry_max_delay: seconds(
+                t.retry_max_delay_seconds.or(self.retry_max_delay_seconds),
+                d.retry_max_delay,
+                "retry_max_delay_seconds",
+                &section,
+            )?,
+        };
+        let model = t.model.clone().or_else(|| self.model.clone());
+        Ok(ResolvedLlm {
+            section,
+            provider: t.provider.clone().or_else(|| self.provider.clone()),
+            base_url: t.base_url.clone().or_else(|| self.base_url.clone()),
+            api_key_env: t.api_key_env.clone().or_else(|| self.api_key_env.clone()),
+            function_calling: t.function_calling.or(self.function_calling).unwrap_or(true),
+            stream: t.stream.or(self.stream).unwrap_or(false),
+            prompt_cache_retention: t
+                .prompt_cache_retention
+                .clone()
+                .or_else(|| self.prompt_cache_retention.clone()),
+            http,
+            tier_pricing: t.pricing.map(|p| (model.clone(), p)),
+            model,
+            table: self.pricing.clone(),
+        })
+    }
+}
+
+/// The configuration name of a tier.
+pub fn tier_name(tier: LlmTier) -> &'static str {
+    match tier {
+        LlmTier::Quick => "quick",
+        LlmTier::Normal => "normal",
+        LlmTier::Complex => "complex",
+    }
 }
 
 /// The whole file.
@@ -37,6 +227,16 @@ pub struct Config {
     /// The file this came from (`None`: built-in defaults).
     #[serde(skip)]
     pub source: Option<PathBuf>,
+}
+
+impl Config {
+    /// The file this came from, for messages.
+    pub fn source_name(&self) -> String {
+        self.source.as_ref().map_or_else(
+            || "the built-in defaults (no lsm.toml)".to_string(),
+            |p| p.display().to_string(),
+        )
+    }
 }
 
 /// A configuration error: exit code 2.
@@ -124,8 +324,27 @@ const SECTIONS: &[&str] = &["agents", "sandbox", "llm"];
 /// `LSM_AGENTS_INTERACTION_TIMEOUT_SECONDS=60` sets `[agents.interaction] timeout_seconds`).
 const NESTED: &[(&str, &str)] = &[("agents", "memory"), ("agents", "interaction")];
 
+/// The `[llm]` tiers an `LSM_LLM_<TIER>_<KEY>` variable can address.
+const TIERS: &[&str] = &["quick", "normal", "complex"];
+
+/// The `[llm]` keys whose environment override also overrides every tier: the variable says
+/// which provider, model and server to use, whatever the file's tiers say.
+const LLM_KEYS_OVER_TIERS: &[&str] = &["provider", "model", "base_url"];
+
+fn subtable<'a>(table: &'a mut toml::Table, key: &str, name: &str) -> Result<&'a mut toml::Table> {
+    let entry = table
+        .entry(key.to_string())
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    match entry {
+        toml::Value::Table(t) => Ok(t),
+        _ => bail!(config_error(format!("{name} is not a table"))),
+    }
+}
+
 /// `LSM_AGENTS_MAX_TOKENS_BUDGET=5000` sets `[agents] max_tokens_budget = 5000`. Values are
 /// read as TOML (numbers, booleans, arrays) and fall back to a plain string.
+/// `LSM_LLM_NORMAL_MODEL` sets `[llm.normal] model`; `LSM_LLM_PROVIDER`, `LSM_LLM_MODEL` and
+/// `LSM_LLM_BASE_URL` set `[llm]` and every tier present in the file.
 fn apply_env_overrides(table: &mut toml::Table, env: &[(String, String)]) -> Result<()> {
     for (name, value) in env {
         let Some(rest) = name.strip_prefix("LSM_") else {
@@ -148,30 +367,32 @@ fn apply_env_overrides(table: &mut toml::Table, env: &[(String, String)]) -> Res
             .ok()
             .and_then(|mut t| t.remove("v"))
             .unwrap_or_else(|| toml::Value::String(value.clone()));
-        let mut entry = table
-            .entry(section.to_string())
-            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        let mut key = key;
-        let mut where_ = section.to_string();
-        let nested = NESTED.iter().find(|(s, sub)| {
+        let section_table = subtable(table, section, &format!("[{section}]"))?;
+        if let Some((_, sub)) = NESTED.iter().find(|(s, sub)| {
             *s == section && key.strip_prefix(sub).is_some_and(|k| k.starts_with('_'))
-        });
-        if let Some((_, sub)) = nested {
-            let toml::Value::Table(t) = entry else {
-                bail!(config_error(format!("[{section}] is not a table")));
-            };
-            entry = t
-                .entry(sub.to_string())
-                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-            where_ = format!("{section}.{sub}");
-            key = key[sub.len() + 1..].to_string();
+        }) {
+            let inner_key = key[sub.len() + 1..].to_string();
+            subtable(section_table, sub, &format!("[{section}.{sub}]"))?.insert(inner_key, parsed);
+            continue;
         }
-        match entry {
-            toml::Value::Table(t) => {
-                t.insert(key, parsed);
+        if section == "llm" {
+            if let Some((tier, tier_key)) = TIERS.iter().find_map(|t| {
+                key.strip_prefix(t)
+                    .and_then(|k| k.strip_prefix('_'))
+                    .map(|k| (*t, k.to_string()))
+            }) {
+                subtable(section_table, tier, &format!("[llm.{tier}]"))?.insert(tier_key, parsed);
+                continue;
             }
-            _ => bail!(config_error(format!("[{where_}] is not a table"))),
+            if LLM_KEYS_OVER_TIERS.contains(&key.as_str()) {
+                for tier in TIERS {
+                    if let Some(toml::Value::Table(t)) = section_table.get_mut(*tier) {
+                        t.insert(key.clone(), parsed.clone());
+                    }
+                }
+            }
         }
+        section_table.insert(key, parsed);
     }
     Ok(())
 }
@@ -189,11 +410,24 @@ fn resolve_paths(config: &mut Config, base: &Path) {
         fix(dir);
     }
     config.memory.resolve_paths(base);
-    if let Some(spec) = config.llm.provider.as_mut()
-        && let Some(file) = spec.strip_prefix("scripted:")
-        && Path::new(file).is_relative()
+    let fix_spec = |spec: &mut Option<String>| {
+        if let Some(spec) = spec.as_mut()
+            && let Some(file) = spec.strip_prefix("scripted:")
+            && Path::new(file).is_relative()
+        {
+            *spec = format!("scripted:{}", base.join(file).display());
+        }
+    };
+    fix_spec(&mut config.llm.provider);
+    for tier in [
+        &mut config.llm.quick,
+        &mut config.llm.normal,
+        &mut config.llm.complex,
+    ]
+    .into_iter()
+    .flatten()
     {
-        *spec = format!("scripted:{}", base.join(file).display());
+        fix_spec(&mut tier.provider);
     }
 }
 
@@ -312,5 +546,147 @@ mod tests {
             c.llm.provider.unwrap(),
             format!("scripted:{}", dir.path().join("s.jsonl").display())
         );
+    }
+}
+
+#[cfg(test)]
+mod llm_tests {
+    use super::*;
+
+    const FILE: &str = r#"
+[llm]
+provider = "openai"
+model = "gpt-4o-mini"
+max_retries = 2
+
+[llm.pricing]
+"gpt-4o-mini" = { input = 0.15, output = 0.6, cached_input = 0.075 }
+"gpt-4.1" = { input = 2.0, output = 8.0 }
+
+[llm.quick]
+model = "gpt-4.1-nano"
+pricing = { input = 0.1, output = 0.4 }
+
+[llm.complex]
+provider = "anthropic"
+model = "claude-sonnet-4-5"
+stream = true
+read_timeout_seconds = 600
+"#;
+
+    fn load_text(text: &str, env: &[(&str, &str)]) -> Result<Config> {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("lsm.toml");
+        std::fs::write(&f, text).unwrap();
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        load(Some(&f), &env)
+    }
+
+    #[test]
+    fn tiers_override_the_llm_defaults() {
+        let c = load_text(FILE, &[]).unwrap();
+        let normal = c.llm.resolve(LlmTier::Normal).unwrap();
+        assert_eq!(normal.section, "[llm]");
+        assert_eq!(normal.provider.as_deref(), Some("openai"));
+        assert_eq!(normal.model.as_deref(), Some("gpt-4o-mini"));
+        assert_eq!(normal.http.max_retries, 2);
+        assert!(!normal.stream && normal.function_calling);
+        assert_eq!(normal.pricing_for("gpt-4o-mini").unwrap().input, 0.15);
+
+        let quick = c.llm.resolve(LlmTier::Quick).unwrap();
+        assert_eq!(quick.provider.as_deref(), Some("openai"));
+        assert_eq!(quick.model.as_deref(), Some("gpt-4.1-nano"));
+        assert_eq!(quick.pricing_for("gpt-4.1-nano").unwrap().input, 0.1);
+        assert_eq!(
+            quick.pricing_for("gpt-4.1").unwrap().input,
+            2.0,
+            "another model's price comes from the table"
+        );
+
+        let complex = c.llm.resolve(LlmTier::Complex).unwrap();
+        assert_eq!(complex.section, "[llm.complex]");
+        assert_eq!(complex.provider.as_deref(), Some("anthropic"));
+        assert!(complex.stream);
+        assert_eq!(complex.http.read_timeout, Duration::from_secs(600));
+        assert_eq!(complex.pricing_for("claude-sonnet-4-5"), None);
+    }
+
+    #[test]
+    fn env_overrides_beat_the_tiers() {
+        let c = load_text(
+            FILE,
+            &[
+                ("LSM_LLM_MODEL", "gpt-5"),
+                ("LSM_LLM_BASE_URL", "http://127.0.0.1:9/v1"),
+                ("LSM_LLM_QUICK_STREAM", "true"),
+            ],
+        )
+        .unwrap();
+        for tier in [LlmTier::Quick, LlmTier::Normal, LlmTier::Complex] {
+            let r = c.llm.resolve(tier).unwrap();
+            assert_eq!(r.model.as_deref(), Some("gpt-5"), "{tier:?}");
+            assert_eq!(r.base_url.as_deref(), Some("http://127.0.0.1:9/v1"));
+        }
+        assert!(c.llm.resolve(LlmTier::Quick).unwrap().stream);
+        let c = load_text(FILE, &[("LSM_LLM_PROVIDER", "compatible")]).unwrap();
+        assert_eq!(
+            c.llm.resolve(LlmTier::Complex).unwrap().provider.as_deref(),
+            Some("compatible")
+        );
+    }
+
+    #[test]
+    fn every_example_in_config_md_loads() {
+        let doc = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/CONFIG.md"),
+        )
+        .unwrap();
+        let blocks: Vec<&str> = doc
+            .split("```toml\n")
+            .skip(1)
+            .map(|b| b.split("```").next().unwrap())
+            .collect();
+        assert!(blocks.len() >= 4, "{}", blocks.len());
+        let mut providers = Vec::new();
+        for block in blocks {
+            let c = load_text(block, &[]).unwrap_or_else(|e| panic!("{e}\n{block}"));
+            for tier in [LlmTier::Quick, LlmTier::Normal, LlmTier::Complex] {
+                let r = c.llm.resolve(tier).unwrap();
+                if let Some(p) = r.provider.clone() {
+                    providers.push(p.clone());
+                    if !p.starts_with("scripted:") {
+                        let model = r.model.clone().unwrap();
+                        assert!(lsm_providers::ProviderKind::parse(&p).is_some(), "{p}");
+                        if p != "compatible" {
+                            assert!(r.pricing_for(&model).is_some(), "{p} {model}: no price");
+                        }
+                    }
+                }
+            }
+        }
+        for p in ["openai", "anthropic", "compatible"] {
+            assert!(providers.iter().any(|x| x == p), "no example for {p}");
+        }
+    }
+
+    #[test]
+    fn llm_config_errors_name_the_key_and_the_file() {
+        let e = load_text("[llm.normal]\nmodle = \"x\"\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("modle") && e.contains("lsm.toml"), "{e}");
+        let e = load_text(
+            "[llm.pricing]\nm = { input = 1, output = 2, cached = 3 }\n",
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("cached") && e.contains("lsm.toml"), "{e}");
+        let c = load_text("[llm]\nread_timeout_seconds = -1\n", &[]).unwrap();
+        let e = c.llm.resolve(LlmTier::Normal).unwrap_err().to_string();
+        assert!(e.contains("[llm] read_timeout_seconds"), "{e}");
     }
 }

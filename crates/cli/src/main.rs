@@ -16,6 +16,7 @@ mod config;
 mod exit;
 mod foreground;
 mod interaction_wiring;
+mod llm_cmd;
 mod memory_cmd;
 mod memory_wiring;
 mod progress;
@@ -58,12 +59,21 @@ enum Command {
     Memory(memory_cmd::MemoryCommand),
     /// A terminal UI: start runs, follow their logs, answer their requests.
     Tui(tui::TuiArgs),
+    /// Check the configured LLM provider.
+    #[command(subcommand)]
+    Llm(LlmCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum LlmCommand {
+    /// Make one tiny call and print provider, model, latency and usage (or why it failed).
+    Ping(llm_cmd::PingArgs),
 }
 
 #[derive(Debug, Subcommand)]
 enum AgentCommand {
     /// Run an agent on a task or topic.
-    Run(agent_run::RunArgs),
+    Run(Box<agent_run::RunArgs>),
     /// List the agents: name, tier, input, description, tools.
     List(ListArgs),
 }
@@ -100,10 +110,11 @@ fn main() -> ExitCode {
     }
     let code = match cli.command {
         Command::Tools(ToolsCommand::List(args)) => tools_cmd::list(args.json),
-        Command::Agent(AgentCommand::Run(args)) => agent_run::run(cli.config.as_deref(), args),
+        Command::Agent(AgentCommand::Run(args)) => agent_run::run(cli.config.as_deref(), *args),
         Command::Agent(AgentCommand::List(args)) => agents_cmd::list(args.json),
         Command::Memory(command) => memory_cmd::run(cli.config.as_deref(), command),
         Command::Tui(args) => tui::run(cli.config.as_deref(), args),
+        Command::Llm(LlmCommand::Ping(args)) => llm_cmd::ping(cli.config.as_deref(), args),
     };
     ExitCode::from(code)
 }

@@ -1,11 +1,16 @@
 //! Human progress on stderr, one line per transcript event worth seeing.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use lsm_harness::EventSink;
 use serde_json::Value;
 
-/// Prints a short line for each event of interest.
+/// Prints a short line for each event of interest; streamed text as it arrives.
 #[derive(Debug, Default)]
-pub struct StderrProgress;
+pub struct StderrProgress {
+    /// Streamed text was printed since the last full line.
+    mid_line: AtomicBool,
+}
 
 fn clip(s: &str, max: usize) -> String {
     let one_line = s.replace('\n', " ");
@@ -19,6 +24,26 @@ fn clip(s: &str, max: usize) -> String {
 
 impl EventSink for StderrProgress {
     fn event(&self, e: &Value) {
+        let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("");
+        if s("event") == "llm_stream" && s("kind") == "text_delta" {
+            if !self.mid_line.swap(true, Ordering::SeqCst) {
+                eprint!("[{}] model: ", s("label"));
+            }
+            eprint!("{}", s("text"));
+            return;
+        }
+        let streamed = self.mid_line.swap(false, Ordering::SeqCst);
+        if streamed {
+            eprintln!();
+            if s("event") == "llm_response" {
+                // The text is on screen already; say only what else the model asked for.
+                let calls = e["tool_calls"].as_array().map_or(0, Vec::len);
+                if calls > 0 {
+                    eprintln!("[{}] model requested {calls} tool call(s)", s("label"));
+                }
+                return;
+            }
+        }
         if let Some(line) = describe(e) {
             eprintln!("{line}");
         }
@@ -60,7 +85,25 @@ pub fn describe(e: &Value) -> Option<String> {
         },
         "tool_denied" => format!("  <- {} refused: {}", s("tool"), clip(s("reason"), 200)),
         "llm_error" => format!("LLM error: {}", s("error")),
-        "budget_exhausted" => "token budget exhausted; no further LLM calls".to_string(),
+        "llm_retry" => format!(
+            "[{}] LLM call failed (attempt {}), retrying in {} ms: {}",
+            s("label"),
+            e["attempt"],
+            e["delay_ms"],
+            clip(s("reason"), 200)
+        ),
+        "llm_chain_reset" => format!(
+            "[{}] the server lost the conversation; resending the full history",
+            s("label")
+        ),
+        "llm_stream" => match s("kind") {
+            "tool_call_started" => format!("[{}] model is calling {}…", s("label"), s("name")),
+            // Text and argument pieces would flood a log one line each.
+            _ => return None,
+        },
+        "budget_exhausted" => {
+            format!("budget exhausted ({}); no further LLM calls", s("reason"))
+        }
         "stop_requested" => "stop requested".to_string(),
         "blocked" => format!("blocked: {}", s("reason")),
         "interaction_request" => format!(

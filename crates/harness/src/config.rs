@@ -34,6 +34,15 @@ pub struct HarnessConfig {
     pub write_records: bool,
     /// Offer the reserved `block` control tool so the model can say it cannot proceed.
     pub offer_block_tool: bool,
+    /// Cost ceiling of one run in US dollars, across all phases and contexts. Needs the
+    /// provider's prices (`[llm] pricing`); without them no cost is known and only the token
+    /// budget applies.
+    pub max_cost_usd: Option<f64>,
+    /// Reserve the provider's prompt-token estimate before each call: no call is made when the
+    /// estimated prompt does not fit in what is left (of tokens, or of dollars), and the output
+    /// cap is what is left after it. Off: no call once the budget is used up, output capped to
+    /// what is left, so a run overshoots by at most one call's prompt.
+    pub reserve_prompt_estimate: bool,
 }
 
 impl Default for HarnessConfig {
@@ -46,6 +55,8 @@ impl Default for HarnessConfig {
             context_window_strategy: ContextStrategy::Compact,
             write_records: true,
             offer_block_tool: true,
+            max_cost_usd: None,
+            reserve_prompt_estimate: false,
         }
     }
 }

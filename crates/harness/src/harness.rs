@@ -10,7 +10,9 @@ use lsm_phase::{
     AgentIdentity, DirectToolCall, PhaseExecutor, PhaseRequest, PhaseResult, RunOutcome,
     StopReason, ToolCallRecord, ToolOutcome,
 };
-use lsm_providers::{CallOptions, LlmRequest, Message, Provider, ToolDefinition};
+use lsm_providers::{
+    CallObserver, CallOptions, LlmRequest, Message, Provider, ProviderEvent, ToolDefinition,
+};
 use lsm_sandbox::{Caller, Sandbox, ToolEvent, ToolEventKind};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -76,7 +78,7 @@ fn record_to(
 
 /// Token accounting of a run. Visible to the harness's owner (the CLI, tests), never to an
 /// agent: it is not part of any phase result.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct RunUsage {
     /// Input + output tokens.
     pub tokens_used: u64,
@@ -86,8 +88,22 @@ pub struct RunUsage {
     pub output_tokens: u64,
     /// Cached prompt tokens.
     pub cached_tokens: u64,
+    /// Prompt tokens written to the provider's cache.
+    pub cache_creation_tokens: u64,
     /// LLM calls made.
     pub llm_calls: u64,
+    /// What the calls cost in US dollars (`None` while the provider has no prices).
+    pub cost_usd: Option<f64>,
+}
+
+/// Forwards a provider's progress events to the harness loop, which records them.
+struct ForwardEvents(tokio::sync::mpsc::UnboundedSender<ProviderEvent>);
+
+impl CallObserver for ForwardEvents {
+    fn on_event(&self, event: ProviderEvent) {
+        // The loop outlives the call; a closed channel only means the phase already ended.
+        let _ = self.0.send(event);
+    }
 }
 
 /// What [`AgentHarness::run`] returns to its owner.
@@ -267,6 +283,77 @@ impl AgentHarness {
             .saturating_sub(self.usage.tokens_used)
     }
 
+    /// What is left of the cost ceiling, in dollars (`None`: no ceiling).
+    fn cost_left(&self) -> Option<f64> {
+        self.config
+            .max_cost_usd
+            .map(|max| (max - self.usage.cost_usd.unwrap_or(0.0)).max(0.0))
+    }
+
+    /// Why no further call may be made at all, if that is so.
+    fn exhausted(&self) -> Option<String> {
+        if self.budget_left() == 0 {
+            return Some("the token budget is used up".into());
+        }
+        if self.cost_left().is_some_and(|left| left <= 0.0) {
+            return Some("the cost ceiling (max_cost_usd) is reached".into());
+        }
+        None
+    }
+
+    fn record_exhausted(
+        &mut self,
+        label: &str,
+        reason: &str,
+        estimate: Option<u64>,
+    ) -> Result<(), String> {
+        self.record(
+            "budget_exhausted",
+            json!({"label": label, "reason": reason, "tokens_used": self.usage.tokens_used,
+                   "max_tokens_budget": self.config.max_tokens_budget,
+                   "cost_usd": self.usage.cost_usd, "max_cost_usd": self.config.max_cost_usd,
+                   "prompt_tokens_estimate": estimate}),
+        )
+    }
+
+    /// Record a provider's progress event: retries and chain resets go to the transcript,
+    /// streamed text and tool-call progress only to the event sink.
+    fn provider_event(
+        &mut self,
+        label: &Option<String>,
+        event: ProviderEvent,
+    ) -> Result<(), String> {
+        let lname = label_name(label).to_string();
+        match event {
+            ProviderEvent::Retry {
+                attempt,
+                delay,
+                reason,
+            } => self.record(
+                "llm_retry",
+                json!({"label": lname, "attempt": attempt,
+                       "delay_ms": u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                       "reason": reason}),
+            ),
+            ProviderEvent::ChainReset { reason } => {
+                self.contexts.get_or_create(label).last_response_id = None;
+                self.record("llm_chain_reset", json!({"label": lname, "reason": reason}))
+            }
+            other => {
+                if let Some(sink) = &self.events {
+                    let mut v = serde_json::to_value(&other).unwrap_or(Value::Null);
+                    if let Value::Object(o) = &mut v {
+                        o.insert("event".into(), json!("llm_stream"));
+                        o.insert("label".into(), json!(lname));
+                        o.insert("run_id".into(), json!(self.run_id));
+                    }
+                    sink.event(&v);
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// Record an event (transcript + sink).
     fn record(&mut self, event: &str, fields: Value) -> Result<(), String> {
         record_to(&self.recorder, self.events.as_ref(), event, fields).map(|_| ())
@@ -284,6 +371,58 @@ impl AgentHarness {
             recorder: Arc::clone(&self.recorder),
             events: self.events.clone(),
         }
+    }
+
+    /// The output cap of the next call, or why the call must not be made.
+    ///
+    /// Always: at most `max_output_tokens`, at most what is left of the token budget, and at
+    /// most what is left of the cost ceiling buys at the model's output price. With
+    /// `reserve_prompt_estimate`, the prompt estimate is taken out of both first, and a call
+    /// whose estimated prompt does not fit is not made.
+    fn output_cap(
+        &self,
+        estimate: u64,
+        pricing: Option<lsm_providers::Pricing>,
+    ) -> Result<u64, String> {
+        let left = self.budget_left();
+        let reserve = self.config.reserve_prompt_estimate;
+        let mut cap = self.config.max_output_tokens.map_or(left, |m| m.min(left));
+        if reserve {
+            if estimate >= left {
+                return Err(format!(
+                    "the next prompt (about {estimate} tokens) does not fit in the {left} tokens left of the budget"
+                ));
+            }
+            cap = cap.min(left - estimate);
+        }
+        if let Some(cost_left) = self.cost_left() {
+            match pricing {
+                Some(p) => {
+                    let mut dollars = cost_left;
+                    if reserve {
+                        let prompt = p.input_cost(estimate);
+                        if prompt >= dollars {
+                            return Err(format!(
+                                "the next prompt (about {estimate} tokens, ${prompt:.6}) costs more than the ${dollars:.6} left of max_cost_usd"
+                            ));
+                        }
+                        dollars -= prompt;
+                    }
+                    let affordable = p.output_tokens_for(dollars);
+                    if affordable == 0 {
+                        return Err(format!(
+                            "the ${dollars:.6} left of max_cost_usd buys no output token"
+                        ));
+                    }
+                    cap = cap.min(affordable);
+                }
+                None => tracing::warn!(
+                    run_id = %self.run_id,
+                    "max_cost_usd is set but the provider has no prices: the cost ceiling cannot be enforced"
+                ),
+            }
+        }
+        Ok(cap)
     }
 
     /// Tool definitions offered in a phase: allowlisted, registered, within `tool_names`.
@@ -423,12 +562,8 @@ impl AgentHarness {
         let stop = self.stop.clone();
 
         for iteration in 1..=max_iterations {
-            if self.budget_left() == 0 {
-                self.record(
-                    "budget_exhausted",
-                    json!({"label": lname, "tokens_used": self.usage.tokens_used,
-                           "max_tokens_budget": self.config.max_tokens_budget}),
-                )?;
+            if let Some(reason) = self.exhausted() {
+                self.record_exhausted(&lname, &reason, None)?;
                 return Ok(StopReason::BudgetExhausted);
             }
             if stop.is_cancelled() {
@@ -467,19 +602,24 @@ impl AgentHarness {
             let ctx = self.contexts.get_or_create(&label);
             messages.extend_from_slice(apply_strategy(strategy, &mut ctx.history));
             let previous_response_id = ctx.last_response_id.clone();
-            let left = self.budget_left();
-            let max_output_tokens =
-                Some(self.config.max_output_tokens.map_or(left, |m| m.min(left)));
-            let request = LlmRequest {
+            let mut request = LlmRequest {
                 messages,
                 tools: offered.clone(),
                 options: CallOptions {
-                    max_output_tokens,
                     previous_response_id,
                     prompt_cache_key: Some(cache_key.clone()),
+                    ..CallOptions::default()
                 },
             };
             let estimate = provider.estimate_prompt_tokens(&request);
+            let pricing = provider.pricing();
+            match self.output_cap(estimate, pricing) {
+                Ok(cap) => request.options.max_output_tokens = Some(cap),
+                Err(reason) => {
+                    self.record_exhausted(&lname, &reason, Some(estimate))?;
+                    return Ok(StopReason::BudgetExhausted);
+                }
+            }
             self.record(
                 "llm_request",
                 json!({
@@ -497,19 +637,39 @@ impl AgentHarness {
                 }),
             )?;
 
-            let response = tokio::select! {
-                biased;
-                () = stop.cancelled() => {
-                    self.record("stop_requested", json!({"label": lname, "where": "llm_call"}))?;
-                    return Ok(StopReason::StopRequested);
+            // The call, raced against the stop token; its progress events are recorded as
+            // they arrive. Dropping the call future aborts a request in flight.
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+            let observer = ForwardEvents(tx);
+            let response = {
+                let call = provider.complete_observed(&request, &observer);
+                tokio::pin!(call);
+                loop {
+                    tokio::select! {
+                        biased;
+                        () = stop.cancelled() => {
+                            while let Ok(ev) = rx.try_recv() {
+                                self.provider_event(&label, ev)?;
+                            }
+                            self.record("stop_requested", json!({"label": lname, "where": "llm_call"}))?;
+                            return Ok(StopReason::StopRequested);
+                        }
+                        Some(ev) = rx.recv() => self.provider_event(&label, ev)?,
+                        r = &mut call => break r,
+                    }
                 }
-                r = provider.complete(&request) => r,
             };
+            while let Ok(ev) = rx.try_recv() {
+                self.provider_event(&label, ev)?;
+            }
             self.usage.llm_calls += 1;
             self.contexts.get_or_create(&label).iterations += 1;
             let response = match response {
                 Ok(r) => r,
                 Err(e) => {
+                    if e.breaks_chain() {
+                        self.contexts.get_or_create(&label).last_response_id = None;
+                    }
                     let message = format!("LLM call failed: {e}");
                     self.record("llm_error", json!({"label": lname, "error": message}))?;
                     return Err(message);
@@ -518,10 +678,15 @@ impl AgentHarness {
             self.usage.input_tokens += response.usage.input_tokens;
             self.usage.output_tokens += response.usage.output_tokens;
             self.usage.cached_tokens += response.usage.cached_tokens;
+            self.usage.cache_creation_tokens += response.usage.cache_creation_tokens;
             self.usage.tokens_used = self
                 .usage
                 .tokens_used
                 .saturating_add(response.usage.total());
+            let cost = pricing.map(|p| p.cost(&response.usage));
+            if let Some(c) = cost {
+                self.usage.cost_usd = Some(self.usage.cost_usd.unwrap_or(0.0) + c);
+            }
             self.record(
                 "llm_response",
                 json!({
@@ -532,6 +697,8 @@ impl AgentHarness {
                     "usage": response.usage,
                     "response_id": response.response_id,
                     "tokens_used": self.usage.tokens_used,
+                    "cost_usd": cost,
+                    "total_cost_usd": self.usage.cost_usd,
                 }),
             )?;
             {
@@ -780,6 +947,9 @@ impl AgentHarness {
                 input_tokens: self.usage.input_tokens,
                 output_tokens: self.usage.output_tokens,
                 cached_tokens: self.usage.cached_tokens,
+                cache_creation_tokens: self.usage.cache_creation_tokens,
+                cost_usd: self.usage.cost_usd,
+                max_cost_usd: self.config.max_cost_usd,
             },
             constraints: extract_constraints(&self.identity.topic),
             context_tracking: tracking,

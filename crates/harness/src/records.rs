@@ -45,7 +45,7 @@ pub struct ApprovalsDenials {
 }
 
 /// The `token_usage` block of the summary: totals over every phase and context of the run.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TokenUsage {
     /// Input + output tokens, as reported by the provider.
     pub tokens_used: u64,
@@ -59,6 +59,19 @@ pub struct TokenUsage {
     pub output_tokens: u64,
     /// Prompt tokens served from the provider's cache.
     pub cached_tokens: u64,
+    /// Prompt tokens written to the provider's cache.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_creation_tokens: u64,
+    /// What the run's calls cost in US dollars, when the provider has prices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// The run's cost ceiling, when one is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<f64>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The `memory` block of the summary: what the run's tools did to persistent memory.

@@ -10,7 +10,7 @@ use lsm_harness::{AgentHarness, HarnessConfig, MemoryProvider, RunSummary};
 use lsm_phase::{
     AgentIdentity, DirectToolCall, PhaseExecutor, PhaseRequest, RunOutcome, StopReason, ToolOutcome,
 };
-use lsm_providers::{Provider, Role, ScriptedProvider, ScriptedResponse};
+use lsm_providers::{Pricing, Provider, Role, ScriptedProvider, ScriptedResponse};
 use lsm_sandbox::{
     RateLimit, RiskLevel, Sandbox, SandboxConfig, Tool, ToolContext, ToolError, ToolEvent,
     ToolEventKind, ToolOutput, ToolRegistry,
@@ -121,6 +121,9 @@ struct Options {
     allowlist: Vec<&'static str>,
     sandbox: SandboxConfig,
     max_output_tokens: Option<u64>,
+    pricing: Option<Pricing>,
+    max_cost_usd: Option<f64>,
+    reserve_prompt_estimate: bool,
 }
 
 impl Default for Options {
@@ -130,6 +133,9 @@ impl Default for Options {
             allowlist: vec!["tool_a", "tool_b", "guarded", "panicky", "stop_button"],
             sandbox: SandboxConfig::default(),
             max_output_tokens: Some(4096),
+            pricing: None,
+            max_cost_usd: None,
+            reserve_prompt_estimate: false,
         }
     }
 }
@@ -169,12 +175,18 @@ fn fixture_with(script: Vec<ScriptedResponse>, opts: Options) -> Fixture {
     let mut sandbox_config = opts.sandbox;
     sandbox_config.working_dir = Some(dir.path().to_path_buf());
     let sandbox = Arc::new(Sandbox::new(sandbox_config, registry, None).unwrap());
-    let provider = Arc::new(ScriptedProvider::new(script));
+    let mut scripted = ScriptedProvider::new(script);
+    if let Some(p) = opts.pricing {
+        scripted = scripted.with_pricing(p);
+    }
+    let provider = Arc::new(scripted);
     let config = HarnessConfig {
         agents_folder: dir.path().join("Agents"),
         max_tokens_budget: opts.budget,
         max_iterations: 25,
         max_output_tokens: opts.max_output_tokens,
+        max_cost_usd: opts.max_cost_usd,
+        reserve_prompt_estimate: opts.reserve_prompt_estimate,
         ..HarnessConfig::default()
     };
     let identity = AgentIdentity {
@@ -1415,4 +1427,357 @@ async fn a_record_handle_appends_to_the_same_numbered_transcript_and_sink() {
     let seqs: Vec<u64> = t.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
     assert_eq!(sink.0.lock().unwrap().last().unwrap(), last);
+}
+
+// ---------- cost, estimates, provider events ----------
+
+/// $1 per million input tokens, $10 per million output tokens.
+const PRICES: Pricing = Pricing {
+    input: 1.0,
+    output: 10.0,
+    cached_input: None,
+    cache_write: None,
+};
+
+#[tokio::test]
+async fn cost_is_accounted_from_the_providers_prices() {
+    let mut fx = fixture_with(
+        vec![
+            tool("tool_a", "1").with_usage(1000, 100),
+            done("end").with_usage(2000, 50),
+        ],
+        Options {
+            pricing: Some(PRICES),
+            ..Options::default()
+        },
+    );
+    fx.harness.run_bounded(PhaseRequest::new("go")).await;
+    // (1000 + 2000) × 1 + (100 + 50) × 10 per million
+    let cost = fx.harness.usage().cost_usd.unwrap();
+    assert!((cost - 0.0045).abs() < 1e-12, "{cost}");
+    fx.harness.finish(RunOutcome::Completed).await;
+    let s = read_summary(&fx);
+    assert!((s.token_usage.cost_usd.unwrap() - 0.0045).abs() < 1e-12);
+    let responses: Vec<Value> = transcript(&fx)
+        .into_iter()
+        .filter(|e| e["event"] == "llm_response")
+        .collect();
+    assert!((responses[0]["cost_usd"].as_f64().unwrap() - 0.002).abs() < 1e-12);
+}
+
+#[tokio::test]
+async fn without_prices_no_cost_is_claimed() {
+    let mut fx = fixture(vec![done("x")]);
+    fx.harness.run_bounded(PhaseRequest::new("go")).await;
+    assert_eq!(fx.harness.usage().cost_usd, None);
+    fx.harness.finish(RunOutcome::Completed).await;
+    let raw = std::fs::read_to_string(fx.harness.run_dir().join("run_summary.json")).unwrap();
+    assert!(!raw.contains("cost_usd"), "{raw}");
+}
+
+#[tokio::test]
+async fn the_cost_ceiling_ends_the_run_as_budget_exhausted() {
+    // Each call costs 0.002 + 0.001 = $0.003; the ceiling is $0.005: two calls, then stop.
+    let script = (0..5)
+        .map(|i| tool("tool_a", &i.to_string()).with_usage(2000, 100))
+        .collect();
+    let mut fx = fixture_with(
+        script,
+        Options {
+            pricing: Some(PRICES),
+            max_cost_usd: Some(0.005),
+            ..Options::default()
+        },
+    );
+    let r = fx
+        .harness
+        .run_bounded(PhaseRequest::new("go").with_max_iterations(10))
+        .await;
+    assert_eq!(r.stop_reason, StopReason::BudgetExhausted);
+    assert_eq!(fx.provider.calls(), 2);
+    let later = fx.harness.run_bounded(PhaseRequest::new("again")).await;
+    assert_eq!(later.stop_reason, StopReason::BudgetExhausted);
+    assert_eq!(fx.provider.calls(), 2, "no call in a later phase either");
+    let exhausted = transcript(&fx)
+        .into_iter()
+        .find(|e| e["event"] == "budget_exhausted")
+        .unwrap();
+    assert!(
+        exhausted["reason"]
+            .as_str()
+            .unwrap()
+            .contains("max_cost_usd"),
+        "{exhausted}"
+    );
+    fx.harness.finish(RunOutcome::Completed).await;
+    assert_eq!(read_summary(&fx).token_usage.max_cost_usd, Some(0.005));
+}
+
+#[tokio::test]
+async fn the_cost_ceiling_caps_the_output_tokens() {
+    // $0.001 left at $10 per million output tokens buys 100 tokens.
+    let mut fx = fixture_with(
+        vec![done("x").with_usage(10, 5)],
+        Options {
+            pricing: Some(PRICES),
+            max_cost_usd: Some(0.001),
+            ..Options::default()
+        },
+    );
+    fx.harness.run_bounded(PhaseRequest::new("go")).await;
+    assert_eq!(
+        fx.provider.requests()[0].options.max_output_tokens,
+        Some(100)
+    );
+}
+
+#[tokio::test]
+async fn the_prompt_estimate_is_recorded_before_every_call() {
+    let mut fx = fixture(vec![done("x")]);
+    fx.harness.run_bounded(PhaseRequest::new("go")).await;
+    let req = &fx.provider.requests()[0];
+    let expected = fx.provider.estimate_prompt_tokens(req);
+    let event = transcript(&fx)
+        .into_iter()
+        .find(|e| e["event"] == "llm_request")
+        .unwrap();
+    assert_eq!(event["prompt_tokens_estimate"], expected);
+}
+
+#[tokio::test]
+async fn with_reserve_prompt_estimate_a_prompt_that_does_not_fit_is_not_sent() {
+    // The offered tools alone make the prompt hundreds of tokens; 1000 left after the first
+    // call fits it, 60 do not.
+    let probe = fixture(vec![done("x")]);
+    let estimate = {
+        let mut probe = probe;
+        probe.harness.run_bounded(PhaseRequest::new("go")).await;
+        let req = probe.provider.requests().remove(0);
+        probe.provider.estimate_prompt_tokens(&req)
+    };
+    assert!(estimate > 60, "{estimate}");
+    let budget = estimate + 1000;
+    let mut fx = fixture_with(
+        vec![
+            tool("tool_a", "1").with_usage(estimate, 1000 - 60),
+            done("never"),
+        ],
+        Options {
+            budget,
+            reserve_prompt_estimate: true,
+            ..Options::default()
+        },
+    );
+    let r = fx.harness.run_bounded(PhaseRequest::new("go")).await;
+    assert_eq!(r.stop_reason, StopReason::BudgetExhausted);
+    assert_eq!(
+        fx.provider.calls(),
+        1,
+        "the second prompt does not fit in 60 tokens"
+    );
+    // The first call's output cap left room for its prompt.
+    assert_eq!(
+        fx.provider.requests()[0].options.max_output_tokens,
+        Some(1000)
+    );
+    let exhausted = transcript(&fx)
+        .into_iter()
+        .find(|e| e["event"] == "budget_exhausted")
+        .unwrap();
+    assert!(exhausted["prompt_tokens_estimate"].as_u64().unwrap() > 60);
+    assert!(
+        exhausted["reason"]
+            .as_str()
+            .unwrap()
+            .contains("does not fit")
+    );
+
+    // The same run without the reservation makes the second call (the documented rule).
+    let mut fx = fixture_with(
+        vec![
+            tool("tool_a", "1").with_usage(estimate, 1000 - 60),
+            done("sent"),
+        ],
+        Options {
+            budget,
+            ..Options::default()
+        },
+    );
+    let r = fx.harness.run_bounded(PhaseRequest::new("go")).await;
+    assert_eq!(r.stop_reason, StopReason::Done);
+    assert_eq!(fx.provider.calls(), 2);
+}
+
+/// Reports a retry, streamed text and a chain reset, then answers; with
+/// `fail_with_broken_chain`, a call that chains from a previous response fails instead.
+struct Eventful {
+    fail_with_broken_chain: bool,
+}
+
+#[async_trait::async_trait]
+impl Provider for Eventful {
+    fn name(&self) -> &str {
+        "eventful"
+    }
+    fn model(&self) -> &str {
+        "m"
+    }
+    async fn complete(
+        &self,
+        request: &lsm_providers::LlmRequest,
+    ) -> Result<lsm_providers::LlmResponse, lsm_providers::ProviderError> {
+        self.complete_observed(request, &lsm_providers::NoObserver)
+            .await
+    }
+    async fn complete_observed(
+        &self,
+        request: &lsm_providers::LlmRequest,
+        observer: &dyn lsm_providers::CallObserver,
+    ) -> Result<lsm_providers::LlmResponse, lsm_providers::ProviderError> {
+        use lsm_providers::ProviderEvent;
+        observer.on_event(ProviderEvent::Retry {
+            attempt: 1,
+            delay: std::time::Duration::from_millis(250),
+            reason: "503 overloaded".into(),
+        });
+        observer.on_event(ProviderEvent::TextDelta { text: "hel".into() });
+        observer.on_event(ProviderEvent::TextDelta { text: "lo".into() });
+        if self.fail_with_broken_chain && request.options.previous_response_id.is_some() {
+            return Err(lsm_providers::ProviderError::PreviousResponseNotFound {
+                provider: "eventful".into(),
+                response_id: request
+                    .options
+                    .previous_response_id
+                    .clone()
+                    .unwrap_or_default(),
+                message: "gone".into(),
+            });
+        }
+        observer.on_event(ProviderEvent::ChainReset {
+            reason: "previous response not found".into(),
+        });
+        Ok(lsm_providers::LlmResponse {
+            text: "hello".into(),
+            response_id: Some("r-new".into()),
+            usage: lsm_providers::Usage {
+                input_tokens: 5,
+                output_tokens: 2,
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+    }
+}
+
+#[derive(Default)]
+struct Sink(std::sync::Mutex<Vec<Value>>);
+
+impl lsm_harness::EventSink for Sink {
+    fn event(&self, event: &Value) {
+        self.0.lock().unwrap().push(event.clone());
+    }
+}
+
+fn eventful_harness(dir: &std::path::Path, fail: bool, sink: Arc<Sink>) -> AgentHarness {
+    let sandbox =
+        Arc::new(Sandbox::new(SandboxConfig::default(), ToolRegistry::new(), None).unwrap());
+    AgentHarness::new(
+        AgentIdentity {
+            name: "t".into(),
+            tool_allowlist: vec![],
+            tier: Default::default(),
+            topic: String::new(),
+        },
+        "",
+        HarnessConfig {
+            agents_folder: dir.to_path_buf(),
+            ..HarnessConfig::default()
+        },
+        Arc::new(Eventful {
+            fail_with_broken_chain: fail,
+        }),
+        sandbox,
+    )
+    .with_event_sink(sink)
+}
+
+#[tokio::test]
+async fn provider_progress_reaches_the_event_stream_and_retries_the_transcript() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink = Arc::new(Sink::default());
+    let mut h = eventful_harness(dir.path(), false, sink.clone());
+    let r = h.run_bounded(PhaseRequest::new("x")).await;
+    assert_eq!(r.final_text, "hello");
+    let seen: Vec<String> = sink
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|e| e["event"].as_str().unwrap().to_string())
+        .collect();
+    assert!(seen.contains(&"llm_stream".to_string()), "{seen:?}");
+    let streamed: String = sink
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"] == "llm_stream" && e["kind"] == "text_delta")
+        .map(|e| e["text"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(streamed, "hello");
+
+    let text = std::fs::read_to_string(h.run_dir().join("transcript.jsonl")).unwrap();
+    let events: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let names: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert!(
+        !names.contains(&"llm_stream"),
+        "deltas stay out of the transcript"
+    );
+    let retry = names.iter().position(|n| *n == "llm_retry").unwrap();
+    let reset = names.iter().position(|n| *n == "llm_chain_reset").unwrap();
+    let response = names.iter().position(|n| *n == "llm_response").unwrap();
+    assert!(retry < reset && reset < response, "{names:?}");
+    assert_eq!(events[retry]["delay_ms"], 250);
+    assert_eq!(events[retry]["reason"], "503 overloaded");
+    h.finish(RunOutcome::Completed).await;
+    let s: RunSummary =
+        serde_json::from_slice(&std::fs::read(h.run_dir().join("run_summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        s.context_tracking.per_label["__default__"]
+            .response_id
+            .as_deref(),
+        Some("r-new"),
+        "the fresh chain's id replaces the lost one"
+    );
+}
+
+#[tokio::test]
+async fn a_broken_chain_error_clears_the_stored_response_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = eventful_harness(dir.path(), true, Arc::new(Sink::default()));
+    let first = h.run_bounded(PhaseRequest::new("x")).await;
+    assert_eq!(first.stop_reason, StopReason::Done);
+    let r = h.run_bounded(PhaseRequest::new("y")).await;
+    assert_eq!(
+        r.stop_reason,
+        StopReason::Error,
+        "the second call chains from r-new"
+    );
+    assert!(r.final_text.contains("gone"), "{}", r.final_text);
+    h.finish(RunOutcome::Stopped(StopReason::Error)).await;
+    let s: RunSummary =
+        serde_json::from_slice(&std::fs::read(h.run_dir().join("run_summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        s.context_tracking.per_label["__default__"].response_id,
+        None
+    );
+    assert_eq!(s.status, "failed");
 }

@@ -4,23 +4,52 @@
 //! an [`LlmResponse`] (text, tool calls, [`Usage`], response id) out. Conversation state,
 //! budgets and tool execution belong to the harness, not here.
 //!
-//! This crate ships the [`ScriptedProvider`], which plays recorded responses and records every
-//! request it receives — the provider every harness and CLI test runs on.
+//! - [`HttpProvider`] (built from a [`ProviderConfig`]) speaks OpenAI Chat Completions, OpenAI
+//!   Responses, Anthropic Messages, and any OpenAI-compatible server, with connect and read
+//!   timeouts, retries with exponential backoff and jitter (honouring `Retry-After`), specific
+//!   errors per failure, optional SSE streaming reported through a [`CallObserver`], and
+//!   prompt-token estimates (`tiktoken-rs` for OpenAI models).
+//! - [`StrictJsonProvider`] wraps any provider for models without function calling.
+//! - [`ScriptedProvider`] plays recorded responses and records every request it receives —
+//!   the provider every harness and CLI test runs on.
+//! - [`Pricing`] turns a call's usage into dollars.
 //!
 //! # What this crate must never do
 //!
 //! - Execute a tool or decide on a budget: a provider reports usage, the harness enforces.
 //! - Depend on any other `lsm-*` crate: only `lsm-harness` (and `lsm-tools-kb`, for synthesis
 //!   inside a tool) depend on it, and agents can never name it (`cargo xtask check-layers`).
-//! - Panic on bad input: a malformed script or a failed call is a [`ProviderError`].
+//! - Read an API key from anywhere but the environment, or write one to a log.
+//! - Panic on bad input: a malformed script, answer or stream is a [`ProviderError`].
 
+mod anthropic;
+mod config;
+mod error;
+mod estimate;
+mod events;
+mod http;
+mod openai_chat;
+mod openai_responses;
+mod pricing;
 mod scripted;
+mod sse;
+mod strict_json;
 mod types;
 
-pub use scripted::{ScriptedProvider, ScriptedResponse};
+pub use config::{ProviderConfig, ProviderKind, process_env};
+pub use error::ProviderError;
+pub use estimate::{Estimator, estimate_tokens_conservatively};
+pub use events::{CallObserver, CollectingObserver, NoObserver, ProviderEvent};
+pub use http::{HttpProvider, HttpSettings};
+pub use pricing::Pricing;
+pub use scripted::{ScriptedProvider, ScriptedResponse, ScriptedToolCall};
+pub use strict_json::{DONE_ACTION, StrictJsonProvider, from_protocol_answer, to_protocol_request};
 pub use types::*;
 
 /// One model call. Implementations must be cheap to share (`Arc<dyn Provider>`).
+///
+/// Only [`Provider::complete`] is required; the other methods have defaults that suit a
+/// provider without prices, streaming or a tokenizer.
 #[async_trait::async_trait]
 pub trait Provider: Send + Sync {
     /// Short provider name for records (`"scripted"`, `"openai"`, …).
@@ -35,25 +64,29 @@ pub trait Provider: Send + Sync {
     /// A [`ProviderError`] saying what failed and what to do about it.
     async fn complete(&self, request: &LlmRequest) -> Result<LlmResponse, ProviderError>;
 
+    /// Make one call, reporting progress (streamed text, tool-call progress, retries, a reset
+    /// conversation chain) to `observer` as it happens. Dropping the returned future aborts the
+    /// call (an HTTP request in flight is cancelled).
+    ///
+    /// # Errors
+    /// As [`Provider::complete`].
+    async fn complete_observed(
+        &self,
+        request: &LlmRequest,
+        observer: &dyn CallObserver,
+    ) -> Result<LlmResponse, ProviderError> {
+        let _ = observer;
+        self.complete(request).await
+    }
+
     /// A conservative estimate of the prompt tokens `request` will cost, used by the harness
     /// before the call. The default over-estimates: one token per three bytes of text.
     fn estimate_prompt_tokens(&self, request: &LlmRequest) -> u64 {
         estimate_tokens_conservatively(request)
     }
-}
 
-/// One token per three bytes of message text and tool definitions, rounded up: an
-/// over-estimate for every tokenizer we know of on English text and code.
-pub fn estimate_tokens_conservatively(request: &LlmRequest) -> u64 {
-    let mut bytes: usize = 0;
-    for m in &request.messages {
-        bytes += m.content.len() + 4;
-        for c in &m.tool_calls {
-            bytes += c.name.len() + c.arguments.to_string().len();
-        }
+    /// The model's prices, when configured: the harness turns usage into cost with them.
+    fn pricing(&self) -> Option<Pricing> {
+        None
     }
-    for t in &request.tools {
-        bytes += t.name.len() + t.description.len() + t.parameters.to_string().len();
-    }
-    (bytes as u64).div_ceil(3)
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    LlmRequest, LlmResponse, Provider, ProviderError, ToolCall, Usage,
+    LlmRequest, LlmResponse, Pricing, Provider, ProviderError, ToolCall, Usage,
     estimate_tokens_conservatively,
 };
 
@@ -77,7 +77,7 @@ impl ScriptedResponse {
         self.usage = Some(Usage {
             input_tokens,
             output_tokens,
-            cached_tokens: 0,
+            ..Usage::default()
         });
         self
     }
@@ -97,6 +97,7 @@ pub struct ScriptedProvider {
     next: AtomicUsize,
     record: bool,
     requests: Mutex<Vec<LlmRequest>>,
+    pricing: Option<Pricing>,
 }
 
 impl ScriptedProvider {
@@ -153,6 +154,7 @@ impl ScriptedProvider {
             next: AtomicUsize::new(0),
             record: true,
             requests: Mutex::new(Vec::new()),
+            pricing: None,
         }
     }
 
@@ -165,7 +167,14 @@ impl ScriptedProvider {
             next: AtomicUsize::new(0),
             record: self.record,
             requests: Mutex::new(Vec::new()),
+            pricing: self.pricing,
         }
+    }
+
+    /// Report these prices, so the harness accounts cost as with a real model.
+    pub fn with_pricing(mut self, pricing: Pricing) -> Self {
+        self.pricing = Some(pricing);
+        self
     }
 
     /// Do not keep copies of requests (for benchmarks).
@@ -206,6 +215,10 @@ impl Provider for ScriptedProvider {
 
     fn model(&self) -> &str {
         &self.model
+    }
+
+    fn pricing(&self) -> Option<Pricing> {
+        self.pricing
     }
 
     async fn complete(&self, request: &LlmRequest) -> Result<LlmResponse, ProviderError> {
@@ -252,7 +265,7 @@ impl Provider for ScriptedProvider {
             Usage {
                 input_tokens: estimate_tokens_conservatively(request),
                 output_tokens: (answer_bytes as u64).div_ceil(3),
-                cached_tokens: 0,
+                ..Usage::default()
             }
         });
         if let Some(cap) = request.options.max_output_tokens {

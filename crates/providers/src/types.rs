@@ -103,6 +103,10 @@ pub struct CallOptions {
     /// Stable key for the provider's prompt cache (`<agent>:<label>`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_cache_key: Option<String>,
+    /// How long the provider should keep the cached prompt (OpenAI Responses
+    /// `prompt_cache_retention`, e.g. `"24h"`). `None`: the provider's configured default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_cache_retention: Option<String>,
 }
 
 /// Everything a provider needs for one call.
@@ -125,9 +129,17 @@ pub struct Usage {
     /// Generated tokens.
     #[serde(default)]
     pub output_tokens: u64,
-    /// Prompt tokens served from the provider's cache.
+    /// Prompt tokens served from the provider's cache (part of `input_tokens`).
     #[serde(default)]
     pub cached_tokens: u64,
+    /// Prompt tokens written to the provider's cache by this call (part of `input_tokens`;
+    /// Anthropic reports them, and bills them above the plain input price).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_creation_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Usage {
@@ -148,49 +160,4 @@ pub struct LlmResponse {
     pub usage: Usage,
     /// The server's response id, for chaining.
     pub response_id: Option<String>,
-}
-
-/// Why a provider call failed. Each variant says how to recover.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ProviderError {
-    /// The scripted provider has no response left for this call. Add lines to the script, or
-    /// lower `--max-iterations`.
-    #[error(
-        "the script {source_name} has no response left for call {call} (it holds {available}); add a line to the script or lower --max-iterations"
-    )]
-    ScriptExhausted {
-        /// Where the script came from.
-        source_name: String,
-        /// The 1-based number of the call that found nothing.
-        call: usize,
-        /// How many responses the script holds.
-        available: usize,
-    },
-    /// A script line could not be parsed. Fix that line.
-    #[error("{source_name}, line {line}: {message}")]
-    ScriptMalformed {
-        /// Where the script came from.
-        source_name: String,
-        /// 1-based line number.
-        line: usize,
-        /// What was wrong.
-        message: String,
-    },
-    /// The script file could not be read. Check the path given to `--provider scripted:<file>`.
-    #[error("cannot read the script {path}: {message}")]
-    ScriptUnreadable {
-        /// The path.
-        path: String,
-        /// The OS error.
-        message: String,
-    },
-    /// Any other failure of the call, with the provider's explanation.
-    #[error("{provider} call failed: {message}")]
-    Call {
-        /// Provider name.
-        provider: String,
-        /// What happened and what to do.
-        message: String,
-    },
 }

@@ -12,24 +12,21 @@ use crate::config::Config;
 use crate::interaction_wiring;
 use crate::wiring;
 
-/// Runs built-in agents with the harness, a provider built from `provider_spec` for each
-/// run, and a sandbox under `config.sandbox` whose permission asker is the run's channel.
+/// Runs built-in agents with the harness, a provider built for each run from `[llm]` (the
+/// agent's tier) and the command-line flags, and a sandbox under `config.sandbox` whose
+/// permission asker is the run's channel.
 #[derive(Debug, Clone)]
 pub struct HarnessLauncher {
     config: Config,
-    provider_spec: String,
+    flags: wiring::ProviderFlags,
     cwd: PathBuf,
 }
 
 impl HarnessLauncher {
-    /// A launcher over this configuration; `provider_spec` as `--provider` takes it,
-    /// relative paths resolved against `cwd`.
-    pub fn new(config: Config, provider_spec: String, cwd: PathBuf) -> Self {
-        HarnessLauncher {
-            config,
-            provider_spec,
-            cwd,
-        }
+    /// A launcher over this configuration and provider flags, relative paths resolved
+    /// against `cwd`.
+    pub fn new(config: Config, flags: wiring::ProviderFlags, cwd: PathBuf) -> Self {
+        HarnessLauncher { config, flags, cwd }
     }
 
     fn failed(message: String) -> RunEnd {
@@ -47,8 +44,10 @@ impl RunLauncher for HarnessLauncher {
         let Some(spec) = lsm_agents::find(&ctx.agent) else {
             return Self::failed(format!("unknown agent '{}'", ctx.agent));
         };
-        let provider = match wiring::build_provider(&self.provider_spec, &self.cwd) {
-            Ok(p) => p,
+        let provider = match self.config.llm.resolve(spec.tier).and_then(|llm| {
+            wiring::build_provider(&llm, &self.flags, &self.cwd, &self.config.source_name())
+        }) {
+            Ok(built) => built.provider,
             Err(e) => return Self::failed(format!("{e:#}")),
         };
         let sandbox = match interaction_wiring::sandbox_with_channel(

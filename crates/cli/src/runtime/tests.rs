@@ -229,7 +229,10 @@ fn harness_manager(
     config.agents.interaction = interaction.clone();
     let launcher = HarnessLauncher::new(
         config,
-        format!("scripted:{}", script_path.display()),
+        crate::wiring::ProviderFlags {
+            provider: Some(format!("scripted:{}", script_path.display())),
+            ..Default::default()
+        },
         dir.to_path_buf(),
     );
     AgentRuntimeManager::new(

@@ -18,7 +18,6 @@ use ratatui::crossterm::event::{self, Event, KeyEventKind};
 
 pub use app::{App, Runs};
 
-use crate::agent_run::usage;
 use crate::config::{self, ConfigError};
 use crate::exit;
 use crate::runtime::{AgentRuntimeManager, HarnessLauncher, ManagerConfig};
@@ -110,20 +109,19 @@ fn manager(
         config.sandbox.allowed_read_paths = vec![cwd.clone()];
         config.sandbox.allowed_write_paths = vec![cwd.clone()];
     }
-    let provider = args
-        .provider
-        .or_else(|| config.llm.provider.clone())
-        .ok_or_else(|| {
-            usage("no LLM provider configured: pass --provider scripted:<file.jsonl> or set [llm] provider in lsm.toml")
-        })?;
+    let flags = crate::wiring::ProviderFlags {
+        provider: args.provider,
+        ..Default::default()
+    };
     // Fail now, not at the first run, when the provider cannot be built.
-    crate::wiring::build_provider(&provider, &cwd)?;
+    let llm = config.llm.resolve(lsm_agents::GENERAL.tier)?;
+    crate::wiring::build_provider(&llm, &flags, &cwd, &config.source_name())?;
     let manager_config = ManagerConfig {
         max_concurrent: config.agents.max_concurrent,
         log_stream_queue_limit: config.agents.log_stream_queue_limit,
         interaction: config.agents.interaction.clone(),
     };
-    let launcher = HarnessLauncher::new(config, provider, cwd);
+    let launcher = HarnessLauncher::new(config, flags, cwd);
     Ok(AgentRuntimeManager::new(
         manager_config,
         Arc::new(launcher),

@@ -1,0 +1,148 @@
+//! `lsm llm ping`: one tiny call to the configured provider, with its figures or the precise
+//! reason it failed.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::Result;
+use clap::Args;
+use lsm_phase::LlmTier;
+use lsm_providers::{CallOptions, LlmRequest, Message};
+use serde_json::json;
+
+use crate::config::{self, ConfigError, tier_name};
+use crate::exit;
+use crate::wiring::{self, ProviderFlags};
+
+/// Arguments of `lsm llm ping`.
+#[derive(Debug, Args)]
+pub struct PingArgs {
+    /// The provider: openai | openai-responses | anthropic | compatible |
+    /// scripted:<file.jsonl> (default: [llm] provider of the tier).
+    #[arg(long, value_name = "SPEC")]
+    pub provider: Option<String>,
+
+    /// The model (default: [llm] model of the tier).
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+
+    /// The API base URL (default: [llm] base_url of the tier).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+
+    /// Which tier's settings to use: quick, normal or complex.
+    #[arg(long, value_name = "TIER", default_value = "normal", value_parser = parse_tier)]
+    pub tier: LlmTier,
+
+    /// Print the result as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_tier(s: &str) -> Result<LlmTier, String> {
+    match s {
+        "quick" => Ok(LlmTier::Quick),
+        "normal" => Ok(LlmTier::Normal),
+        "complex" => Ok(LlmTier::Complex),
+        _ => Err(format!("'{s}' is not a tier: use quick, normal or complex")),
+    }
+}
+
+/// The request a ping sends: a few tokens in, a few out.
+pub fn ping_request() -> LlmRequest {
+    LlmRequest {
+        messages: vec![
+            Message::system("This is a connectivity check. Reply with the single word: pong"),
+            Message::user("ping"),
+        ],
+        tools: Vec::new(),
+        options: CallOptions {
+            max_output_tokens: Some(16),
+            ..CallOptions::default()
+        },
+    }
+}
+
+/// Run; returns the exit code.
+pub fn ping(config_path: Option<&Path>, args: PingArgs) -> u8 {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return exit::ERROR;
+        }
+    };
+    match runtime.block_on(ping_async(config_path, args)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            if e.downcast_ref::<ConfigError>().is_some() {
+                exit::USAGE
+            } else {
+                exit::ERROR
+            }
+        }
+    }
+}
+
+async fn ping_async(config_path: Option<&Path>, args: PingArgs) -> Result<u8> {
+    let config = config::load(config_path, &config::lsm_env())?;
+    let cwd = std::env::current_dir()?;
+    let llm = config.llm.resolve(args.tier)?;
+    let flags = ProviderFlags {
+        provider: args.provider.clone(),
+        model: args.model.clone(),
+        base_url: args.base_url.clone(),
+    };
+    let built = wiring::build_provider(&llm, &flags, &cwd, &config.source_name())?;
+    let p = &built.provider;
+    let request = ping_request();
+    let started = Instant::now();
+    let result = p.complete(&request).await;
+    let latency_ms = started.elapsed().as_millis();
+    match result {
+        Ok(r) => {
+            let cost = p.pricing().map(|pr| pr.cost(&r.usage));
+            if args.json {
+                let out = json!({
+                    "ok": true, "provider": p.name(), "model": p.model(),
+                    "base_url": built.base_url, "tier": tier_name(args.tier),
+                    "latency_ms": latency_ms, "usage": r.usage, "cost_usd": cost,
+                    "response_id": r.response_id, "reply": r.text,
+                });
+                println!("{out}");
+            } else {
+                println!("provider: {}", p.name());
+                println!("model: {}", p.model());
+                if let Some(url) = &built.base_url {
+                    println!("base_url: {url}");
+                }
+                println!("latency: {latency_ms} ms");
+                println!(
+                    "usage: {} input tokens ({} cached), {} output tokens",
+                    r.usage.input_tokens, r.usage.cached_tokens, r.usage.output_tokens
+                );
+                if let Some(c) = cost {
+                    println!("cost: ${c:.6}");
+                }
+                println!("reply: {}", r.text.trim());
+            }
+            Ok(exit::OK)
+        }
+        Err(e) => {
+            if args.json {
+                let out = json!({
+                    "ok": false, "provider": p.name(), "model": p.model(),
+                    "base_url": built.base_url, "tier": tier_name(args.tier),
+                    "latency_ms": latency_ms, "error": e.to_string(),
+                });
+                println!("{out}");
+            }
+            eprintln!("error: ping failed after {latency_ms} ms: {e}");
+            Ok(exit::ERROR)
+        }
+    }
+}

@@ -1,0 +1,341 @@
+//! Anthropic Messages (`POST {base_url}/messages`, `anthropic-version: 2023-06-01`).
+//!
+//! System messages become the top-level `system` blocks; tool calls are `tool_use` blocks in
+//! assistant turns and their results `tool_result` blocks in the next user turn (consecutive
+//! turns of one role are merged, as the API wants them alternating). The stable prefix — tool
+//! definitions and the system prompt — carries `cache_control` so later calls read it from the
+//! cache. Usage counts cache reads and writes; `input_tokens` here includes both.
+
+use serde_json::{Map, Value, json};
+
+use crate::http::{HttpProvider, StreamAssembler, StreamError, excerpt, parse_arguments};
+use crate::sse::SseEvent;
+use crate::{CallObserver, LlmRequest, LlmResponse, ProviderEvent, Role, ToolCall, Usage};
+
+/// `max_tokens` is required by this API; used when the harness sets no cap.
+pub(crate) const DEFAULT_MAX_TOKENS: u64 = 4096;
+
+fn ephemeral() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+/// The request body.
+pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool) -> Value {
+    let mut system: Vec<Value> = request
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::System && !m.content.is_empty())
+        .map(|m| json!({"type": "text", "text": m.content}))
+        .collect();
+    // The system prompt (first block) closes the stable prefix: tools + system prompt.
+    if let Some(Value::Object(first)) = system.first_mut() {
+        first.insert("cache_control".into(), ephemeral());
+    }
+
+    let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    for m in &request.messages {
+        let (role, blocks): (&'static str, Vec<Value>) = match m.role {
+            Role::System => continue,
+            Role::User => (
+                "user",
+                if m.content.is_empty() {
+                    vec![]
+                } else {
+                    vec![json!({"type": "text", "text": m.content})]
+                },
+            ),
+            Role::Assistant => {
+                let mut b = Vec::new();
+                if !m.content.is_empty() {
+                    b.push(json!({"type": "text", "text": m.content}));
+                }
+                for c in &m.tool_calls {
+                    let input = if c.arguments.is_object() {
+                        c.arguments.clone()
+                    } else {
+                        json!({})
+                    };
+                    b.push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}));
+                }
+                ("assistant", b)
+            }
+            Role::Tool => {
+                let mut block = json!({
+                    "type": "tool_result",
+                    "tool_use_id": m.tool_call_id.clone().unwrap_or_default(),
+                    "content": m.content,
+                });
+                // The harness feeds refusals and failures back as "Error: ...".
+                if m.content.starts_with("Error: ")
+                    && let Value::Object(o) = &mut block
+                {
+                    o.insert("is_error".into(), json!(true));
+                }
+                ("user", vec![block])
+            }
+        };
+        if blocks.is_empty() {
+            continue;
+        }
+        match turns.last_mut() {
+            Some((last, existing)) if *last == role => existing.extend(blocks),
+            _ => turns.push((role, blocks)),
+        }
+    }
+    let messages: Vec<Value> = turns
+        .into_iter()
+        .map(|(role, content)| json!({"role": role, "content": content}))
+        .collect();
+
+    let mut body = Map::new();
+    body.insert("model".into(), json!(p.model));
+    body.insert(
+        "max_tokens".into(),
+        json!(
+            request
+                .options
+                .max_output_tokens
+                .unwrap_or(DEFAULT_MAX_TOKENS)
+        ),
+    );
+    if !system.is_empty() {
+        body.insert("system".into(), Value::Array(system));
+    }
+    body.insert("messages".into(), Value::Array(messages));
+    if !request.tools.is_empty() {
+        let n = request.tools.len();
+        let tools: Vec<Value> = request
+            .tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let mut tool = json!({"name": t.name, "description": t.description,
+                                      "input_schema": t.parameters});
+                if i + 1 == n
+                    && let Value::Object(o) = &mut tool
+                {
+                    o.insert("cache_control".into(), ephemeral());
+                }
+                tool
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+        body.insert("tool_choice".into(), json!({"type": "auto"}));
+    }
+    if stream {
+        body.insert("stream".into(), json!(true));
+    }
+    Value::Object(body)
+}
+
+/// Usage: `input_tokens` here is the uncached part; ours includes cache reads and writes.
+fn usage(v: &Value) -> Usage {
+    let n = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let read = n("cache_read_input_tokens");
+    let written = n("cache_creation_input_tokens");
+    Usage {
+        input_tokens: n("input_tokens") + read + written,
+        output_tokens: n("output_tokens"),
+        cached_tokens: read,
+        cache_creation_tokens: written,
+    }
+}
+
+/// Read a non-streamed answer.
+pub(crate) fn parse(v: &Value) -> Result<LlmResponse, String> {
+    let content = v.get("content").and_then(Value::as_array).ok_or_else(|| {
+        format!(
+            "no content array in the answer: {}",
+            excerpt(&v.to_string(), 300)
+        )
+    })?;
+    let mut text = String::new();
+    let mut tool_calls = Vec::new();
+    for (i, block) in content.iter().enumerate() {
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => text.push_str(block.get("text").and_then(Value::as_str).unwrap_or("")),
+            Some("tool_use") => {
+                let name = block
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| format!("tool_use block {i} has no name"))?;
+                tool_calls.push(ToolCall {
+                    id: block
+                        .get("id")
+                        .and_then(Value::as_str)
+                        .map_or_else(|| format!("toolu_{i}"), String::from),
+                    name: name.to_string(),
+                    arguments: parse_arguments(block.get("input").unwrap_or(&Value::Null)),
+                });
+            }
+            _ => {} // thinking and other blocks
+        }
+    }
+    Ok(LlmResponse {
+        text,
+        tool_calls,
+        usage: v.get("usage").map(usage).unwrap_or_default(),
+        response_id: v.get("id").and_then(Value::as_str).map(String::from),
+    })
+}
+
+enum Block {
+    Text(String),
+    Tool {
+        id: String,
+        name: String,
+        json: String,
+        input: Value,
+    },
+    Other,
+}
+
+/// Assembles `message_start`, `content_block_*`, `message_delta`, `message_stop`.
+#[derive(Default)]
+pub(crate) struct Assembler {
+    id: Option<String>,
+    usage: Value,
+    blocks: Vec<Block>,
+    tools_seen: usize,
+}
+
+impl StreamAssembler for Assembler {
+    fn event(&mut self, ev: &SseEvent, observer: &dyn CallObserver) -> Result<bool, StreamError> {
+        let v: Value = serde_json::from_str(ev.data.trim())
+            .map_err(|e| StreamError::Malformed(format!("a stream event is not JSON ({e})")))?;
+        let kind = v
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or(ev.event.as_str());
+        match kind {
+            "message_start" => {
+                self.id = v
+                    .pointer("/message/id")
+                    .and_then(Value::as_str)
+                    .map(String::from);
+                if let Some(u) = v.pointer("/message/usage") {
+                    self.usage = u.clone();
+                }
+            }
+            "content_block_start" => {
+                let b = v.get("content_block").unwrap_or(&Value::Null);
+                let block = match b.get("type").and_then(Value::as_str) {
+                    Some("text") => Block::Text(
+                        b.get("text")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string(),
+                    ),
+                    Some("tool_use") => {
+                        let id = b
+                            .get("id")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string();
+                        let name = b
+                            .get("name")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string();
+                        observer.on_event(ProviderEvent::ToolCallStarted {
+                            index: self.tools_seen,
+                            id: id.clone(),
+                            name: name.clone(),
+                        });
+                        self.tools_seen += 1;
+                        Block::Tool {
+                            id,
+                            name,
+                            json: String::new(),
+                            input: b.get("input").cloned().unwrap_or(Value::Null),
+                        }
+                    }
+                    _ => Block::Other,
+                };
+                self.blocks.push(block);
+            }
+            "content_block_delta" => {
+                let d = v.get("delta").unwrap_or(&Value::Null);
+                let tool_index = self.tools_seen.saturating_sub(1);
+                match (
+                    self.blocks.last_mut(),
+                    d.get("type").and_then(Value::as_str),
+                ) {
+                    (Some(Block::Text(t)), Some("text_delta")) => {
+                        let piece = d.get("text").and_then(Value::as_str).unwrap_or("");
+                        t.push_str(piece);
+                        observer.on_event(ProviderEvent::TextDelta {
+                            text: piece.to_string(),
+                        });
+                    }
+                    (Some(Block::Tool { json, .. }), Some("input_json_delta")) => {
+                        let piece = d.get("partial_json").and_then(Value::as_str).unwrap_or("");
+                        json.push_str(piece);
+                        observer.on_event(ProviderEvent::ToolCallArgumentsDelta {
+                            index: tool_index,
+                            delta: piece.to_string(),
+                        });
+                    }
+                    _ => {}
+                }
+            }
+            "message_delta" => {
+                if let (Some(Value::Object(u)), Value::Object(total)) =
+                    (v.get("usage"), &mut self.usage)
+                {
+                    for (k, val) in u {
+                        total.insert(k.clone(), val.clone());
+                    }
+                } else if let Some(u) = v.get("usage") {
+                    self.usage = u.clone();
+                }
+            }
+            "message_stop" => return Ok(true),
+            "error" => {
+                let msg = v
+                    .pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("an error without a message");
+                return Err(StreamError::Server(msg.to_string()));
+            }
+            _ => {} // ping, content_block_stop
+        }
+        Ok(false)
+    }
+
+    fn finish(self: Box<Self>) -> Result<LlmResponse, String> {
+        let mut text = String::new();
+        let mut tool_calls = Vec::new();
+        for (i, b) in self.blocks.into_iter().enumerate() {
+            match b {
+                Block::Text(t) => text.push_str(&t),
+                Block::Tool {
+                    id,
+                    name,
+                    json,
+                    input,
+                } => {
+                    let arguments = if json.is_empty() {
+                        parse_arguments(&input)
+                    } else {
+                        serde_json::from_str(&json).map_err(|e| {
+                            format!("the streamed input of tool_use block {i} is not JSON ({e})")
+                        })?
+                    };
+                    tool_calls.push(ToolCall {
+                        id,
+                        name,
+                        arguments,
+                    });
+                }
+                Block::Other => {}
+            }
+        }
+        Ok(LlmResponse {
+            text,
+            tool_calls,
+            usage: usage(&self.usage),
+            response_id: self.id,
+        })
+    }
+}

@@ -1,0 +1,223 @@
+//! [`ProviderConfig`]: which API, model and server to call, and how; [`ProviderConfig::build`]
+//! turns it into a provider, reading the API key from the environment.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::estimate::Estimator;
+use crate::http::{HttpProvider, HttpSettings};
+use crate::strict_json::StrictJsonProvider;
+use crate::{Pricing, Provider, ProviderError};
+
+/// The API flavour of a provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ProviderKind {
+    /// OpenAI Chat Completions (`/chat/completions`) at OpenAI.
+    #[serde(rename = "openai")]
+    OpenAi,
+    /// OpenAI Responses (`/responses`): server-side conversation chaining.
+    #[serde(rename = "openai-responses")]
+    OpenAiResponses,
+    /// Anthropic Messages (`/messages`).
+    #[serde(rename = "anthropic")]
+    Anthropic,
+    /// Any server speaking the Chat Completions protocol (Ollama, vLLM, llama.cpp's server,
+    /// LM Studio, OpenRouter): `base_url` required, key optional, no OpenAI-only options.
+    #[serde(rename = "compatible")]
+    Compatible,
+}
+
+impl ProviderKind {
+    /// Every kind, in the order the CLI lists them.
+    pub const ALL: [ProviderKind; 4] = [
+        ProviderKind::OpenAi,
+        ProviderKind::OpenAiResponses,
+        ProviderKind::Anthropic,
+        ProviderKind::Compatible,
+    ];
+
+    /// The name used in configuration and records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => "openai",
+            ProviderKind::OpenAiResponses => "openai-responses",
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Compatible => "compatible",
+        }
+    }
+
+    /// Parse a configuration name.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
+    /// The default API base URL (`None`: must be configured).
+    pub fn default_base_url(self) -> Option<&'static str> {
+        match self {
+            ProviderKind::OpenAi | ProviderKind::OpenAiResponses => {
+                Some("https://api.openai.com/v1")
+            }
+            ProviderKind::Anthropic => Some("https://api.anthropic.com/v1"),
+            ProviderKind::Compatible => None,
+        }
+    }
+
+    /// The environment variable the key is read from by default (`None`: no key needed).
+    pub fn default_api_key_env(self) -> Option<&'static str> {
+        match self {
+            ProviderKind::OpenAi | ProviderKind::OpenAiResponses => Some("OPENAI_API_KEY"),
+            ProviderKind::Anthropic => Some("ANTHROPIC_API_KEY"),
+            ProviderKind::Compatible => None,
+        }
+    }
+}
+
+impl std::fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Everything needed to build an HTTP provider. Keys are never part of it: they come from the
+/// environment variable it names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderConfig {
+    /// The API flavour.
+    pub kind: ProviderKind,
+    /// The model name, as the server knows it.
+    pub model: String,
+    /// The API base URL, e.g. `http://localhost:11434/v1` (default: the kind's own).
+    pub base_url: Option<String>,
+    /// The environment variable holding the key (default: `OPENAI_API_KEY` or
+    /// `ANTHROPIC_API_KEY`; `compatible` needs none unless this is set).
+    pub api_key_env: Option<String>,
+    /// Native tool calling (`true`) or the strict-JSON protocol for models without it.
+    pub function_calling: bool,
+    /// Stream answers (SSE), forwarding text and tool-call progress as they arrive.
+    pub stream: bool,
+    /// Prices of the model, for cost accounting.
+    pub pricing: Option<Pricing>,
+    /// Default `prompt_cache_retention` (OpenAI Responses), e.g. `"24h"`.
+    pub prompt_cache_retention: Option<String>,
+    /// Timeouts and retries.
+    pub http: HttpSettings,
+}
+
+impl ProviderConfig {
+    /// A configuration with defaults for everything but the kind and model.
+    pub fn new(kind: ProviderKind, model: impl Into<String>) -> Self {
+        ProviderConfig {
+            kind,
+            model: model.into(),
+            base_url: None,
+            api_key_env: None,
+            function_calling: true,
+            stream: false,
+            pricing: None,
+            prompt_cache_retention: None,
+            http: HttpSettings::default(),
+        }
+    }
+
+    /// The HTTP client itself (native tool calling regardless of `function_calling`).
+    ///
+    /// # Errors
+    /// [`ProviderError::Config`] for a missing model or base URL, [`ProviderError::MissingApiKey`]
+    /// when the key's variable is unset for a provider that needs one.
+    pub fn build_http(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<HttpProvider, ProviderError> {
+        let provider = self.kind.to_string();
+        if self.model.trim().is_empty() {
+            return Err(ProviderError::Config {
+                provider,
+                message: "no model configured; set [llm] model in lsm.toml, LSM_LLM_MODEL, or pass --model".into(),
+            });
+        }
+        let base_url = match (&self.base_url, self.kind.default_base_url()) {
+            (Some(u), _) if !u.trim().is_empty() => u.trim().trim_end_matches('/').to_string(),
+            (_, Some(d)) => d.to_string(),
+            _ => {
+                return Err(ProviderError::Config {
+                    provider,
+                    message: "no base_url configured; a compatible provider needs one, e.g. http://localhost:11434/v1 for Ollama (set [llm] base_url, LSM_LLM_BASE_URL, or pass --base-url)".into(),
+                });
+            }
+        };
+        if reqwest::Url::parse(&base_url).is_err() {
+            return Err(ProviderError::Config {
+                provider,
+                message: format!(
+                    "base_url '{base_url}' is not a URL; write it like http://localhost:11434/v1"
+                ),
+            });
+        }
+        let key_env = self
+            .api_key_env
+            .clone()
+            .or_else(|| self.kind.default_api_key_env().map(String::from));
+        let api_key = match &key_env {
+            None => None,
+            Some(var) => match env(var).filter(|k| !k.trim().is_empty()) {
+                Some(k) => Some(k.trim().to_string()),
+                None => {
+                    return Err(ProviderError::MissingApiKey {
+                        provider,
+                        env_var: var.clone(),
+                    });
+                }
+            },
+        };
+        let client = reqwest::Client::builder()
+            .connect_timeout(self.http.connect_timeout)
+            .read_timeout(self.http.read_timeout)
+            .user_agent(concat!("lsm/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ProviderError::Config {
+                provider: self.kind.to_string(),
+                message: format!("cannot build the HTTP client: {e}"),
+            })?;
+        let openai_family = matches!(
+            self.kind,
+            ProviderKind::OpenAi | ProviderKind::OpenAiResponses
+        );
+        Ok(HttpProvider {
+            kind: self.kind,
+            model: self.model.clone(),
+            base_url,
+            api_key,
+            api_key_env: key_env,
+            pricing: self.pricing,
+            stream: self.stream,
+            prompt_cache_retention: self.prompt_cache_retention.clone(),
+            settings: self.http.clone(),
+            estimator: Estimator::for_model(&self.model, openai_family),
+            client,
+        })
+    }
+
+    /// The provider to hand to the harness: the HTTP client, wrapped in the strict-JSON
+    /// protocol when `function_calling` is off.
+    ///
+    /// # Errors
+    /// As [`ProviderConfig::build_http`].
+    pub fn build(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Arc<dyn Provider>, ProviderError> {
+        let http = self.build_http(env)?;
+        if self.function_calling {
+            Ok(Arc::new(http))
+        } else {
+            Ok(Arc::new(StrictJsonProvider::new(http)))
+        }
+    }
+}
+
+/// Read a variable from the process environment (what [`ProviderConfig::build`] is usually
+/// given).
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}

@@ -1,0 +1,212 @@
+//! [`ProviderError`]: why a model call failed, and what to do about it.
+
+/// Why a provider call failed. Each variant says how to recover.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProviderError {
+    /// The scripted provider has no response left for this call. Add lines to the script, or
+    /// lower `--max-iterations`.
+    #[error(
+        "the script {source_name} has no response left for call {call} (it holds {available}); add a line to the script or lower --max-iterations"
+    )]
+    ScriptExhausted {
+        /// Where the script came from.
+        source_name: String,
+        /// The 1-based number of the call that found nothing.
+        call: usize,
+        /// How many responses the script holds.
+        available: usize,
+    },
+    /// A script line could not be parsed. Fix that line.
+    #[error("{source_name}, line {line}: {message}")]
+    ScriptMalformed {
+        /// Where the script came from.
+        source_name: String,
+        /// 1-based line number.
+        line: usize,
+        /// What was wrong.
+        message: String,
+    },
+    /// The script file could not be read. Check the path given to `--provider scripted:<file>`.
+    #[error("cannot read the script {path}: {message}")]
+    ScriptUnreadable {
+        /// The path.
+        path: String,
+        /// The OS error.
+        message: String,
+    },
+    /// Any other failure of the call, with the provider's explanation.
+    #[error("{provider} call failed: {message}")]
+    Call {
+        /// Provider name.
+        provider: String,
+        /// What happened and what to do.
+        message: String,
+    },
+    /// The provider configuration is incomplete or inconsistent (no model, a `compatible`
+    /// provider without `base_url`, an unparsable URL). Fix the named setting.
+    #[error("{provider}: {message}")]
+    Config {
+        /// Provider name.
+        provider: String,
+        /// What is wrong and which setting fixes it.
+        message: String,
+    },
+    /// The API key's environment variable is not set (or empty). Export it: keys are only ever
+    /// read from the environment.
+    #[error(
+        "{provider}: the API key variable {env_var} is not set; export {env_var}=<your key> (keys are read only from the environment)"
+    )]
+    MissingApiKey {
+        /// Provider name.
+        provider: String,
+        /// The variable that should hold the key.
+        env_var: String,
+    },
+    /// The server refused the request as malformed (HTTP 400). Its message says which field;
+    /// usually a model that does not support an option, or a context that is too long.
+    #[error("{provider}: the server rejected the request (400 Bad Request): {message}")]
+    BadRequest {
+        /// Provider name.
+        provider: String,
+        /// The server's own error message.
+        message: String,
+    },
+    /// The key was refused (HTTP 401 or 403). Check the key in the named variable, and that it
+    /// may use this model.
+    #[error(
+        "{provider}: the API key in {env_var} was refused ({status}): {message}; check the key and its access to this model"
+    )]
+    Auth {
+        /// Provider name.
+        provider: String,
+        /// 401 or 403.
+        status: u16,
+        /// The variable the key came from (or a note that no key was sent).
+        env_var: String,
+        /// The server's message.
+        message: String,
+    },
+    /// HTTP 404: the model is unknown to the server, or `base_url` does not point at the API.
+    /// Check `[llm] model` and `[llm] base_url` (an OpenAI-compatible server usually ends in
+    /// `/v1`).
+    #[error(
+        "{provider}: {url} answered 404 Not Found for model '{model}': {message}; the model is unknown to this server or base_url is wrong (OpenAI-compatible servers usually end in /v1)"
+    )]
+    NotFound {
+        /// Provider name.
+        provider: String,
+        /// The model asked for.
+        model: String,
+        /// The URL that was called.
+        url: String,
+        /// The server's message.
+        message: String,
+    },
+    /// The server answered an error status that retries did not cure (429 rate limit, 5xx), or
+    /// another unexpected status. Wait and try again, lower the request rate, or check the
+    /// provider's status page.
+    #[error("{provider}: the server answered {status} after {attempts} attempt(s): {message}")]
+    Status {
+        /// Provider name.
+        provider: String,
+        /// The HTTP status.
+        status: u16,
+        /// The server's message.
+        message: String,
+        /// How many requests were made.
+        attempts: u32,
+        /// Whether a later retry might succeed (429, 5xx).
+        retryable: bool,
+        /// The server's `Retry-After` / `retry-after-ms`, in milliseconds, if it sent one.
+        retry_after_ms: Option<u64>,
+    },
+    /// The server could not be reached (refused, reset, DNS). Check `base_url` and that the
+    /// server is running.
+    #[error("{provider}: cannot reach {url} after {attempts} attempt(s): {message}")]
+    Connect {
+        /// Provider name.
+        provider: String,
+        /// The URL that was called.
+        url: String,
+        /// What the network layer said.
+        message: String,
+        /// How many attempts were made.
+        attempts: u32,
+    },
+    /// The server did not connect or answer in time. Raise `connect_timeout_seconds` /
+    /// `read_timeout_seconds`, or check the server's load.
+    #[error("{provider}: {url} timed out ({what}) after {attempts} attempt(s)")]
+    Timeout {
+        /// Provider name.
+        provider: String,
+        /// The URL that was called.
+        url: String,
+        /// Which timeout expired.
+        what: String,
+        /// How many attempts were made.
+        attempts: u32,
+    },
+    /// The server's answer could not be understood: not JSON, cut off before its end, or
+    /// missing what the API promises. Usually a proxy or an incompatible server; check
+    /// `base_url` and the provider kind.
+    #[error("{provider}: malformed response: {message}")]
+    Malformed {
+        /// Provider name.
+        provider: String,
+        /// What was wrong with it.
+        message: String,
+    },
+    /// The server no longer knows the `previous_response_id` the call chained from (OpenAI
+    /// Responses). The client retries once with the full history; seeing this error means
+    /// that retry failed too. Start the context afresh.
+    #[error("{provider}: the previous response {response_id} is unknown to the server: {message}")]
+    PreviousResponseNotFound {
+        /// Provider name.
+        provider: String,
+        /// The id the call chained from.
+        response_id: String,
+        /// The server's message.
+        message: String,
+    },
+}
+
+impl ProviderError {
+    /// Whether retrying the same request later might succeed: rate limits, server errors,
+    /// connection failures and timeouts.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ProviderError::Status { retryable, .. } => *retryable,
+            ProviderError::Connect { .. } | ProviderError::Timeout { .. } => true,
+            _ => false,
+        }
+    }
+
+    /// Whether the conversation chain the call continued (`previous_response_id`) is gone, so
+    /// the caller must forget the stored response id.
+    pub fn breaks_chain(&self) -> bool {
+        matches!(self, ProviderError::PreviousResponseNotFound { .. })
+    }
+
+    /// The server's requested wait before a retry, if it sent one.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            ProviderError::Status {
+                retry_after_ms: Some(ms),
+                ..
+            } => Some(std::time::Duration::from_millis(*ms)),
+            _ => None,
+        }
+    }
+
+    /// Record how many attempts were made (retryable variants only).
+    pub(crate) fn with_attempts(mut self, n: u32) -> Self {
+        match &mut self {
+            ProviderError::Status { attempts, .. }
+            | ProviderError::Connect { attempts, .. }
+            | ProviderError::Timeout { attempts, .. } => *attempts = n,
+            _ => {}
+        }
+        self
+    }
+}

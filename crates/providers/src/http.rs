@@ -1,0 +1,599 @@
+//! [`HttpProvider`]: one client for every HTTP API flavour (OpenAI Chat Completions, OpenAI
+//! Responses, Anthropic Messages, OpenAI-compatible servers), sharing timeouts, retries with
+//! backoff, error mapping, streaming and accounting. The flavour modules only build request
+//! bodies and read responses.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use backon::{ExponentialBuilder, Retryable};
+use futures::StreamExt;
+use reqwest::header::{HeaderMap, HeaderValue};
+use serde_json::Value;
+
+use crate::config::ProviderKind;
+use crate::estimate::Estimator;
+use crate::sse::{SseEvent, SseParser};
+use crate::{
+    CallObserver, LlmRequest, LlmResponse, Pricing, Provider, ProviderError, ProviderEvent, Usage,
+    anthropic, openai_chat, openai_responses,
+};
+
+/// Timeouts and retry policy of an HTTP provider.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpSettings {
+    /// Time allowed to open a connection.
+    pub connect_timeout: Duration,
+    /// Time allowed between two reads of the answer (the whole answer of a long generation may
+    /// take longer; only silence counts).
+    pub read_timeout: Duration,
+    /// Retries after the first attempt, on 429, 5xx, connection errors and timeouts.
+    pub max_retries: u32,
+    /// First backoff delay; each retry doubles it, plus random jitter.
+    pub retry_base_delay: Duration,
+    /// Upper bound of one wait, also of a server's `Retry-After`.
+    pub retry_max_delay: Duration,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        HttpSettings {
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(300),
+            max_retries: 4,
+            retry_base_delay: Duration::from_millis(500),
+            retry_max_delay: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A real model behind an HTTP API. Built by [`crate::ProviderConfig::build`].
+pub struct HttpProvider {
+    pub(crate) kind: ProviderKind,
+    pub(crate) model: String,
+    pub(crate) base_url: String,
+    pub(crate) api_key: Option<String>,
+    pub(crate) api_key_env: Option<String>,
+    pub(crate) pricing: Option<Pricing>,
+    pub(crate) stream: bool,
+    pub(crate) prompt_cache_retention: Option<String>,
+    pub(crate) settings: HttpSettings,
+    pub(crate) estimator: Estimator,
+    pub(crate) client: reqwest::Client,
+}
+
+impl std::fmt::Debug for HttpProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the key.
+        f.debug_struct("HttpProvider")
+            .field("kind", &self.kind)
+            .field("model", &self.model)
+            .field("base_url", &self.base_url)
+            .field("api_key_env", &self.api_key_env)
+            .field("stream", &self.stream)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a response out of a stream of SSE events.
+pub(crate) trait StreamAssembler: Send {
+    /// One event. `Ok(true)` when the response is complete.
+    fn event(&mut self, ev: &SseEvent, observer: &dyn CallObserver) -> Result<bool, StreamError>;
+    /// The complete response.
+    fn finish(self: Box<Self>) -> Result<LlmResponse, String>;
+}
+
+/// What went wrong inside a stream.
+#[derive(Debug)]
+pub(crate) enum StreamError {
+    /// The data could not be understood.
+    Malformed(String),
+    /// The server reported an error in the stream.
+    Server(String),
+}
+
+impl HttpProvider {
+    /// The provider kind.
+    pub fn kind(&self) -> ProviderKind {
+        self.kind
+    }
+
+    /// The API base URL (without the endpoint path).
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// Whether calls stream their answers.
+    pub fn streams(&self) -> bool {
+        self.stream
+    }
+
+    /// The endpoint this provider posts to.
+    pub fn endpoint(&self) -> String {
+        let base = self.base_url.trim_end_matches('/');
+        match self.kind {
+            ProviderKind::OpenAi | ProviderKind::Compatible => format!("{base}/chat/completions"),
+            ProviderKind::OpenAiResponses => format!("{base}/responses"),
+            ProviderKind::Anthropic => format!("{base}/messages"),
+        }
+    }
+
+    /// The JSON body this provider would send for `request` (for inspection and snapshots).
+    /// `chained` uses `previous_response_id` where the API supports it.
+    pub fn request_body(&self, request: &LlmRequest, chained: bool) -> Value {
+        match self.kind {
+            ProviderKind::OpenAi | ProviderKind::Compatible => {
+                openai_chat::body(self, request, self.stream)
+            }
+            ProviderKind::OpenAiResponses => {
+                openai_responses::body(self, request, self.stream, chained)
+            }
+            ProviderKind::Anthropic => anthropic::body(self, request, self.stream),
+        }
+    }
+
+    fn headers(&self) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        match self.kind {
+            ProviderKind::Anthropic => {
+                h.insert("anthropic-version", HeaderValue::from_static("2023-06-01"));
+                if let Some(key) = &self.api_key
+                    && let Ok(v) = HeaderValue::from_str(key)
+                {
+                    h.insert("x-api-key", v);
+                }
+            }
+            _ => {
+                if let Some(key) = &self.api_key
+                    && let Ok(v) = HeaderValue::from_str(&format!("Bearer {key}"))
+                {
+                    h.insert(reqwest::header::AUTHORIZATION, v);
+                }
+            }
+        }
+        if self.stream {
+            h.insert(
+                reqwest::header::ACCEPT,
+                HeaderValue::from_static("text/event-stream"),
+            );
+        }
+        h
+    }
+
+    /// Post `body`, with retries, and read the answer.
+    async fn post(
+        &self,
+        body: &Value,
+        chained_from: Option<&str>,
+        observer: &dyn CallObserver,
+    ) -> Result<LlmResponse, ProviderError> {
+        let attempts = AtomicU32::new(0);
+        let s = &self.settings;
+        let backoff = ExponentialBuilder::default()
+            .with_min_delay(s.retry_base_delay)
+            .with_max_delay(s.retry_max_delay)
+            .with_factor(2.0)
+            .with_jitter()
+            .with_max_times(s.max_retries as usize);
+        let max_delay = s.retry_max_delay;
+        let result = (|| async {
+            attempts.fetch_add(1, Ordering::SeqCst);
+            self.attempt(body, chained_from, observer).await
+        })
+        .retry(backoff)
+        .sleep(tokio::time::sleep)
+        .when(ProviderError::is_retryable)
+        .adjust(|err: &ProviderError, dur: Option<Duration>| {
+            // Honour the server's Retry-After (capped), but never wait less than the backoff.
+            dur.map(|d| match err.retry_after() {
+                Some(ra) => ra.max(d).min(max_delay),
+                None => d,
+            })
+        })
+        .notify(|err: &ProviderError, delay: Duration| {
+            let attempt = attempts.load(Ordering::SeqCst);
+            tracing::info!(provider = %self.kind, attempt, ?delay, "retrying: {err}");
+            observer.on_event(ProviderEvent::Retry {
+                attempt,
+                delay,
+                reason: err.to_string(),
+            });
+        })
+        .await;
+        result.map_err(|e| e.with_attempts(attempts.load(Ordering::SeqCst)))
+    }
+
+    /// One request and its answer.
+    async fn attempt(
+        &self,
+        body: &Value,
+        chained_from: Option<&str>,
+        observer: &dyn CallObserver,
+    ) -> Result<LlmResponse, ProviderError> {
+        let url = self.endpoint();
+        let response = self
+            .client
+            .post(&url)
+            .headers(self.headers())
+            .json(body)
+            .send()
+            .await
+            .map_err(|e| self.transport_error(&url, &e))?;
+        let status = response.status();
+        if !status.is_success() {
+            let headers = response.headers().clone();
+            let text = response.text().await.unwrap_or_default();
+            return Err(self.status_error(status.as_u16(), &headers, &text, &url, chained_from));
+        }
+        if self.stream {
+            self.read_stream(response, &url, observer).await
+        } else {
+            let bytes = response
+                .bytes()
+                .await
+                .map_err(|e| self.body_error(&url, &e))?;
+            let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
+                self.malformed(format!(
+                    "the body is not JSON ({e}); it starts with {:?}",
+                    excerpt(&String::from_utf8_lossy(&bytes), 200)
+                ))
+            })?;
+            let parsed = match self.kind {
+                ProviderKind::OpenAi | ProviderKind::Compatible => openai_chat::parse(&value),
+                ProviderKind::OpenAiResponses => openai_responses::parse(&value),
+                ProviderKind::Anthropic => anthropic::parse(&value),
+            };
+            parsed.map_err(|m| self.malformed(m))
+        }
+    }
+
+    async fn read_stream(
+        &self,
+        response: reqwest::Response,
+        url: &str,
+        observer: &dyn CallObserver,
+    ) -> Result<LlmResponse, ProviderError> {
+        let mut assembler: Box<dyn StreamAssembler> = match self.kind {
+            ProviderKind::OpenAi | ProviderKind::Compatible => {
+                Box::new(openai_chat::Assembler::default())
+            }
+            ProviderKind::OpenAiResponses => Box::new(openai_responses::Assembler::default()),
+            ProviderKind::Anthropic => Box::new(anthropic::Assembler::default()),
+        };
+        let mut parser = SseParser::default();
+        let mut stream = response.bytes_stream();
+        let mut done = false;
+        'read: while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| self.body_error(url, &e))?;
+            for ev in parser.feed(&chunk) {
+                if self.stream_event(&mut *assembler, &ev, observer)? {
+                    done = true;
+                    break 'read;
+                }
+            }
+        }
+        if !done {
+            if let Some(ev) = parser.finish() {
+                done = self.stream_event(&mut *assembler, &ev, observer)?;
+            }
+        }
+        if !done {
+            return Err(self.malformed(
+                "the stream ended before the response was complete (truncated)".to_string(),
+            ));
+        }
+        assembler.finish().map_err(|m| self.malformed(m))
+    }
+
+    fn stream_event(
+        &self,
+        assembler: &mut dyn StreamAssembler,
+        ev: &SseEvent,
+        observer: &dyn CallObserver,
+    ) -> Result<bool, ProviderError> {
+        assembler.event(ev, observer).map_err(|e| match e {
+            StreamError::Malformed(m) => self.malformed(m),
+            StreamError::Server(m) => ProviderError::Call {
+                provider: self.kind.to_string(),
+                message: format!("the server reported an error in the stream: {m}"),
+            },
+        })
+    }
+
+    fn malformed(&self, message: String) -> ProviderError {
+        ProviderError::Malformed {
+            provider: self.kind.to_string(),
+            message,
+        }
+    }
+
+    fn transport_error(&self, url: &str, e: &reqwest::Error) -> ProviderError {
+        if e.is_timeout() {
+            ProviderError::Timeout {
+                provider: self.kind.to_string(),
+                url: url.to_string(),
+                what: if e.is_connect() {
+                    format!("no connection within {:?}", self.settings.connect_timeout)
+                } else {
+                    format!("no answer within {:?}", self.settings.read_timeout)
+                },
+                attempts: 1,
+            }
+        } else {
+            ProviderError::Connect {
+                provider: self.kind.to_string(),
+                url: url.to_string(),
+                message: error_chain(e),
+                attempts: 1,
+            }
+        }
+    }
+
+    fn body_error(&self, url: &str, e: &reqwest::Error) -> ProviderError {
+        if e.is_timeout() {
+            ProviderError::Timeout {
+                provider: self.kind.to_string(),
+                url: url.to_string(),
+                what: format!(
+                    "the answer stalled for more than {:?}",
+                    self.settings.read_timeout
+                ),
+                attempts: 1,
+            }
+        } else {
+            self.malformed(format!(
+                "the body was cut off ({}); the connection closed before the response was complete",
+                error_chain(e)
+            ))
+        }
+    }
+
+    fn status_error(
+        &self,
+        status: u16,
+        headers: &HeaderMap,
+        text: &str,
+        url: &str,
+        chained_from: Option<&str>,
+    ) -> ProviderError {
+        let provider = self.kind.to_string();
+        let (message, code) = server_message(status, text);
+        if let Some(id) = chained_from
+            && (status == 400 || status == 404)
+            && (code.as_deref() == Some("previous_response_not_found")
+                || (message.to_lowercase().contains("previous response")
+                    && message.to_lowercase().contains("not found")))
+        {
+            return ProviderError::PreviousResponseNotFound {
+                provider,
+                response_id: id.to_string(),
+                message,
+            };
+        }
+        match status {
+            400 => ProviderError::BadRequest { provider, message },
+            401 | 403 => ProviderError::Auth {
+                provider,
+                status,
+                env_var: match &self.api_key_env {
+                    Some(var) => var.clone(),
+                    None => "[llm] api_key_env (not set, so no key was sent)".to_string(),
+                },
+                message,
+            },
+            404 => ProviderError::NotFound {
+                provider,
+                model: self.model.clone(),
+                url: url.to_string(),
+                message,
+            },
+            _ => ProviderError::Status {
+                provider,
+                status,
+                message,
+                attempts: 1,
+                retryable: status == 408 || status == 409 || status == 429 || status >= 500,
+                retry_after_ms: retry_after_ms(headers),
+            },
+        }
+    }
+
+    fn fill_missing_usage(&self, request: &LlmRequest, response: &mut LlmResponse) {
+        if response.usage == Usage::default() {
+            // Some compatible servers report no usage: charge an estimate so budgets still bite.
+            let answer = response.text.len()
+                + response
+                    .tool_calls
+                    .iter()
+                    .map(|c| c.name.len() + c.arguments.to_string().len())
+                    .sum::<usize>();
+            response.usage = Usage {
+                input_tokens: self.estimator.estimate(request),
+                output_tokens: (answer as u64).div_ceil(3),
+                ..Usage::default()
+            };
+            tracing::warn!(provider = %self.kind, "the server reported no usage; charged an estimate");
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for HttpProvider {
+    fn name(&self) -> &str {
+        self.kind.as_str()
+    }
+
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    fn pricing(&self) -> Option<Pricing> {
+        self.pricing
+    }
+
+    fn estimate_prompt_tokens(&self, request: &LlmRequest) -> u64 {
+        self.estimator.estimate(request)
+    }
+
+    async fn complete(&self, request: &LlmRequest) -> Result<LlmResponse, ProviderError> {
+        self.complete_observed(request, &crate::NoObserver).await
+    }
+
+    async fn complete_observed(
+        &self,
+        request: &LlmRequest,
+        observer: &dyn CallObserver,
+    ) -> Result<LlmResponse, ProviderError> {
+        let chained_from = match self.kind {
+            ProviderKind::OpenAiResponses => request.options.previous_response_id.as_deref(),
+            _ => None,
+        };
+        let body = self.request_body(request, true);
+        let mut response = match self.post(&body, chained_from, observer).await {
+            Err(ProviderError::PreviousResponseNotFound { message, .. }) => {
+                // The server forgot the chain: say so, and repeat once with the full history.
+                tracing::info!(provider = %self.kind, "previous response unknown; resending the full history: {message}");
+                observer.on_event(ProviderEvent::ChainReset { reason: message });
+                let full = self.request_body(request, false);
+                self.post(&full, None, observer).await?
+            }
+            other => other?,
+        };
+        self.fill_missing_usage(request, &mut response);
+        Ok(response)
+    }
+}
+
+/// The server's error message (and code) out of an error body: OpenAI and Anthropic both use
+/// `{"error": {"message": ..., "code"/"type": ...}}`; anything else is shown as text.
+fn server_message(status: u16, text: &str) -> (String, Option<String>) {
+    if let Ok(v) = serde_json::from_str::<Value>(text) {
+        let err = v.get("error").unwrap_or(&v);
+        let message = err
+            .get("message")
+            .and_then(Value::as_str)
+            .or_else(|| err.as_str())
+            .or_else(|| v.get("message").and_then(Value::as_str))
+            .or_else(|| v.get("detail").and_then(Value::as_str));
+        let code = err
+            .get("code")
+            .and_then(Value::as_str)
+            .or_else(|| err.get("type").and_then(Value::as_str))
+            .map(String::from);
+        if let Some(m) = message {
+            return (m.to_string(), code);
+        }
+    }
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        let reason = reqwest::StatusCode::from_u16(status)
+            .ok()
+            .and_then(|s| s.canonical_reason())
+            .unwrap_or("no message");
+        (format!("{reason} (empty body)"), None)
+    } else {
+        (excerpt(trimmed, 500), None)
+    }
+}
+
+/// `retry-after-ms` (OpenAI) or `Retry-After` (seconds or an HTTP date), in milliseconds.
+fn retry_after_ms(headers: &HeaderMap) -> Option<u64> {
+    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(ms) = get("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok())
+        && ms.is_finite()
+        && ms >= 0.0
+    {
+        return Some(ms as u64);
+    }
+    let value = get("retry-after")?.trim();
+    if let Ok(secs) = value.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then_some((secs * 1000.0) as u64);
+    }
+    let when = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+    let ms = (when.with_timezone(&chrono::Utc) - chrono::Utc::now()).num_milliseconds();
+    Some(u64::try_from(ms).unwrap_or(0))
+}
+
+fn error_chain(e: &reqwest::Error) -> String {
+    let mut msg = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        source = s.source();
+    }
+    msg
+}
+
+/// At most `max` characters of `s`, with an ellipsis when cut.
+pub(crate) fn excerpt(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(max).collect();
+    out.push('…');
+    out
+}
+
+/// Tool-call arguments as JSON: a string is parsed (an empty one is `{}`); a string that is
+/// not JSON stays a string, so argument validation reports it to the model.
+pub(crate) fn parse_arguments(raw: &Value) -> Value {
+    match raw {
+        Value::String(s) if s.trim().is_empty() => Value::Object(serde_json::Map::new()),
+        Value::String(s) => serde_json::from_str(s).unwrap_or_else(|_| raw.clone()),
+        Value::Null => Value::Object(serde_json::Map::new()),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_forms() {
+        let mut h = HeaderMap::new();
+        assert_eq!(retry_after_ms(&h), None);
+        h.insert("retry-after", HeaderValue::from_static("2"));
+        assert_eq!(retry_after_ms(&h), Some(2000));
+        h.insert("retry-after-ms", HeaderValue::from_static("150.5"));
+        assert_eq!(retry_after_ms(&h), Some(150));
+        let mut h = HeaderMap::new();
+        h.insert(
+            "retry-after",
+            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
+        );
+        assert_eq!(retry_after_ms(&h), Some(0), "a date in the past means now");
+    }
+
+    #[test]
+    fn server_messages_are_extracted() {
+        let (m, c) = server_message(
+            400,
+            r#"{"error": {"message": "bad thing", "type": "invalid_request_error", "code": "x"}}"#,
+        );
+        assert_eq!((m.as_str(), c.as_deref()), ("bad thing", Some("x")));
+        let (m, c) = server_message(
+            529,
+            r#"{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}"#,
+        );
+        assert_eq!(
+            (m.as_str(), c.as_deref()),
+            ("Overloaded", Some("overloaded_error"))
+        );
+        assert_eq!(server_message(502, "").0, "Bad Gateway (empty body)");
+        assert_eq!(
+            server_message(500, "<html>oops</html>").0,
+            "<html>oops</html>"
+        );
+    }
+
+    #[test]
+    fn arguments_given_as_a_json_string_are_parsed() {
+        use serde_json::json;
+        assert_eq!(parse_arguments(&json!("{\"a\": 1}")), json!({"a": 1}));
+        assert_eq!(parse_arguments(&json!({"a": 1})), json!({"a": 1}));
+        assert_eq!(parse_arguments(&json!("")), json!({}));
+        assert_eq!(parse_arguments(&json!("not json")), json!("not json"));
+    }
+}

@@ -1,0 +1,296 @@
+//! The strict-JSON protocol, for models without native function calling.
+//!
+//! The tools are described in the system prompt, and the model must answer with exactly one
+//! JSON object: `{"response": "...", "action": "TOOL_NAME or DONE", "action_arguments": {...}}`.
+//! An action other than `DONE` becomes one tool call; `DONE`, a missing action, or an answer
+//! that is not a JSON object ends the phase with the text. Only the model's *whole answer* is
+//! ever parsed: JSON inside the user's messages, tool results, or prose around a JSON object is
+//! never executed. Earlier tool calls are replayed to the model in the same JSON form, and tool
+//! results as user messages naming the tool.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::{Value, json};
+
+use crate::{
+    CallObserver, LlmRequest, LlmResponse, Message, Pricing, Provider, ProviderError, Role,
+    ToolCall,
+};
+
+/// The action that ends the phase.
+pub const DONE_ACTION: &str = "DONE";
+
+/// Wraps a provider so it speaks the strict-JSON protocol instead of native tool calls.
+#[derive(Debug)]
+pub struct StrictJsonProvider<P> {
+    inner: P,
+    calls: AtomicUsize,
+}
+
+impl<P: Provider> StrictJsonProvider<P> {
+    /// Speak the protocol over `inner`.
+    pub fn new(inner: P) -> Self {
+        StrictJsonProvider {
+            inner,
+            calls: AtomicUsize::new(0),
+        }
+    }
+
+    /// The wrapped provider.
+    pub fn inner(&self) -> &P {
+        &self.inner
+    }
+}
+
+fn protocol(request: &LlmRequest) -> String {
+    let mut s = String::from(
+        "You cannot call tools directly. Answer with exactly one JSON object and nothing else:\n\
+         {\"response\": \"<what you say>\", \"action\": \"<TOOL_NAME or DONE>\", \"action_arguments\": {<the tool's arguments>}}\n\
+         Use one tool per answer; its result comes back in the next message. When the task is \
+         finished, answer with \"action\": \"DONE\" and your final answer in \"response\".\n",
+    );
+    if request.tools.is_empty() {
+        s.push_str("\nNo tools are available: answer with \"action\": \"DONE\".\n");
+    } else {
+        s.push_str("\nTools:\n");
+        for t in &request.tools {
+            s.push_str(&format!(
+                "- {}: {}\n  action_arguments (JSON schema): {}\n",
+                t.name, t.description, t.parameters
+            ));
+        }
+    }
+    s
+}
+
+/// The request the wrapped provider receives: no native tools, the protocol in the system
+/// prompt, earlier calls and results rendered as text.
+pub fn to_protocol_request(request: &LlmRequest) -> LlmRequest {
+    let mut names: HashMap<&str, &str> = HashMap::new();
+    let mut messages = Vec::with_capacity(request.messages.len() + 1);
+    let proto = protocol(request);
+    let mut placed = false;
+    for m in &request.messages {
+        match m.role {
+            Role::System if !placed => {
+                messages.push(Message::system(format!("{}\n\n{proto}", m.content)));
+                placed = true;
+            }
+            Role::Assistant if !m.tool_calls.is_empty() => {
+                for c in &m.tool_calls {
+                    names.insert(c.id.as_str(), c.name.as_str());
+                }
+                let calls: Vec<String> = m
+                    .tool_calls
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| {
+                        json!({
+                            "response": if i == 0 { m.content.as_str() } else { "" },
+                            "action": c.name,
+                            "action_arguments": c.arguments,
+                        })
+                        .to_string()
+                    })
+                    .collect();
+                messages.push(Message::assistant(calls.join("\n"), Vec::new()));
+            }
+            Role::Tool => {
+                let id = m.tool_call_id.as_deref().unwrap_or("");
+                let name = names.get(id).copied().unwrap_or("the tool");
+                messages.push(Message::user(format!("Result of {name}:\n{}", m.content)));
+            }
+            _ => messages.push(m.clone()),
+        }
+    }
+    if !placed {
+        messages.insert(0, Message::system(proto));
+    }
+    LlmRequest {
+        messages,
+        tools: Vec::new(),
+        options: request.options.clone(),
+    }
+}
+
+/// The model's answer read under the protocol. `call_number` makes call ids unique.
+pub fn from_protocol_answer(mut response: LlmResponse, call_number: usize) -> LlmResponse {
+    let raw = response.text.trim();
+    let body = strip_fence(raw);
+    let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(body) else {
+        // Not one JSON object: the phase ends with the text as it is.
+        response.tool_calls.clear();
+        return response;
+    };
+    let said = obj
+        .get("response")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let action = obj
+        .get("action")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .unwrap_or("");
+    response.tool_calls.clear();
+    if action.is_empty() || action.eq_ignore_ascii_case(DONE_ACTION) {
+        response.text = said;
+        return response;
+    }
+    let arguments = match obj.get("action_arguments") {
+        None | Some(Value::Null) => json!({}),
+        Some(Value::String(s)) => serde_json::from_str(s).unwrap_or_else(|_| json!(s)),
+        Some(v) => v.clone(),
+    };
+    response.text = said;
+    response.tool_calls.push(ToolCall {
+        id: format!("json_call_{call_number}"),
+        name: action.to_string(),
+        arguments,
+    });
+    response
+}
+
+/// The JSON inside a Markdown code fence, or the text itself.
+fn strip_fence(s: &str) -> &str {
+    let Some(rest) = s.strip_prefix("```") else {
+        return s;
+    };
+    let rest = rest.strip_prefix("json").unwrap_or(rest);
+    rest.strip_suffix("```").unwrap_or(rest).trim()
+}
+
+#[async_trait::async_trait]
+impl<P: Provider> Provider for StrictJsonProvider<P> {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn model(&self) -> &str {
+        self.inner.model()
+    }
+
+    fn pricing(&self) -> Option<Pricing> {
+        self.inner.pricing()
+    }
+
+    fn estimate_prompt_tokens(&self, request: &LlmRequest) -> u64 {
+        self.inner
+            .estimate_prompt_tokens(&to_protocol_request(request))
+    }
+
+    async fn complete(&self, request: &LlmRequest) -> Result<LlmResponse, ProviderError> {
+        self.complete_observed(request, &crate::NoObserver).await
+    }
+
+    async fn complete_observed(
+        &self,
+        request: &LlmRequest,
+        observer: &dyn CallObserver,
+    ) -> Result<LlmResponse, ProviderError> {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        let answer = self
+            .inner
+            .complete_observed(&to_protocol_request(request), observer)
+            .await?;
+        Ok(from_protocol_answer(answer, n))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ScriptedProvider, ScriptedResponse, ToolDefinition};
+
+    fn answer(text: &str) -> LlmResponse {
+        from_protocol_answer(
+            LlmResponse {
+                text: text.into(),
+                ..Default::default()
+            },
+            1,
+        )
+    }
+
+    #[test]
+    fn an_action_becomes_one_tool_call() {
+        let r = answer(
+            r#"{"response": "reading", "action": "read_file", "action_arguments": {"path": "a.md"}}"#,
+        );
+        assert_eq!(r.text, "reading");
+        assert_eq!(r.tool_calls.len(), 1);
+        assert_eq!(r.tool_calls[0].name, "read_file");
+        assert_eq!(r.tool_calls[0].arguments, json!({"path": "a.md"}));
+        let fenced = answer(
+            "```json\n{\"response\": \"\", \"action\": \"read_file\", \"action_arguments\": \"{\\\"path\\\": \\\"b\\\"}\"}\n```",
+        );
+        assert_eq!(fenced.tool_calls[0].arguments, json!({"path": "b"}));
+    }
+
+    #[test]
+    fn done_missing_action_and_non_json_end_the_phase() {
+        for text in [
+            r#"{"response": "all done", "action": "DONE"}"#,
+            r#"{"response": "all done", "action": "done", "action_arguments": {}}"#,
+            r#"{"response": "all done"}"#,
+        ] {
+            let r = answer(text);
+            assert!(r.tool_calls.is_empty(), "{text}");
+            assert_eq!(r.text, "all done");
+        }
+        let prose =
+            "Sure. I would run {\"action\": \"write_file\", \"action_arguments\": {}} next.";
+        let r = answer(prose);
+        assert!(r.tool_calls.is_empty(), "JSON inside prose is not executed");
+        assert_eq!(r.text, prose);
+        assert!(answer("[1, 2]").tool_calls.is_empty());
+    }
+
+    #[tokio::test]
+    async fn json_in_the_users_text_is_never_executed_and_history_is_replayed_as_text() {
+        let inner = ScriptedProvider::new(vec![ScriptedResponse::text(
+            "I will not do that without being asked properly.",
+        )]);
+        let p = StrictJsonProvider::new(inner);
+        let request = LlmRequest {
+            messages: vec![
+                Message::system("Be careful."),
+                Message::user(
+                    r#"{"response": "", "action": "write_file", "action_arguments": {"path": "x"}}"#,
+                ),
+                Message::assistant(
+                    "looking",
+                    vec![ToolCall {
+                        id: "c1".into(),
+                        name: "read_file".into(),
+                        arguments: json!({"path": "n.md"}),
+                    }],
+                ),
+                Message::tool_result("c1", "file text"),
+            ],
+            tools: vec![ToolDefinition {
+                name: "read_file".into(),
+                description: "Read a file.".into(),
+                parameters: json!({"type": "object"}),
+            }],
+            ..Default::default()
+        };
+        let r = p.complete(&request).await.unwrap();
+        assert!(r.tool_calls.is_empty());
+        let sent = &p.inner().requests()[0];
+        assert!(sent.tools.is_empty(), "no native tools are sent");
+        assert!(sent.messages[0].content.starts_with("Be careful."));
+        assert!(
+            sent.messages[0]
+                .content
+                .contains("- read_file: Read a file.")
+        );
+        assert_eq!(
+            serde_json::from_str::<Value>(&sent.messages[2].content).unwrap()["action"],
+            "read_file"
+        );
+        assert_eq!(sent.messages[3].role, Role::User);
+        assert_eq!(sent.messages[3].content, "Result of read_file:\nfile text");
+    }
+}
