@@ -342,12 +342,12 @@ fn the_tui_approves_a_write_and_the_file_is_written() {
     }
     // The transcript tells the story: shown (acknowledged once), approved by a person.
     let logs = dir.path().join("Agents/general/logs");
+    // The run's folder (the agent's own log file sits beside it).
     let run_dir = std::fs::read_dir(&logs)
         .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .unwrap();
     let events: Vec<Value> = std::fs::read_to_string(run_dir.join("transcript.jsonl"))
         .unwrap()
         .lines()

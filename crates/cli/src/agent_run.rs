@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use clap::Args;
-use lsm_harness::HarnessFactory;
 use tokio_util::sync::CancellationToken;
 
 use crate::agents_cmd::{self, AgentRunOptions};
@@ -14,8 +13,8 @@ use crate::config::{self, ConfigError};
 use crate::exit;
 use crate::foreground;
 use crate::interaction_wiring;
-use crate::memory_wiring::{self, StoreMemory};
 use crate::progress::StderrProgress;
+use crate::run_wiring;
 use crate::wiring;
 
 /// Arguments of `lsm agent run`.
@@ -167,32 +166,13 @@ async fn run_async(config_path: Option<&Path>, args: RunArgs) -> Result<u8> {
         )));
     }
 
-    let mut registry = lsm_sandbox::builtin::registry();
-    let memory = config
-        .memory
-        .enabled
-        .then(|| Arc::new(config.memory.store(&config.agents.agents_folder)));
-    if let Some(store) = &memory {
-        registry = memory_wiring::with_memory_tools(registry, store);
-    }
     let channel = interaction_wiring::run_channel(&config.agents.interaction)?;
-    let sandbox = interaction_wiring::sandbox_with_channel(&config.sandbox, registry, &channel)?;
-    let ask_user_available = sandbox.registry().contains("ask_user");
-
     let stop = CancellationToken::new();
-    let mut factory =
-        HarnessFactory::new(config.agents.harness.clone(), provider, Arc::new(sandbox))
-            .with_stop_token(stop.clone());
+    let parts = run_wiring::build_run(&config, provider, &channel, stop.clone())?;
+    let ask_user_available = parts.ask_user_available;
+    let mut factory = parts.factory;
     if !args.json {
         factory = factory.with_event_sink(Arc::new(StderrProgress::default()));
-    }
-    if let Some(store) = memory {
-        let limit = config.memory.limit;
-        factory = factory.with_memory(Arc::new(StoreMemory::new(
-            store,
-            limit,
-            config.agents.max_tokens_budget,
-        )));
     }
     let answering = foreground::answer_in_foreground(&channel, args.yes);
     let ctrl_c = stop.clone();

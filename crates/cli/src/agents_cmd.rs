@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use lsm_agents::{
     AgentContext, AgentLogSink, AgentOutput, AgentSpec, RunOutcome, StopReason, TaskInput,
 };
-use lsm_harness::{HarnessFactory, RunSummary};
+use lsm_harness::{AgentHarness, HarnessFactory, RunSummary};
 use lsm_interaction::InteractionChannel;
 use lsm_phase::{AgentIdentity, ExecutorFactory, PhaseExecutor};
 
@@ -104,10 +104,14 @@ pub fn objective(
 
 /// A [`HarnessFactory`] that remembers the run folder of the last harness it built, so the
 /// CLI can read the run's summary once the agent is done with it.
+/// Called with every harness a [`RecordingFactory`] builds.
+type BuildHook = Box<dyn Fn(&AgentHarness) + Send + Sync>;
+
 pub struct RecordingFactory {
     inner: HarnessFactory,
     run_dir: Mutex<Option<PathBuf>>,
     interactions: Option<Arc<InteractionChannel>>,
+    on_build: Option<BuildHook>,
 }
 
 impl RecordingFactory {
@@ -117,7 +121,14 @@ impl RecordingFactory {
             inner,
             run_dir: Mutex::new(None),
             interactions: None,
+            on_build: None,
         }
+    }
+
+    /// Call `hook` with every harness built, before its first phase.
+    pub fn with_on_build(mut self, hook: impl Fn(&AgentHarness) + Send + Sync + 'static) -> Self {
+        self.on_build = Some(Box::new(hook));
+        self
     }
 
     /// Record `channel`'s events in the transcript of every harness built.
@@ -137,6 +148,9 @@ impl ExecutorFactory for RecordingFactory {
         let harness = self.inner.build(agent, system_prompt);
         if let Some(channel) = &self.interactions {
             crate::interaction_wiring::record_interactions(channel, &harness);
+        }
+        if let Some(hook) = &self.on_build {
+            hook(&harness);
         }
         if let Ok(mut dir) = self.run_dir.lock() {
             *dir = Some(harness.run_dir());

@@ -20,6 +20,7 @@ mod llm_cmd;
 mod memory_cmd;
 mod memory_wiring;
 mod progress;
+mod run_wiring;
 mod runtime;
 mod tools_cmd;
 mod tui;

@@ -1,15 +1,17 @@
-//! [`HarnessLauncher`]: runs a built-in agent through the harness, wired like
-//! `lsm agent run` but with the manager's channel, stop token and log stream.
+//! [`HarnessLauncher`]: runs a built-in agent through the agent layer on the harness, wired
+//! like `lsm agent run` but with the manager's channel, stop token and log stream.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use lsm_harness::HarnessFactory;
-use lsm_phase::StopReason;
+use lsm_agents::{AgentContext, AgentLogSink};
+use lsm_harness::EventSink;
+use lsm_phase::{ExecutorFactory, RunOutcome, StopReason};
 
 use super::{LaunchContext, RunEnd, RunLauncher, RunStatus};
+use crate::agents_cmd::RecordingFactory;
 use crate::config::Config;
-use crate::interaction_wiring;
+use crate::run_wiring;
 use crate::wiring;
 
 /// Runs built-in agents with the harness, a provider built for each run from `[llm]` (the
@@ -50,40 +52,59 @@ impl RunLauncher for HarnessLauncher {
             Ok(built) => built.provider,
             Err(e) => return Self::failed(format!("{e:#}")),
         };
-        let sandbox = match interaction_wiring::sandbox_with_channel(
-            &self.config.sandbox,
-            lsm_sandbox::builtin::registry(),
-            &ctx.channel,
-        ) {
-            Ok(s) => s,
-            Err(e) => return Self::failed(format!("{e:#}")),
-        };
-        let factory = HarnessFactory::new(
-            self.config.agents.harness.clone(),
-            provider,
-            Arc::new(sandbox),
+        let parts =
+            match run_wiring::build_run(&self.config, provider, &ctx.channel, ctx.stop.clone()) {
+                Ok(p) => p,
+                Err(e) => return Self::failed(format!("{e:#}")),
+            };
+        let factory = parts
+            .factory
+            .with_event_sink(Arc::clone(&ctx.log) as Arc<dyn EventSink>);
+        let records = ctx.clone_record_setter();
+        let (run_id, agent_name) = (ctx.run_id.clone(), ctx.agent.clone());
+        let recording = Arc::new(
+            RecordingFactory::new(factory)
+                .with_interactions(Some(Arc::clone(&ctx.channel)))
+                .with_on_build(move |harness| {
+                    records(harness.run_id());
+                    tracing::info!(run = %run_id, records = %harness.run_id(), agent = %agent_name, "run started");
+                }),
+        );
+        let agent_ctx = AgentContext::new(
+            recording as Arc<dyn ExecutorFactory>,
+            self.config.agents.agents_folder.clone(),
         )
-        .with_stop_token(ctx.stop.clone())
-        .with_event_sink(Arc::clone(&ctx.log) as _);
-        let identity = spec.identity(&ctx.task, true);
-        let mut harness = factory.build(&identity, spec.system_prompt);
-        ctx.set_record_id(harness.run_id());
-        tracing::info!(run = %ctx.run_id, records = %harness.run_id(), agent = %ctx.agent, "run started");
-        interaction_wiring::record_interactions(&ctx.channel, &harness);
-        let report = harness.run(&ctx.task).await;
-        let status = match (report.result.stop_reason, &report.records_error) {
-            (_, Some(_)) | (StopReason::Error, _) => RunStatus::Failed,
-            (StopReason::Done, None) => RunStatus::Completed,
-            _ => RunStatus::Stopped,
+        .with_max_iterations(self.config.agents.max_iterations)
+        .with_ask_user(parts.ask_user_available)
+        .with_log_sink(Arc::new(LogStreamAgentLog(Arc::clone(&ctx.log))));
+        let Some(mut agent) = lsm_agents::create(spec.name, agent_ctx) else {
+            return Self::failed(format!(
+                "agent '{}' is listed but cannot be built",
+                spec.name
+            ));
         };
-        let final_text = match &report.records_error {
-            Some(e) => format!("the run's records could not be written: {e}"),
-            None => report.result.final_text,
+        let output = agent.run(&ctx.task).await;
+        let status = match output.outcome {
+            RunOutcome::Completed => RunStatus::Completed,
+            RunOutcome::Failed | RunOutcome::Stopped(StopReason::Error) => RunStatus::Failed,
+            RunOutcome::Stopped(_) => RunStatus::Stopped,
         };
         RunEnd {
             status,
-            outcome: report.summary.run_outcome,
-            final_text,
+            outcome: output
+                .stop_reason
+                .map_or("error", StopReason::as_str)
+                .to_string(),
+            final_text: output.error.unwrap_or(output.text),
         }
+    }
+}
+
+/// An agent's own log lines, into the run's live log.
+struct LogStreamAgentLog(Arc<super::LogStream>);
+
+impl AgentLogSink for LogStreamAgentLog {
+    fn line(&self, agent: &str, message: &str) {
+        self.0.push("agent_log", format!("[{agent}] {message}"));
     }
 }

@@ -86,9 +86,11 @@ pub struct LaunchContext {
 }
 
 impl LaunchContext {
-    /// Tell the manager where the run's records are (the harness's run id).
-    pub fn set_record_id(&self, id: &str) {
-        *lock(&self.records) = Some(id.to_string());
+    /// A setter for the record id that can outlive this context (called when the run's
+    /// harness is built).
+    pub fn clone_record_setter(&self) -> impl Fn(&str) + Send + Sync + 'static {
+        let records = Arc::clone(&self.records);
+        move |id: &str| *lock(&records) = Some(id.to_string())
     }
 }
 

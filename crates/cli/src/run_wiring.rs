@@ -1,0 +1,60 @@
+//! The parts every agent run is wired from, shared by `lsm agent run` and the runtime
+//! manager (`lsm tui`): the tool registry (built-ins, memory tools when enabled, `ask_user`
+//! on the run's channel), the sandbox, and a `HarnessFactory` with the run's stop token and
+//! standing memory.
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use lsm_harness::HarnessFactory;
+use lsm_interaction::InteractionChannel;
+use lsm_providers::Provider;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::interaction_wiring;
+use crate::memory_wiring::{self, StoreMemory};
+
+/// A run's factory, and whether `ask_user` is among its tools.
+pub struct RunParts {
+    /// Builds the run's harness (add an event sink before use if wanted).
+    pub factory: HarnessFactory,
+    /// Whether `ask_user` is registered (so it joins every allowlist).
+    pub ask_user_available: bool,
+}
+
+/// Wire one run of `config` on `provider`, asking `channel` whenever a person must decide.
+///
+/// # Errors
+/// When the sandbox configuration cannot be used (a usage error).
+pub fn build_run(
+    config: &Config,
+    provider: Arc<dyn Provider>,
+    channel: &Arc<InteractionChannel>,
+    stop: CancellationToken,
+) -> Result<RunParts> {
+    let mut registry = lsm_sandbox::builtin::registry();
+    let memory = config
+        .memory
+        .enabled
+        .then(|| Arc::new(config.memory.store(&config.agents.agents_folder)));
+    if let Some(store) = &memory {
+        registry = memory_wiring::with_memory_tools(registry, store);
+    }
+    let sandbox = interaction_wiring::sandbox_with_channel(&config.sandbox, registry, channel)?;
+    let ask_user_available = sandbox.registry().contains("ask_user");
+    let mut factory =
+        HarnessFactory::new(config.agents.harness.clone(), provider, Arc::new(sandbox))
+            .with_stop_token(stop);
+    if let Some(store) = memory {
+        factory = factory.with_memory(Arc::new(StoreMemory::new(
+            store,
+            config.memory.limit,
+            config.agents.max_tokens_budget,
+        )));
+    }
+    Ok(RunParts {
+        factory,
+        ask_user_available,
+    })
+}
