@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use lsm_harness::HarnessConfig;
 use lsm_sandbox::SandboxConfig;
+use lsm_tools_kb::KbConfig;
 use serde::Deserialize;
 
 /// The name looked for in the working directory when `--config` is not given.
@@ -28,6 +29,8 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     /// `[llm]`: the provider.
     pub llm: LlmConfig,
+    /// `[kb]`: the knowledge base.
+    pub kb: KbConfig,
     /// The file this came from (`None`: built-in defaults).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -103,7 +106,7 @@ pub fn load(explicit: Option<&Path>, env: &[(String, String)]) -> Result<Config>
 }
 
 /// The sections an `LSM_<SECTION>_<KEY>` variable can address.
-const SECTIONS: &[&str] = &["agents", "sandbox", "llm"];
+const SECTIONS: &[&str] = &["agents", "sandbox", "llm", "kb"];
 
 /// `LSM_AGENTS_MAX_TOKENS_BUDGET=5000` sets `[agents] max_tokens_budget = 5000`. Values are
 /// read as TOML (numbers, booleans, arrays) and fall back to a plain string.
@@ -152,6 +155,10 @@ fn resolve_paths(config: &mut Config, base: &Path) {
     config.sandbox.allowed_read_paths.iter_mut().for_each(fix);
     config.sandbox.allowed_write_paths.iter_mut().for_each(fix);
     if let Some(dir) = config.sandbox.working_dir.as_mut() {
+        fix(dir);
+    }
+    fix(&mut config.kb.index_dir);
+    if let Some(dir) = config.kb.embedder.model_dir.as_mut() {
         fix(dir);
     }
     if let Some(spec) = config.llm.provider.as_mut()

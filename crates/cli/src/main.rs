@@ -12,6 +12,7 @@
 mod agent_run;
 mod config;
 mod exit;
+mod kb_cmd;
 mod progress;
 mod tools_cmd;
 mod wiring;
@@ -45,6 +46,21 @@ enum Command {
     /// Inspect the tools agents can use.
     #[command(subcommand)]
     Tools(ToolsCommand),
+    /// Add folders of documents to the knowledge base (incremental).
+    Ingest(kb_cmd::IngestArgs),
+    /// Ask the knowledge base a question; the answer cites its sources.
+    Query(kb_cmd::QueryArgs),
+    /// Inspect and maintain the knowledge base.
+    #[command(subcommand)]
+    Kb(KbCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum KbCommand {
+    /// Files, chunks, index size and embedder.
+    Stats(kb_cmd::StatsArgs),
+    /// Remove a file, or every file under a folder, from the index.
+    Rm(kb_cmd::RmArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -83,6 +99,10 @@ fn main() -> ExitCode {
     let code = match cli.command {
         Command::Tools(ToolsCommand::List(args)) => tools_cmd::list(args.json),
         Command::Agent(AgentCommand::Run(args)) => agent_run::run(cli.config.as_deref(), args),
+        Command::Ingest(args) => kb_cmd::ingest(cli.config.as_deref(), args),
+        Command::Query(args) => kb_cmd::query(cli.config.as_deref(), args),
+        Command::Kb(KbCommand::Stats(args)) => kb_cmd::stats(cli.config.as_deref(), args),
+        Command::Kb(KbCommand::Rm(args)) => kb_cmd::rm(cli.config.as_deref(), args),
     };
     ExitCode::from(code)
 }

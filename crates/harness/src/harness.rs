@@ -405,6 +405,7 @@ impl AgentHarness {
                     max_output_tokens,
                     previous_response_id,
                     prompt_cache_key: Some(cache_key.clone()),
+                    prompt_cache_retention: None,
                 },
             };
             let estimate = provider.estimate_prompt_tokens(&request);

@@ -103,6 +103,10 @@ pub struct CallOptions {
     /// Stable key for the provider's prompt cache (`<agent>:<label>`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_cache_key: Option<String>,
+    /// How long the provider should keep the prompt cache (`"in_memory"`, `"24h"`), for
+    /// providers that support it; others ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_cache_retention: Option<String>,
 }
 
 /// Everything a provider needs for one call.
