@@ -122,7 +122,8 @@ async fn run_async(config_path: Option<&Path>, args: RunArgs) -> Result<u8> {
         })?;
     let provider = wiring::build_provider(&provider_spec, &cwd)?;
 
-    let registry = lsm_sandbox::builtin::registry();
+    let (registry, kb_guard) = crate::kb_cmd::agent_tools(&config, Arc::clone(&provider))
+        .map_err(|e| usage(format!("the knowledge base cannot be used: {e:#}")))?;
     let asker = wiring::permission_asker(args.yes);
     let sandbox = Sandbox::new(config.sandbox.clone(), registry, asker)
         .map_err(|e| usage(format!("invalid [sandbox] configuration: {e}")))?;
@@ -130,6 +131,9 @@ async fn run_async(config_path: Option<&Path>, args: RunArgs) -> Result<u8> {
     let stop = CancellationToken::new();
     let mut factory = HarnessFactory::new(config.agents.clone(), provider, Arc::new(sandbox))
         .with_stop_token(stop.clone());
+    if let Some(guard) = kb_guard {
+        factory = factory.with_call_guard(guard);
+    }
     if !args.json {
         factory = factory.with_event_sink(Arc::new(StderrProgress));
     }

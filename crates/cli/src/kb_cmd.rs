@@ -297,6 +297,39 @@ pub fn user_policy(config: &Config) -> ModePolicy {
     ModePolicy::new(&[], config.sandbox.allow_url_access)
 }
 
+/// The tools of an agent run: the built-ins, plus the knowledge-base tools when an index
+/// exists at `[kb] index_dir`, with the guard that checks their modes before they run.
+///
+/// # Errors
+/// When the index exists but cannot be opened (another embedder, a missing model).
+pub fn agent_tools(
+    config: &Config,
+    provider: Arc<dyn lsm_providers::Provider>,
+) -> Result<(
+    lsm_sandbox::ToolRegistry,
+    Option<Arc<dyn lsm_harness::ToolCallGuard>>,
+)> {
+    let base = lsm_sandbox::builtin::registry();
+    if lsm_tools_kb::store::read_manifest(&config.kb.index_dir)?.is_none() {
+        return Ok((base, None));
+    }
+    let kb = Arc::new(KnowledgeBase::open(&config.kb)?);
+    let policy = ModePolicy::new(&config.kb.allowed_profiles, config.sandbox.allow_url_access);
+    let guard = lsm_tools_kb::ModeGuard::new(policy.clone(), config.kb.modes.clone());
+    let pipeline = Arc::new(Pipeline::new(kb, Some(provider), policy));
+    let registry = lsm_tools_kb::tools::registry_with(base, Some(pipeline));
+    Ok((registry, Some(Arc::new(KbModeGuard(guard)))))
+}
+
+/// The harness's view of the knowledge base's mode check.
+struct KbModeGuard(lsm_tools_kb::ModeGuard);
+
+impl lsm_harness::ToolCallGuard for KbModeGuard {
+    fn check(&self, tool: &str, arguments: &serde_json::Value) -> Result<(), String> {
+        self.0.check(tool, arguments)
+    }
+}
+
 /// `lsm query`.
 pub fn query(config_path: Option<&Path>, args: QueryArgs) -> u8 {
     finish(query_inner(config_path, args))

@@ -29,6 +29,7 @@ pub mod mode;
 pub mod pipeline;
 pub mod retrieve;
 pub mod store;
+pub mod tools;
 
 pub use config::{EmbedderConfig, EmbedderKind, KbConfig, RetrievalSettings};
 pub use error::{KbError, Result};
@@ -37,7 +38,4 @@ pub use mode::{ModeConfig, ModePolicy, ModeSpec};
 pub use pipeline::{ContextPackage, Pipeline, QueryRequest, QueryResponse};
 pub use retrieve::Profile;
 pub use store::Filters;
-
-/// The names of the knowledge-base tools this crate provides once a knowledge base is
-/// configured.
-pub const TOOL_NAMES: &[&str] = &["query_context", "execute_context", "query_and_synthesize"];
+pub use tools::{ModeGuard, TOOL_NAMES};

@@ -48,7 +48,8 @@ pub struct QueryRequest {
 }
 
 /// One retrieved source.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Source {
     /// `S1`, `S2`, … in rank order.
     pub label: String,
@@ -107,7 +108,8 @@ pub struct RetrievalTrace {
 }
 
 /// What `build_sources` produced, and `synthesize_context` completed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ContextPackage {
     /// The request.
     pub request: QueryRequest,

@@ -484,11 +484,13 @@ impl Store {
             .map_err(|e| KbError::index(&self.dir, e))
     }
 
-    /// A consistent view of the index as of the last reload.
+    /// A consistent view of the index as of its latest commit (also one made by another
+    /// process or another handle since the last snapshot).
     ///
     /// # Errors
-    /// [`KbError::Index`] when the dense vectors cannot be loaded.
+    /// [`KbError::Index`] when the index or the dense vectors cannot be loaded.
     pub fn snapshot(&self) -> Result<Snapshot> {
+        self.reload()?;
         let searcher = self.reader.searcher();
         let dense = match &self.manifest.embedder {
             None => None,

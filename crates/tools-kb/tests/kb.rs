@@ -17,7 +17,8 @@ use lsm_tools_kb::{
     QueryRequest,
 };
 
-// tools: added with the tools
+#[path = "kb/tools.rs"]
+mod tools;
 
 /// A temp folder with documents and a config whose index lives inside it.
 /// A test corpus and its configuration.
