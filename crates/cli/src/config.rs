@@ -8,6 +8,7 @@ use anyhow::{Context, Result, bail};
 use lsm_phase::LlmTier;
 use lsm_providers::{HttpSettings, Pricing};
 use lsm_sandbox::SandboxConfig;
+use lsm_tools_kb::KbConfig;
 use serde::Deserialize;
 
 use crate::agents_config::AgentsConfig;
@@ -220,6 +221,8 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     /// `[llm]`: the provider.
     pub llm: LlmConfig,
+    /// `[kb]`: the knowledge base.
+    pub kb: KbConfig,
     /// `[agents.memory]`: persistent memory. Split off the `[agents]` table by [`load`]
     /// (the harness's settings refuse keys they do not know).
     #[serde(skip)]
@@ -317,7 +320,7 @@ pub fn load(explicit: Option<&Path>, env: &[(String, String)]) -> Result<Config>
 }
 
 /// The sections an `LSM_<SECTION>_<KEY>` variable can address.
-const SECTIONS: &[&str] = &["agents", "sandbox", "llm"];
+const SECTIONS: &[&str] = &["agents", "sandbox", "llm", "kb"];
 
 /// Tables nested in a section, addressed as `LSM_<SECTION>_<TABLE>_<KEY>`
 /// (`LSM_AGENTS_MEMORY_ENABLED` sets `[agents.memory] enabled`,
@@ -407,6 +410,10 @@ fn resolve_paths(config: &mut Config, base: &Path) {
     config.sandbox.allowed_read_paths.iter_mut().for_each(fix);
     config.sandbox.allowed_write_paths.iter_mut().for_each(fix);
     if let Some(dir) = config.sandbox.working_dir.as_mut() {
+        fix(dir);
+    }
+    fix(&mut config.kb.index_dir);
+    if let Some(dir) = config.kb.embedder.model_dir.as_mut() {
         fix(dir);
     }
     config.memory.resolve_paths(base);

@@ -16,6 +16,7 @@ mod config;
 mod exit;
 mod foreground;
 mod interaction_wiring;
+mod kb_cmd;
 mod llm_cmd;
 mod memory_cmd;
 mod memory_wiring;
@@ -63,12 +64,27 @@ enum Command {
     /// Check the configured LLM provider.
     #[command(subcommand)]
     Llm(LlmCommand),
+    /// Add folders of documents to the knowledge base (incremental).
+    Ingest(kb_cmd::IngestArgs),
+    /// Ask the knowledge base a question; the answer cites its sources.
+    Query(kb_cmd::QueryArgs),
+    /// Inspect and maintain the knowledge base.
+    #[command(subcommand)]
+    Kb(KbCommand),
 }
 
 #[derive(Debug, Subcommand)]
 enum LlmCommand {
     /// Make one tiny call and print provider, model, latency and usage (or why it failed).
     Ping(llm_cmd::PingArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum KbCommand {
+    /// Files, chunks, index size and embedder.
+    Stats(kb_cmd::StatsArgs),
+    /// Remove a file, or every file under a folder, from the index.
+    Rm(kb_cmd::RmArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -116,6 +132,10 @@ fn main() -> ExitCode {
         Command::Memory(command) => memory_cmd::run(cli.config.as_deref(), command),
         Command::Tui(args) => tui::run(cli.config.as_deref(), args),
         Command::Llm(LlmCommand::Ping(args)) => llm_cmd::ping(cli.config.as_deref(), args),
+        Command::Ingest(args) => kb_cmd::ingest(cli.config.as_deref(), args),
+        Command::Query(args) => kb_cmd::query(cli.config.as_deref(), args),
+        Command::Kb(KbCommand::Stats(args)) => kb_cmd::stats(cli.config.as_deref(), args),
+        Command::Kb(KbCommand::Rm(args)) => kb_cmd::rm(cli.config.as_deref(), args),
     };
     ExitCode::from(code)
 }

@@ -1,6 +1,6 @@
 //! The parts every agent run is wired from, shared by `lsm agent run` and the runtime
-//! manager (`lsm tui`): the tool registry (built-ins, memory tools when enabled, `ask_user`
-//! on the run's channel), the sandbox, and a `HarnessFactory` with the run's stop token and
+//! manager (`lsm tui`): the tool registry (built-ins, knowledge-base tools when an index
+//! exists, memory tools when enabled, `ask_user` on the run's channel), the sandbox, and a `HarnessFactory` with the run's stop token and
 //! standing memory.
 
 use std::sync::Arc;
@@ -11,6 +11,7 @@ use lsm_interaction::InteractionChannel;
 use lsm_providers::Provider;
 use tokio_util::sync::CancellationToken;
 
+use crate::agent_run::usage;
 use crate::config::Config;
 use crate::interaction_wiring;
 use crate::memory_wiring::{self, StoreMemory};
@@ -33,7 +34,9 @@ pub fn build_run(
     channel: &Arc<InteractionChannel>,
     stop: CancellationToken,
 ) -> Result<RunParts> {
-    let mut registry = lsm_sandbox::builtin::registry();
+    // The built-ins, plus the knowledge-base tools when an index exists.
+    let (mut registry, kb_guard) = crate::kb_cmd::agent_tools(config, Arc::clone(&provider))
+        .map_err(|e| usage(format!("the knowledge base cannot be used: {e:#}")))?;
     let memory = config
         .memory
         .enabled
@@ -46,6 +49,9 @@ pub fn build_run(
     let mut factory =
         HarnessFactory::new(config.agents.harness.clone(), provider, Arc::new(sandbox))
             .with_stop_token(stop);
+    if let Some(guard) = kb_guard {
+        factory = factory.with_call_guard(guard);
+    }
     if let Some(store) = memory {
         factory = factory.with_memory(Arc::new(StoreMemory::new(
             store,

@@ -7,7 +7,7 @@ use lsm_providers::Provider;
 use lsm_sandbox::Sandbox;
 use tokio_util::sync::CancellationToken;
 
-use crate::{AgentHarness, EventSink, HarnessConfig, MemoryProvider, NoMemory};
+use crate::{AgentHarness, EventSink, HarnessConfig, MemoryProvider, NoMemory, ToolCallGuard};
 
 /// Builds one [`AgentHarness`] per run, all sharing a provider, a sandbox, a memory provider,
 /// a stop token and an event sink.
@@ -19,6 +19,7 @@ pub struct HarnessFactory {
     memory: Arc<dyn MemoryProvider>,
     stop: CancellationToken,
     events: Option<Arc<dyn EventSink>>,
+    guards: Vec<Arc<dyn ToolCallGuard>>,
 }
 
 impl std::fmt::Debug for HarnessFactory {
@@ -39,6 +40,7 @@ impl HarnessFactory {
             memory: Arc::new(NoMemory),
             stop: CancellationToken::new(),
             events: None,
+            guards: Vec::new(),
         }
     }
 
@@ -60,6 +62,12 @@ impl HarnessFactory {
         self
     }
 
+    /// Every harness checks tool calls with `guard` before the sandbox runs them.
+    pub fn with_call_guard(mut self, guard: Arc<dyn ToolCallGuard>) -> Self {
+        self.guards.push(guard);
+        self
+    }
+
     /// A concrete harness (for owners that want its accounting, such as the CLI).
     pub fn build(&self, agent: &AgentIdentity, system_prompt: &str) -> AgentHarness {
         let mut h = AgentHarness::new(
@@ -73,6 +81,9 @@ impl HarnessFactory {
         .with_stop_token(self.stop.clone());
         if let Some(sink) = &self.events {
             h = h.with_event_sink(Arc::clone(sink));
+        }
+        for g in &self.guards {
+            h = h.with_call_guard(Arc::clone(g));
         }
         h
     }

@@ -76,6 +76,18 @@ fn record_to(
     Ok(written)
 }
 
+/// Checks a tool call's arguments before the sandbox runs it — for example a knowledge-base
+/// mode an agent composed, against the allowed retrieval profiles and URL access (seed 002
+/// §13.2). A refusal goes back to the model as the tool's error result and is recorded as a
+/// denial; the tool does not run.
+pub trait ToolCallGuard: Send + Sync {
+    /// `Err(reason)` refuses the call of `tool` with `arguments`; other tools pass.
+    ///
+    /// # Errors
+    /// Why the call is refused, in words the model can act on.
+    fn check(&self, tool: &str, arguments: &Value) -> Result<(), String>;
+}
+
 /// Token accounting of a run. Visible to the harness's owner (the CLI, tests), never to an
 /// agent: it is not part of any phase result.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -132,6 +144,7 @@ pub struct AgentHarness {
     memory: Arc<dyn MemoryProvider>,
     stop: CancellationToken,
     events: Option<Arc<dyn EventSink>>,
+    guards: Vec<Arc<dyn ToolCallGuard>>,
     contexts: Contexts,
     usage: RunUsage,
     recorder: Arc<Mutex<Recorder>>,
@@ -196,6 +209,7 @@ impl AgentHarness {
             memory: Arc::new(NoMemory),
             stop: CancellationToken::new(),
             events: None,
+            guards: Vec::new(),
             contexts: Contexts::default(),
             usage: RunUsage::default(),
             recorder: Arc::new(Mutex::new(recorder)),
@@ -229,6 +243,12 @@ impl AgentHarness {
     /// Send every recorded event to `sink` as well.
     pub fn with_event_sink(mut self, sink: Arc<dyn EventSink>) -> Self {
         self.events = Some(sink);
+        self
+    }
+
+    /// Check every tool call with `guard` before the sandbox runs it.
+    pub fn with_call_guard(mut self, guard: Arc<dyn ToolCallGuard>) -> Self {
+        self.guards.push(guard);
         self
     }
 
@@ -797,7 +817,10 @@ impl AgentHarness {
                 "Tool '{name}' is not in the requested tool_names list"
             ))
         } else {
-            None
+            self.guards
+                .iter()
+                .find_map(|g| g.check(name, arguments).err())
+                .map(|reason| format!("Tool '{name}' was refused: {reason}"))
         };
         if let Some(message) = refusal {
             self.note_decision(name, false, &message);

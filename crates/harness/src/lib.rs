@@ -10,7 +10,8 @@
 //! memory, the label's history under the context strategy) → one provider call with
 //! `max_output_tokens` capped to what is left of the budget → record → `block` ends the phase
 //! as blocked, no tool call ends it as done → every requested call is checked against the
-//! allowlist and the phase's `tool_names`, run through the sandbox, recorded, and fed back.
+//! allowlist, the phase's `tool_names` and the [`ToolCallGuard`]s, run through the sandbox,
+//! recorded, and fed back.
 //!
 //! Records, under `<agents_folder>/<agent>/logs/<run_id>/`: `transcript.jsonl`, appended and
 //! flushed event by event, and `run_summary.json`, written when the run finishes (also when it
@@ -35,7 +36,9 @@ mod records;
 
 pub use config::{ContextStrategy, HarnessConfig};
 pub use factory::HarnessFactory;
-pub use harness::{AgentHarness, BLOCK_TOOL, EventSink, RecordHandle, RunReport, RunUsage};
+pub use harness::{
+    AgentHarness, BLOCK_TOOL, EventSink, RecordHandle, RunReport, RunUsage, ToolCallGuard,
+};
 pub use memory::{MemoryProvider, NoMemory};
 pub use records::{
     ApprovalsDenials, ContextTracking, LabelTracking, MemoryCounts, RunSummary, TokenUsage,

@@ -673,6 +673,58 @@ async fn a_tool_outside_the_allowlist_is_refused_with_the_original_message() {
     );
 }
 
+/// Refuses `tool_a` calls whose text says "remote" (a stand-in for a knowledge-base mode that
+/// enables remote sources without URL access).
+struct NoRemote;
+
+impl lsm_harness::ToolCallGuard for NoRemote {
+    fn check(&self, tool: &str, arguments: &Value) -> Result<(), String> {
+        if tool == "tool_a" && arguments["text"] == "remote" {
+            Err("remote sources need allow_url_access".into())
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_call_guard_refusal_goes_back_to_the_model_and_the_tool_does_not_run() {
+    let mut fx = fixture(vec![
+        tool("tool_a", "remote"),
+        tool("tool_a", "local"),
+        done("ok"),
+    ]);
+    let harness = std::mem::replace(&mut fx.harness, fixture(vec![]).harness);
+    fx.harness = harness.with_call_guard(Arc::new(NoRemote));
+    let r = fx.harness.run_bounded(PhaseRequest::new("x")).await;
+    assert_eq!(r.stop_reason, StopReason::Done);
+    assert_eq!(
+        r.tool_calls[0].outcome,
+        ToolOutcome::Error(
+            "Tool 'tool_a' was refused: remote sources need allow_url_access".into()
+        )
+    );
+    assert_eq!(
+        r.tool_calls[1].outcome,
+        ToolOutcome::Result("tool_a:local".into())
+    );
+    assert_eq!(
+        fx.a_calls.load(Ordering::SeqCst),
+        1,
+        "the refused call did not run"
+    );
+    // The model saw the refusal.
+    let third = &fx.provider.requests()[2];
+    assert!(
+        contents(third)
+            .iter()
+            .any(|c| c.contains("was refused: remote sources"))
+    );
+    assert!(events(&fx).contains(&"tool_denied".to_string()));
+    fx.harness.finish(RunOutcome::Completed).await;
+    assert_eq!(read_summary(&fx).approvals_denials.denials, 1);
+}
+
 // ---------- failures are values ----------
 
 #[tokio::test]

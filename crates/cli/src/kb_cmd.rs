@@ -1,0 +1,420 @@
+//! The knowledge-base commands: `lsm ingest`, `lsm query`, `lsm kb stats`, `lsm kb rm`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use lsm_tools_kb::ingest::{FileOutcome, IngestOptions, IngestProgress, IngestReport};
+use lsm_tools_kb::{
+    Filters, KbError, KnowledgeBase, ModePolicy, ModeSpec, Pipeline, QueryRequest, QueryResponse,
+};
+
+use crate::config::{self, Config, ConfigError};
+use crate::exit;
+use crate::wiring;
+
+/// Arguments of `lsm ingest`.
+#[derive(Debug, Args)]
+pub struct IngestArgs {
+    /// Folders (or files) to ingest.
+    #[arg(required = true, value_name = "DIR")]
+    pub paths: Vec<PathBuf>,
+    /// Delete the index first and build it anew (e.g. after changing the embedder).
+    #[arg(long)]
+    pub rebuild: bool,
+    /// Print the summary as JSON on stdout (and no progress bar).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `lsm query`.
+#[derive(Debug, Args)]
+pub struct QueryArgs {
+    /// The question.
+    pub question: String,
+    /// Mode: grounded, insight, hybrid, or one from [kb.modes] (default: [kb] default_mode).
+    #[arg(long)]
+    pub mode: Option<String>,
+    /// A filter, repeatable: path_contains=TEXT, ext_allow=md,txt, ext_deny=pdf.
+    #[arg(long = "filter", value_name = "KEY=VALUE")]
+    pub filters: Vec<String>,
+    /// Number of sources (default: the mode's k).
+    #[arg(long)]
+    pub k: Option<usize>,
+    /// The LLM provider that writes the answer (default: [llm] provider); without one, the
+    /// answer lists the closest excerpts.
+    #[arg(long, value_name = "SPEC")]
+    pub provider: Option<String>,
+    /// Print the whole response (answer, citations, sources, trace) as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `lsm kb stats`.
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `lsm kb rm`.
+#[derive(Debug, Args)]
+pub struct RmArgs {
+    /// A file or folder whose files leave the index (the files themselves are not touched).
+    pub path: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn usage(msg: impl Into<String>) -> anyhow::Error {
+    ConfigError(msg.into()).into()
+}
+
+/// Run a command body; map errors to exit codes (2 for usage and configuration).
+fn finish(result: Result<u8>) -> u8 {
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            let usage_like = e.downcast_ref::<ConfigError>().is_some()
+                || matches!(
+                    e.downcast_ref::<KbError>(),
+                    Some(
+                        KbError::NoIndex { .. }
+                            | KbError::EmbedderMismatch { .. }
+                            | KbError::Config { .. }
+                            | KbError::InvalidRequest(_)
+                    )
+                );
+            if usage_like { exit::USAGE } else { exit::ERROR }
+        }
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+fn load_config(config_path: Option<&Path>) -> Result<Config> {
+    config::load(config_path, &config::lsm_env())
+}
+
+/// A progress bar on stderr (drawn only on a terminal).
+struct Bar(ProgressBar);
+
+impl IngestProgress for Bar {
+    fn start(&self, files: usize) {
+        self.0.set_length(files as u64);
+    }
+    fn file_done(&self, path: &Path, outcome: &FileOutcome) {
+        if let FileOutcome::Failed { reason } = outcome {
+            self.0
+                .suspend(|| eprintln!("skipped {}: {reason}", path.display()));
+        }
+        self.0.set_message(
+            path.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        );
+        self.0.inc(1);
+    }
+    fn finish(&self) {
+        self.0.finish_and_clear();
+    }
+}
+
+/// `lsm ingest`.
+pub fn ingest(config_path: Option<&Path>, args: IngestArgs) -> u8 {
+    finish(ingest_inner(config_path, args))
+}
+
+fn ingest_inner(config_path: Option<&Path>, args: IngestArgs) -> Result<u8> {
+    let config = load_config(config_path)?;
+    let cwd = std::env::current_dir()?;
+    let roots: Vec<PathBuf> = args.paths.iter().map(|p| cwd.join(p)).collect();
+    for r in &roots {
+        if !r.exists() {
+            return Err(usage(format!("{} does not exist", r.display())));
+        }
+    }
+    let kb = KnowledgeBase::open_or_create(&config.kb, args.rebuild, None)?;
+    let options = IngestOptions::default();
+    let rt = runtime()?;
+    let cancel = Arc::clone(&options.cancel);
+    rt.spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("stop requested; committing the files done so far…");
+            cancel.store(true, Ordering::SeqCst);
+        }
+    });
+    let bar = if args.json {
+        ProgressBar::hidden()
+    } else {
+        let b = ProgressBar::new(0);
+        if let Ok(style) =
+            ProgressStyle::with_template("{spinner} [{bar:30}] {pos}/{len} files {wide_msg}")
+        {
+            b.set_style(style.progress_chars("=> "));
+        }
+        b
+    };
+    let progress = Bar(bar);
+    // The walk and the index work run here; the runtime's threads watch for Ctrl-C.
+    let report = kb.ingest(&roots, &options, &progress)?;
+    print_ingest(&report, &kb, args.json)?;
+    rt.shutdown_background();
+    Ok(if report.interrupted {
+        exit::STOP_REQUESTED
+    } else {
+        exit::OK
+    })
+}
+
+fn print_ingest(report: &IngestReport, kb: &KnowledgeBase, json: bool) -> Result<()> {
+    if json {
+        let mut v = serde_json::to_value(report)?;
+        if let Some(o) = v.as_object_mut() {
+            o.insert(
+                "embedder".into(),
+                kb.store().manifest().embedder_label().into(),
+            );
+            o.insert("index_dir".into(), kb.dir().display().to_string().into());
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!(
+        "{} files: {} indexed ({} chunks), {} unchanged, {} removed, {} failed{}",
+        report.files,
+        report.indexed,
+        report.chunks,
+        report.skipped,
+        report.removed,
+        report.failed.len(),
+        if report.interrupted {
+            " — interrupted; run the same command again to finish"
+        } else {
+            ""
+        }
+    );
+    for f in &report.failed {
+        println!("failed: {}: {}", f.path, f.reason);
+    }
+    if report.unsupported > 0 {
+        println!("{} files of unsupported types ignored", report.unsupported);
+    }
+    let mb = report.bytes as f64 / 1e6;
+    println!(
+        "index {}: {} files, {} chunks, embedder {} ({mb:.1} MB read in {:.1} s)",
+        kb.dir().display(),
+        report.total_files,
+        report.total_chunks,
+        kb.store().manifest().embedder_label(),
+        report.seconds
+    );
+    Ok(())
+}
+
+/// `lsm kb stats`.
+pub fn stats(config_path: Option<&Path>, args: StatsArgs) -> u8 {
+    finish((|| {
+        let config = load_config(config_path)?;
+        let kb = KnowledgeBase::open(&config.kb)?;
+        let s = kb.stats()?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&s)?);
+        } else {
+            println!("index:    {}", s.index_dir);
+            println!("files:    {}", s.files);
+            println!("chunks:   {}", s.chunks);
+            println!("size:     {:.1} MB", s.index_bytes as f64 / 1e6);
+            println!("embedder: {}", s.embedder);
+        }
+        Ok(exit::OK)
+    })())
+}
+
+/// `lsm kb rm`.
+pub fn rm(config_path: Option<&Path>, args: RmArgs) -> u8 {
+    finish((|| {
+        let config = load_config(config_path)?;
+        let kb = KnowledgeBase::open(&config.kb)?;
+        let path = std::env::current_dir()?.join(&args.path);
+        let removed = lsm_tools_kb::ingest::remove(kb.store(), &path)?;
+        if args.json {
+            println!("{}", serde_json::json!({ "removed": removed }));
+        } else if removed.is_empty() {
+            println!("nothing in the index is at {}", path.display());
+        } else {
+            for p in &removed {
+                println!("removed {p}");
+            }
+        }
+        Ok(exit::OK)
+    })())
+}
+
+/// Parse `--filter key=value` arguments.
+fn parse_filters(items: &[String]) -> Result<Filters> {
+    let mut f = Filters::default();
+    let list = |v: &str| -> Vec<String> {
+        v.split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    };
+    for item in items {
+        let Some((k, v)) = item.split_once('=') else {
+            return Err(usage(format!(
+                "--filter {item}: use KEY=VALUE with KEY path_contains, ext_allow or ext_deny"
+            )));
+        };
+        match k.trim() {
+            "path_contains" => f.path_contains = Some(v.to_string()),
+            "ext_allow" => f.ext_allow.extend(list(v)),
+            "ext_deny" => f.ext_deny.extend(list(v)),
+            other => {
+                return Err(usage(format!(
+                    "--filter {item}: unknown filter '{other}'; use path_contains, ext_allow or ext_deny"
+                )));
+            }
+        }
+    }
+    Ok(f)
+}
+
+/// The mode policy a person's own queries run under: every profile, remote sources as the
+/// sandbox allows.
+pub fn user_policy(config: &Config) -> ModePolicy {
+    ModePolicy::new(&[], config.sandbox.allow_url_access)
+}
+
+/// The tools of an agent run: the built-ins, plus the knowledge-base tools when an index
+/// exists at `[kb] index_dir`, with the guard that checks their modes before they run.
+///
+/// # Errors
+/// When the index exists but cannot be opened (another embedder, a missing model).
+pub fn agent_tools(
+    config: &Config,
+    provider: Arc<dyn lsm_providers::Provider>,
+) -> Result<(
+    lsm_sandbox::ToolRegistry,
+    Option<Arc<dyn lsm_harness::ToolCallGuard>>,
+)> {
+    let base = lsm_sandbox::builtin::registry();
+    if lsm_tools_kb::store::read_manifest(&config.kb.index_dir)?.is_none() {
+        return Ok((base, None));
+    }
+    let kb = Arc::new(KnowledgeBase::open(&config.kb)?);
+    let policy = ModePolicy::new(&config.kb.allowed_profiles, config.sandbox.allow_url_access);
+    let guard = lsm_tools_kb::ModeGuard::new(policy.clone(), config.kb.modes.clone());
+    let pipeline = Arc::new(Pipeline::new(kb, Some(provider), policy));
+    let registry = lsm_tools_kb::tools::registry_with(base, Some(pipeline));
+    Ok((registry, Some(Arc::new(KbModeGuard(guard)))))
+}
+
+/// The harness's view of the knowledge base's mode check.
+struct KbModeGuard(lsm_tools_kb::ModeGuard);
+
+impl lsm_harness::ToolCallGuard for KbModeGuard {
+    fn check(&self, tool: &str, arguments: &serde_json::Value) -> Result<(), String> {
+        self.0.check(tool, arguments)
+    }
+}
+
+/// `lsm query`.
+pub fn query(config_path: Option<&Path>, args: QueryArgs) -> u8 {
+    finish(query_inner(config_path, args))
+}
+
+fn query_inner(config_path: Option<&Path>, args: QueryArgs) -> Result<u8> {
+    let config = load_config(config_path)?;
+    let filters = parse_filters(&args.filters)?;
+    if args.question.trim().is_empty() {
+        return Err(usage("the question is empty"));
+    }
+    let cwd = std::env::current_dir()?;
+    let llm = config.llm.resolve(lsm_phase::LlmTier::Normal)?;
+    let flags = wiring::ProviderFlags {
+        provider: args.provider.clone(),
+        ..Default::default()
+    };
+    // Without a provider the answer lists the closest excerpts.
+    let provider = match flags.provider.is_some() || llm.provider.is_some() {
+        true => Some(wiring::build_provider(&llm, &flags, &cwd, &config.source_name())?.provider),
+        false => None,
+    };
+    let kb = Arc::new(KnowledgeBase::open(&config.kb)?);
+    let pipeline = Pipeline::new(kb, provider, user_policy(&config));
+    let request = QueryRequest {
+        query: args.question.clone(),
+        mode: args.mode.clone().map(ModeSpec::Name),
+        filters,
+        k: args.k,
+        ..Default::default()
+    };
+    let rt = runtime()?;
+    let response = rt.block_on(pipeline.run(request))?;
+    print_response(&response, args.json)?;
+    Ok(exit::OK)
+}
+
+fn print_response(r: &QueryResponse, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(r)?);
+        return Ok(());
+    }
+    println!("{}", r.answer);
+    if !r.citations.is_empty() {
+        println!();
+        println!("Sources:");
+        for c in &r.citations {
+            if c.heading.is_empty() {
+                println!("  [{}] {} (chunk {})", c.label, c.path, c.chunk_index);
+            } else {
+                println!(
+                    "  [{}] {} ({}, chunk {})",
+                    c.label, c.path, c.heading, c.chunk_index
+                );
+            }
+        }
+    }
+    if !r.invalid_citations.is_empty() {
+        eprintln!(
+            "note: the answer cited unknown sources {}; they were removed",
+            r.invalid_citations.join(", ")
+        );
+    }
+    for n in &r.package.retrieval_trace.notes {
+        eprintln!("note: {n}");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filters_parse_and_bad_ones_are_usage_errors() {
+        let f = parse_filters(&[
+            "path_contains=notes/".into(),
+            "ext_allow=md, txt".into(),
+            "ext_deny=pdf".into(),
+        ])
+        .unwrap();
+        assert_eq!(f.path_contains.as_deref(), Some("notes/"));
+        assert_eq!(f.ext_allow, ["md", "txt"]);
+        assert_eq!(f.ext_deny, ["pdf"]);
+        assert!(parse_filters(&["color=red".into()]).is_err());
+        assert!(parse_filters(&["nothing".into()]).is_err());
+    }
+}

@@ -1,0 +1,348 @@
+//! Embedders: text → unit-length vectors for dense retrieval.
+//!
+//! [`LocalMiniLm`] runs all-MiniLM-L6-v2 (a 6-layer BERT, 384 dimensions) on the CPU with
+//! `candle`, from the `model.safetensors` + `tokenizer.json` that `cargo xtask fetch-model`
+//! puts in `~/.cache/lsm/models/all-MiniLM-L6-v2`. It works offline. The shipped
+//! `tokenizer.json` pads every input to 128 tokens and truncates there: padding is switched off
+//! (batches are padded to their longest input and pooled with the attention mask) and the
+//! truncation raised to the model's 256 tokens.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use candle_core::{D, DType, Device, Module, Tensor};
+use candle_nn::{Embedding, LayerNorm, Linear, VarBuilder};
+use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+
+use crate::error::{KbError, Result};
+
+/// The local model's name, as recorded in an index.
+pub const LOCAL_MODEL_NAME: &str = "all-MiniLM-L6-v2";
+/// The local model's dimensions.
+pub const LOCAL_MODEL_DIMS: usize = 384;
+/// The local model's input limit in tokens (sentence-transformers' `max_seq_length`).
+pub const LOCAL_MAX_TOKENS: usize = 256;
+
+/// Turns texts into vectors. Implementations are blocking (call them from a blocking thread)
+/// and return unit-length vectors of [`Embedder::dims`] dimensions.
+pub trait Embedder: Send + Sync {
+    /// The model name recorded in the index.
+    fn model(&self) -> &str;
+
+    /// Vector dimensions.
+    fn dims(&self) -> usize;
+
+    /// One unit-length vector per text, in order.
+    ///
+    /// # Errors
+    /// [`KbError::Embedder`] when the model fails on the input.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>>;
+}
+
+/// `model (dims)`, as shown in messages and `lsm kb stats`.
+pub fn describe(model: &str, dims: usize) -> String {
+    format!("{model} ({dims} dims)")
+}
+
+/// Scale `v` to unit length (a zero vector stays zero).
+pub fn normalize(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+}
+
+/// The files the local model needs, in `dir`.
+pub fn local_model_files(dir: &Path) -> [PathBuf; 3] {
+    [
+        dir.join("model.safetensors"),
+        dir.join("tokenizer.json"),
+        dir.join("config.json"),
+    ]
+}
+
+/// Whether the local model's files are present in `dir`.
+pub fn local_model_present(dir: &Path) -> bool {
+    local_model_files(dir).iter().all(|p| p.is_file())
+}
+
+/// all-MiniLM-L6-v2 on the CPU.
+pub struct LocalMiniLm {
+    tokenizer: Tokenizer,
+    model: Bert,
+    device: Device,
+    batch_size: usize,
+}
+
+impl std::fmt::Debug for LocalMiniLm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalMiniLm").finish_non_exhaustive()
+    }
+}
+
+fn embed_err(message: impl std::fmt::Display) -> KbError {
+    KbError::Embedder {
+        model: LOCAL_MODEL_NAME.into(),
+        message: message.to_string(),
+    }
+}
+
+impl LocalMiniLm {
+    /// Load the model from `dir`.
+    ///
+    /// # Errors
+    /// [`KbError::Embedder`] naming the missing file and `cargo xtask fetch-model` when the
+    /// files are absent, or what is wrong with them.
+    pub fn load(dir: &Path, batch_size: usize) -> Result<Self> {
+        let [weights, tokenizer_path, _config] = local_model_files(dir);
+        for f in local_model_files(dir) {
+            if !f.is_file() {
+                return Err(embed_err(format!(
+                    "{} is missing; run `cargo xtask fetch-model` to download the model, \
+                     or set [kb.embedder] kind = \"none\" for lexical retrieval only",
+                    f.display()
+                )));
+            }
+        }
+        let mut tokenizer = Tokenizer::from_file(&tokenizer_path)
+            .map_err(|e| embed_err(format!("{}: {e}", tokenizer_path.display())))?;
+        tokenizer.with_padding(Some(PaddingParams {
+            strategy: PaddingStrategy::BatchLongest,
+            ..Default::default()
+        }));
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: LOCAL_MAX_TOKENS,
+                ..Default::default()
+            }))
+            .map_err(|e| embed_err(format!("cannot set truncation: {e}")))?;
+        let device = Device::Cpu;
+        let tensors = candle_core::safetensors::load(&weights, &device)
+            .map_err(|e| embed_err(format!("{}: {e}", weights.display())))?;
+        let model = Bert::load(tensors, &device).map_err(|e| {
+            embed_err(format!(
+                "{} does not hold all-MiniLM-L6-v2 weights: {e}; run `cargo xtask fetch-model` again",
+                weights.display()
+            ))
+        })?;
+        Ok(LocalMiniLm {
+            tokenizer,
+            model,
+            device,
+            batch_size: batch_size.max(1),
+        })
+    }
+
+    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        let encodings = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| embed_err(format!("tokenizing failed: {e}")))?;
+        let len = encodings.first().map_or(0, |e| e.get_ids().len());
+        let mut ids = Vec::with_capacity(texts.len() * len);
+        let mut mask = Vec::with_capacity(texts.len() * len);
+        for e in &encodings {
+            ids.extend(e.get_ids().iter().copied());
+            mask.extend(e.get_attention_mask().iter().map(|m| *m as f32));
+        }
+        let run = || -> candle_core::Result<Vec<Vec<f32>>> {
+            let ids = Tensor::from_vec(ids, (texts.len(), len), &self.device)?;
+            let mask = Tensor::from_vec(mask, (texts.len(), len), &self.device)?;
+            let hidden = self.model.forward(&ids, &mask)?; // (b, t, h)
+            // Mean over the real tokens only (the attention mask), then unit length.
+            let m = mask.unsqueeze(2)?; // (b, t, 1)
+            let summed = hidden.broadcast_mul(&m)?.sum(1)?; // (b, h)
+            let counts = m.sum(1)?.clamp(1e-9, f64::MAX)?; // (b, 1)
+            let mean = summed.broadcast_div(&counts)?;
+            let norms = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
+            mean.broadcast_div(&norms)?.to_vec2::<f32>()
+        };
+        run().map_err(embed_err)
+    }
+}
+
+impl Embedder for LocalMiniLm {
+    fn model(&self) -> &str {
+        LOCAL_MODEL_NAME
+    }
+
+    fn dims(&self) -> usize {
+        LOCAL_MODEL_DIMS
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        // Batch inputs of similar length together so little is padded.
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| texts[i].len());
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        for batch in order.chunks(self.batch_size) {
+            let inputs: Vec<&str> = batch.iter().map(|&i| texts[i]).collect();
+            let vectors = self.embed_batch(&inputs)?;
+            for (&i, v) in batch.iter().zip(vectors) {
+                out[i] = v;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The BERT encoder of all-MiniLM-L6-v2 (post-layer-norm, GELU, absolute positions).
+struct Bert {
+    word: Embedding,
+    position: Embedding,
+    token_type: Embedding,
+    norm: LayerNorm,
+    layers: Vec<BertLayer>,
+    heads: usize,
+}
+
+struct BertLayer {
+    query: Linear,
+    key: Linear,
+    value: Linear,
+    attn_out: Linear,
+    attn_norm: LayerNorm,
+    intermediate: Linear,
+    output: Linear,
+    out_norm: LayerNorm,
+}
+
+const HIDDEN: usize = 384;
+const INTERMEDIATE: usize = 1536;
+const LAYERS: usize = 6;
+const HEADS: usize = 12;
+const VOCAB: usize = 30522;
+const POSITIONS: usize = 512;
+const EPS: f64 = 1e-12;
+
+impl Bert {
+    fn load(tensors: HashMap<String, Tensor>, device: &Device) -> candle_core::Result<Self> {
+        let vb = VarBuilder::from_tensors(tensors, DType::F32, device);
+        let e = vb.pp("embeddings");
+        let norm = |vb: VarBuilder| candle_nn::layer_norm(HIDDEN, EPS, vb);
+        let word = candle_nn::embedding(VOCAB, HIDDEN, e.pp("word_embeddings"))?;
+        let position = candle_nn::embedding(POSITIONS, HIDDEN, e.pp("position_embeddings"))?;
+        let token_type = candle_nn::embedding(2, HIDDEN, e.pp("token_type_embeddings"))?;
+        let emb_norm = norm(e.pp("LayerNorm"))?;
+        let mut layers = Vec::with_capacity(LAYERS);
+        for i in 0..LAYERS {
+            let l = vb.pp(format!("encoder.layer.{i}"));
+            let a = l.pp("attention");
+            layers.push(BertLayer {
+                query: candle_nn::linear(HIDDEN, HIDDEN, a.pp("self.query"))?,
+                key: candle_nn::linear(HIDDEN, HIDDEN, a.pp("self.key"))?,
+                value: candle_nn::linear(HIDDEN, HIDDEN, a.pp("self.value"))?,
+                attn_out: candle_nn::linear(HIDDEN, HIDDEN, a.pp("output.dense"))?,
+                attn_norm: norm(a.pp("output.LayerNorm"))?,
+                intermediate: candle_nn::linear(HIDDEN, INTERMEDIATE, l.pp("intermediate.dense"))?,
+                output: candle_nn::linear(INTERMEDIATE, HIDDEN, l.pp("output.dense"))?,
+                out_norm: norm(l.pp("output.LayerNorm"))?,
+            });
+        }
+        Ok(Bert {
+            word,
+            position,
+            token_type,
+            norm: emb_norm,
+            layers,
+            heads: HEADS,
+        })
+    }
+
+    /// `ids`, `mask`: (batch, tokens). Returns the last hidden states (batch, tokens, hidden).
+    fn forward(&self, ids: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
+        let (b, t) = ids.dims2()?;
+        let positions = Tensor::arange(0u32, t as u32, ids.device())?;
+        let types = Tensor::zeros((b, t), DType::U32, ids.device())?;
+        let x = self
+            .word
+            .forward(ids)?
+            .broadcast_add(&self.position.forward(&positions)?)?
+            .add(&self.token_type.forward(&types)?)?;
+        let mut x = self.norm.forward(&x)?;
+        // 0 for real tokens, a large negative number for padding: (b, 1, 1, t).
+        let bias = ((mask.ones_like()? - mask)? * -1e4f64)?
+            .unsqueeze(1)?
+            .unsqueeze(1)?;
+        let head_dim = HIDDEN / self.heads;
+        let scale = 1.0 / (head_dim as f64).sqrt();
+        for layer in &self.layers {
+            let split = |y: Tensor| -> candle_core::Result<Tensor> {
+                y.reshape((b, t, self.heads, head_dim))?
+                    .transpose(1, 2)?
+                    .contiguous()
+            };
+            let q = split(layer.query.forward(&x)?)?;
+            let k = split(layer.key.forward(&x)?)?;
+            let v = split(layer.value.forward(&x)?)?;
+            let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(&bias)?;
+            let probs = candle_nn::ops::softmax(&scores, D::Minus1)?;
+            let ctx = probs
+                .matmul(&v)?
+                .transpose(1, 2)?
+                .contiguous()?
+                .reshape((b, t, HIDDEN))?;
+            let attn = layer
+                .attn_norm
+                .forward(&(layer.attn_out.forward(&ctx)? + &x)?)?;
+            let inter = layer.intermediate.forward(&attn)?.gelu_erf()?;
+            x = layer
+                .out_norm
+                .forward(&(layer.output.forward(&inter)? + &attn)?)?;
+        }
+        Ok(x)
+    }
+}
+
+/// A deterministic bag-of-words embedder (each analyzed term hashed to one of `dims`
+/// dimensions): no model, no quality worth the name. For tests and benchmarks only.
+#[derive(Debug, Clone)]
+pub struct HashEmbedder {
+    model: String,
+    dims: usize,
+}
+
+impl HashEmbedder {
+    /// An embedder of `dims` dimensions named `hash-<dims>`.
+    pub fn new(dims: usize) -> Self {
+        HashEmbedder {
+            model: format!("hash-{dims}"),
+            dims: dims.max(1),
+        }
+    }
+
+    /// The same, under another model name (to test mismatch checks).
+    pub fn named(model: &str, dims: usize) -> Self {
+        HashEmbedder {
+            model: model.to_string(),
+            dims: dims.max(1),
+        }
+    }
+}
+
+impl Embedder for HashEmbedder {
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    fn dims(&self) -> usize {
+        self.dims
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut v = vec![0.0f32; self.dims];
+                for term in crate::store::analyze(t) {
+                    let h = term.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+                    });
+                    v[(h % self.dims as u64) as usize] += 1.0;
+                }
+                normalize(&mut v);
+                v
+            })
+            .collect())
+    }
+}
