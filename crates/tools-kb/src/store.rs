@@ -883,10 +883,7 @@ impl Store {
     pub fn writer(&self) -> Result<StoreWriter<'_>> {
         let writer: IndexWriter = self
             .index
-            .writer_with_num_threads(
-                std::thread::available_parallelism().map_or(1, |n| n.get().min(2)),
-                96 * 1024 * 1024,
-            )
+            .writer_with_num_threads(1, 96 * 1024 * 1024)
             .map_err(|e| {
                 KbError::index(
                     &self.dir,
