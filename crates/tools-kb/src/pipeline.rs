@@ -395,14 +395,16 @@ impl Pipeline {
             f
         };
 
-        // Load the candidates and score their relevance.
+        // Load the candidates and score their relevance. Post-processing looks at a few times
+        // k: enough to dedupe, diversify and re-rank.
+        let load = (3 * k).max(settings.rerank_candidates).max(20).min(pool);
         let t = Instant::now();
         let mut cands =
-            load_candidates(&snapshot, &fused, pool, query_vec.as_deref(), &query_terms)?;
+            load_candidates(&snapshot, &fused, load, query_vec.as_deref(), &query_terms)?;
         trace.stages.push(TraceStage {
             stage: "load".into(),
             ms: ms(t),
-            input: fused.len().min(pool),
+            input: fused.len().min(load),
             output: cands.len(),
             note: None,
         });
@@ -484,13 +486,17 @@ impl Pipeline {
                     1.0 / (1.0 + rank as f32)
                 },
                 vector: c.vector.as_deref(),
-                words: c
-                    .source
-                    .text
-                    .split(|ch: char| !ch.is_alphanumeric())
-                    .filter(|w| w.len() > 2)
-                    .map(str::to_lowercase)
-                    .collect(),
+                // Words only matter when there is no vector to compare.
+                words: if c.vector.is_some() {
+                    HashSet::new()
+                } else {
+                    c.source
+                        .text
+                        .split(|ch: char| !ch.is_alphanumeric())
+                        .filter(|w| w.len() > 2)
+                        .map(str::to_lowercase)
+                        .collect()
+                },
                 file: c.source.path.as_str(),
             })
             .collect();
@@ -757,16 +763,31 @@ fn load_candidates(
     query_vec: Option<&[f32]>,
     query_terms: &[String],
 ) -> Result<Vec<Candidate>> {
-    let mut out = Vec::with_capacity(hits.len().min(limit));
-    for hit in hits.iter().take(limit) {
+    let hits = &hits[..hits.len().min(limit)];
+    let vectors: Vec<Option<Vec<f32>>> = hits
+        .iter()
+        .map(|h| {
+            snapshot
+                .dense()
+                .and_then(|d| d.vector_of(h.addr))
+                .map(<[f32]>::to_vec)
+        })
+        .collect();
+    // Without a query vector, relevance is the share of query terms a chunk holds, read
+    // from the postings rather than by re-analyzing the text.
+    let coverage = if query_vec.is_some() && vectors.iter().all(Option::is_some) {
+        Vec::new()
+    } else {
+        let addrs: Vec<tantivy::DocAddress> = hits.iter().map(|h| h.addr).collect();
+        snapshot.term_matches(query_terms, &addrs)?
+    };
+    let mut out = Vec::with_capacity(hits.len());
+    for (i, (hit, vector)) in hits.iter().zip(vectors).enumerate() {
         let rec = snapshot.chunk(hit.addr)?;
-        let vector = snapshot
-            .dense()
-            .and_then(|d| d.vector_of(hit.addr))
-            .map(<[f32]>::to_vec);
         let relevance = match (query_vec, vector.as_deref()) {
             (Some(q), Some(v)) => crate::store::dot(q, v).clamp(0.0, 1.0),
-            _ => retrieve::term_coverage(query_terms, &format!("{}\n{}", rec.heading(), rec.text)),
+            _ if query_terms.is_empty() => 0.0,
+            _ => coverage.get(i).copied().unwrap_or(0) as f32 / query_terms.len() as f32,
         };
         out.push(Candidate {
             source: Source {

@@ -84,45 +84,62 @@ pub fn rrf(rankings: &[(&[Hit], f32)], k: f32) -> Vec<Hit> {
 /// Number of MinHash functions.
 const MINHASH_PERMUTATIONS: usize = 64;
 
+/// Odd multipliers and offsets of the MinHash functions (splitmix64 of the slot number).
+const MULTIPLIERS: [u32; MINHASH_PERMUTATIONS] = constants(1);
+const OFFSETS: [u32; MINHASH_PERMUTATIONS] = constants(2);
+
+const fn constants(seed: u64) -> [u32; MINHASH_PERMUTATIONS] {
+    let mut out = [0u32; MINHASH_PERMUTATIONS];
+    let mut i = 0;
+    while i < MINHASH_PERMUTATIONS {
+        let mut z = (i as u64 + seed * 1000).wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        out[i] = ((z ^ (z >> 31)) as u32) | 1;
+        i += 1;
+    }
+    out
+}
+
 /// A MinHash signature of a text's word 3-shingles.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MinHash(Vec<u64>);
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
+pub struct MinHash(Vec<u32>);
 
 impl MinHash {
     /// The signature of `text` (lower-cased words; texts under three words use the words).
     pub fn of(text: &str) -> Self {
-        let words: Vec<String> = text
+        // One hash per word, lower-cased on the fly, without allocating.
+        let words: Vec<u64> = text
             .split(|c: char| !c.is_alphanumeric())
             .filter(|w| !w.is_empty())
-            .map(str::to_lowercase)
+            .map(|w| {
+                let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+                for c in w.chars().flat_map(char::to_lowercase) {
+                    h ^= u64::from(c);
+                    h = h.wrapping_mul(0x0000_0100_0000_01b3);
+                }
+                h
+            })
             .collect();
         let shingles: Vec<u64> = if words.len() < 3 {
-            words.iter().map(|w| fnv1a(w.as_bytes())).collect()
+            words
         } else {
             words
                 .windows(3)
-                .map(|w| fnv1a(w.join(" ").as_bytes()))
+                .map(|w| w[0].rotate_left(21) ^ w[1].rotate_left(42) ^ w[2] ^ 0x9E37_79B9_7F4A_7C15)
                 .collect()
         };
-        let mut sig = vec![u64::MAX; MINHASH_PERMUTATIONS];
+        let mut sig = [u32::MAX; MINHASH_PERMUTATIONS];
         for s in shingles {
-            for (i, slot) in sig.iter_mut().enumerate() {
-                let a = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-                let b = (i as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
-                let h = s.wrapping_mul(a).wrapping_add(b).rotate_left(17) ^ s;
-                *slot = (*slot).min(h);
+            let s = (s ^ (s >> 32)) as u32;
+            // One 32-bit multiply-xorshift hash per slot, independent of the others, so the
+            // loop runs eight slots per vector instruction.
+            for (slot, (a, b)) in sig.iter_mut().zip(MULTIPLIERS.iter().zip(&OFFSETS)) {
+                let h = (s ^ b).wrapping_mul(*a);
+                *slot = (*slot).min(h ^ (h >> 15));
             }
         }
-        MinHash(sig)
+        MinHash(sig.to_vec())
     }
 
     /// Estimated Jaccard similarity of the shingle sets.

@@ -921,4 +921,41 @@ mod tests {
             .unwrap_err();
         assert!(e.contains("not allowed"), "{e}");
     }
+
+    #[test]
+    fn mode_injection_attempts_are_refused() {
+        let policy = ModePolicy::new(&["lexical".to_string()], false);
+        let g = ModeGuard::new(policy, BTreeMap::new());
+        // A mode object smuggled in as a string is just an unknown name.
+        let e = g
+            .check(
+                "query_context",
+                &json!({"query": "x", "mode": "{\"remote_policy\": {\"enabled\": true}}"}),
+            )
+            .unwrap_err();
+        assert!(e.contains("unknown mode"), "{e}");
+        // Unknown fields (a made-up escape hatch) are refused, not ignored.
+        let e = g
+            .check("query_context", &json!({"query": "x", "mode": {"retrieval_profile": "lexical", "allow_url_access": true}}))
+            .unwrap_err();
+        assert!(e.contains("mode refused"), "{e}");
+        // Remote sources nested in a composed mode, even with an allowed profile.
+        let e = g
+            .check("query_and_synthesize", &json!({"query": "x", "mode": {"retrieval_profile": "lexical", "remote_policy": {"enabled": true, "remote_providers": ["wikipedia"]}}}))
+            .unwrap_err();
+        assert!(e.contains("allow_url_access"), "{e}");
+        // A built-in name whose profile is not allowed here.
+        let e = g
+            .check("query_context", &json!({"query": "x", "mode": "grounded"}))
+            .unwrap_err();
+        assert!(e.contains("hybrid_rrf"), "{e}");
+        // A package with a mode of the wrong shape.
+        let e = g
+            .check(
+                "execute_context",
+                &json!({"question": "q", "context_package": {"mode": "grounded"}}),
+            )
+            .unwrap_err();
+        assert!(e.contains("invalid"), "{e}");
+    }
 }
