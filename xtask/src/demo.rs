@@ -188,8 +188,8 @@ fn latest_summary(logs: &Path) -> Option<PathBuf> {
 }
 
 /// Fails, naming the Debian packages, when cmake or libclang (which llama.cpp's build needs)
-/// is missing. A build that is already cached needs neither, so this only runs before a
-/// build that may compile llama.cpp.
+/// is missing. It runs before every local demo build: cargo cannot say beforehand whether
+/// llama.cpp will have to be compiled.
 fn check_build_tools() -> Result<()> {
     let cmake = Command::new("cmake")
         .arg("--version")
