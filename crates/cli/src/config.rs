@@ -21,10 +21,15 @@ pub const DEFAULT_CONFIG_FILE: &str = "lsm.toml";
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LlmConfig {
-    /// `openai`, `openai-responses`, `anthropic`, `compatible`, or `scripted:<file.jsonl>`.
+    /// `openai`, `openai-responses`, `anthropic`, `compatible`, `local`, or
+    /// `scripted:<file.jsonl>`.
     pub provider: Option<String>,
     /// The model name, as the server knows it.
     pub model: Option<String>,
+    /// The GGUF file the `local` provider loads.
+    pub model_path: Option<PathBuf>,
+    /// The `local` provider's context window in tokens.
+    pub context_size: Option<u32>,
     /// The API base URL.
     pub base_url: Option<String>,
     /// The environment variable holding the key.
@@ -63,6 +68,10 @@ pub struct TierConfig {
     pub provider: Option<String>,
     /// As `[llm] model`.
     pub model: Option<String>,
+    /// As `[llm] model_path`.
+    pub model_path: Option<PathBuf>,
+    /// As `[llm] context_size`.
+    pub context_size: Option<u32>,
     /// As `[llm] base_url`.
     pub base_url: Option<String>,
     /// As `[llm] api_key_env`.
@@ -96,6 +105,10 @@ pub struct ResolvedLlm {
     pub provider: Option<String>,
     /// The model.
     pub model: Option<String>,
+    /// The local provider's GGUF file.
+    pub model_path: Option<PathBuf>,
+    /// The local provider's context window.
+    pub context_size: Option<u32>,
     /// The base URL.
     pub base_url: Option<String>,
     /// The key's variable.
@@ -186,6 +199,8 @@ impl LlmConfig {
         Ok(ResolvedLlm {
             section,
             provider: t.provider.clone().or_else(|| self.provider.clone()),
+            model_path: t.model_path.clone().or_else(|| self.model_path.clone()),
+            context_size: t.context_size.or(self.context_size),
             base_url: t.base_url.clone().or_else(|| self.base_url.clone()),
             api_key_env: t.api_key_env.clone().or_else(|| self.api_key_env.clone()),
             function_calling: t.function_calling.or(self.function_calling).unwrap_or(true),
@@ -332,7 +347,7 @@ const TIERS: &[&str] = &["quick", "normal", "complex"];
 
 /// The `[llm]` keys whose environment override also overrides every tier: the variable says
 /// which provider, model and server to use, whatever the file's tiers say.
-const LLM_KEYS_OVER_TIERS: &[&str] = &["provider", "model", "base_url"];
+const LLM_KEYS_OVER_TIERS: &[&str] = &["provider", "model", "model_path", "base_url"];
 
 fn subtable<'a>(table: &'a mut toml::Table, key: &str, name: &str) -> Result<&'a mut toml::Table> {
     let entry = table
@@ -426,6 +441,9 @@ fn resolve_paths(config: &mut Config, base: &Path) {
         }
     };
     fix_spec(&mut config.llm.provider);
+    if let Some(p) = config.llm.model_path.as_mut() {
+        fix(p);
+    }
     for tier in [
         &mut config.llm.quick,
         &mut config.llm.normal,
@@ -435,13 +453,24 @@ fn resolve_paths(config: &mut Config, base: &Path) {
     .flatten()
     {
         fix_spec(&mut tier.provider);
+        if let Some(p) = tier.model_path.as_mut() {
+            fix(p);
+        }
     }
 }
 
-/// The `LSM_*` variables of this process.
+/// `LSM_*` variables that are not settings of `lsm.toml`: `LSM_MODEL_CACHE` moves the model
+/// cache folder (shared with `cargo xtask fetch-model`).
+const NOT_SETTINGS: &[&str] = &[lsm_providers::MODEL_CACHE_ENV];
+
+/// The `LSM_*` variables of this process that override settings.
 pub fn lsm_env() -> Vec<(String, String)> {
-    std::env::vars()
-        .filter(|(k, _)| k.starts_with("LSM_"))
+    settings_env(std::env::vars())
+}
+
+/// The variables among `vars` that override settings: `LSM_*` except [`NOT_SETTINGS`].
+fn settings_env(vars: impl Iterator<Item = (String, String)>) -> Vec<(String, String)> {
+    vars.filter(|(k, _)| k.starts_with("LSM_") && !NOT_SETTINGS.contains(&k.as_str()))
         .collect()
 }
 
@@ -664,7 +693,12 @@ read_timeout_seconds = 600
                 let r = c.llm.resolve(tier).unwrap();
                 if let Some(p) = r.provider.clone() {
                     providers.push(p.clone());
-                    if !p.starts_with("scripted:") {
+                    if p == "local" {
+                        assert!(
+                            r.model_path.is_some(),
+                            "a local example names its model file"
+                        );
+                    } else if !p.starts_with("scripted:") {
                         let model = r.model.clone().unwrap();
                         assert!(lsm_providers::ProviderKind::parse(&p).is_some(), "{p}");
                         if p != "compatible" {
@@ -674,9 +708,57 @@ read_timeout_seconds = 600
                 }
             }
         }
-        for p in ["openai", "anthropic", "compatible"] {
+        for p in ["openai", "anthropic", "compatible", "local"] {
             assert!(providers.iter().any(|x| x == p), "no example for {p}");
         }
+    }
+
+    #[test]
+    fn local_settings_resolve_per_tier_and_model_paths_against_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("lsm.toml");
+        std::fs::write(
+            &f,
+            "[llm]\nprovider = \"openai\"\nmodel = \"gpt-4o-mini\"\n[llm.quick]\nprovider = \"local\"\nmodel_path = \"models/small.gguf\"\ncontext_size = 2048\n",
+        )
+        .unwrap();
+        let c = load(Some(&f), &[]).unwrap();
+        let quick = c.llm.resolve(LlmTier::Quick).unwrap();
+        assert_eq!(quick.provider.as_deref(), Some("local"));
+        assert_eq!(quick.model_path, Some(dir.path().join("models/small.gguf")));
+        assert_eq!(quick.context_size, Some(2048));
+        let normal = c.llm.resolve(LlmTier::Normal).unwrap();
+        assert_eq!(normal.provider.as_deref(), Some("openai"));
+        assert_eq!(normal.model_path, None);
+        // LSM_LLM_MODEL_PATH sets [llm] and every tier in the file.
+        let c = load(
+            Some(&f),
+            &[("LSM_LLM_MODEL_PATH".into(), "/m/other.gguf".into())],
+        )
+        .unwrap();
+        for tier in [LlmTier::Quick, LlmTier::Normal] {
+            assert_eq!(
+                c.llm.resolve(tier).unwrap().model_path,
+                Some(PathBuf::from("/m/other.gguf"))
+            );
+        }
+    }
+
+    #[test]
+    fn the_model_cache_variable_is_not_a_setting() {
+        let env = settings_env(
+            [
+                ("LSM_MODEL_CACHE".to_string(), "/tmp/models".to_string()),
+                ("LSM_LLM_PROVIDER".to_string(), "local".to_string()),
+                ("HOME".to_string(), "/root".to_string()),
+            ]
+            .into_iter(),
+        );
+        assert_eq!(env, [("LSM_LLM_PROVIDER".to_string(), "local".to_string())]);
+        let mut t = toml::Table::new();
+        apply_env_overrides(&mut t, &env).unwrap();
+        let c: Config = toml::Value::Table(t).try_into().unwrap();
+        assert_eq!(c.llm.provider.as_deref(), Some("local"));
     }
 
     #[test]

@@ -17,12 +17,13 @@ use crate::wiring::{self, ProviderFlags};
 /// Arguments of `lsm llm ping`.
 #[derive(Debug, Args)]
 pub struct PingArgs {
-    /// The provider: openai | openai-responses | anthropic | compatible |
+    /// The provider: openai | openai-responses | anthropic | compatible | local |
     /// scripted:<file.jsonl> (default: [llm] provider of the tier).
     #[arg(long, value_name = "SPEC")]
     pub provider: Option<String>,
 
-    /// The model (default: [llm] model of the tier).
+    /// The model (default: [llm] model of the tier); for the local provider, the GGUF file
+    /// to load (default: [llm] model_path).
     #[arg(long, value_name = "NAME")]
     pub model: Option<String>,
 

@@ -33,7 +33,10 @@ pub struct BuiltProvider {
 
 /// The names `--provider` accepts, for messages.
 pub const PROVIDER_NAMES: &str =
-    "openai, openai-responses, anthropic, compatible or scripted:<file.jsonl>";
+    "openai, openai-responses, anthropic, compatible, local or scripted:<file.jsonl>";
+
+/// The provider spec of the in-process model (feature `local`).
+pub const LOCAL_PROVIDER: &str = "local";
 
 /// Build the provider from the resolved `[llm]` settings and the flags. `scripted:<file>` is
 /// relative to the working directory; keys come only from the environment. `source` names
@@ -62,6 +65,9 @@ pub fn build_provider(
             provider: Arc::new(p),
             base_url: None,
         });
+    }
+    if spec == LOCAL_PROVIDER {
+        return build_local(llm, flags, source);
     }
     let Some(kind) = ProviderKind::parse(&spec) else {
         return Err(usage(format!(
@@ -104,4 +110,138 @@ pub fn build_provider(
         Arc::new(lsm_providers::StrictJsonProvider::new(http))
     };
     Ok(BuiltProvider { provider, base_url })
+}
+
+/// The GGUF file the local provider loads: `--model`, else `model_path` of the tier or
+/// `[llm]`, else the default model in the model cache folder (where `cargo xtask
+/// fetch-model` puts it).
+#[cfg(feature = "local")]
+fn local_model_path(
+    llm: &ResolvedLlm,
+    flags: &ProviderFlags,
+    source: &str,
+) -> Result<std::path::PathBuf> {
+    let path = flags
+        .model
+        .as_ref()
+        .map(std::path::PathBuf::from)
+        .or_else(|| llm.model_path.clone())
+        .or_else(lsm_providers::default_local_model_path)
+        .ok_or_else(|| {
+            usage(format!(
+                "no model file for the local provider: set {} model_path in {source} (or LSM_LLM_MODEL_PATH, or pass --model <file.gguf>)",
+                llm.section
+            ))
+        })?;
+    if !path.is_file() {
+        return Err(usage(format!(
+            "the local provider's model file {} does not exist: run `cargo xtask fetch-model` to download the default model, or set {} model_path in {source} (or --model <file.gguf>)",
+            path.display(),
+            llm.section
+        )));
+    }
+    Ok(path)
+}
+
+#[cfg(feature = "local")]
+fn build_local(llm: &ResolvedLlm, flags: &ProviderFlags, source: &str) -> Result<BuiltProvider> {
+    let path = local_model_path(llm, flags, source)?;
+    let settings = lsm_providers::LocalSettings {
+        context_size: llm.context_size,
+        ..lsm_providers::LocalSettings::default()
+    };
+    let provider = lsm_providers::LocalProvider::load(&path, settings)
+        .map_err(|e| usage(format!("{e} (settings from {} in {source})", llm.section)))?;
+    Ok(BuiltProvider {
+        provider: Arc::new(provider),
+        base_url: None,
+    })
+}
+
+#[cfg(not(feature = "local"))]
+fn build_local(llm: &ResolvedLlm, flags: &ProviderFlags, source: &str) -> Result<BuiltProvider> {
+    let _ = (llm, flags, source);
+    Err(usage(format!(
+        "this lsm was built without the local provider: build it with `{LOCAL_BUILD}` (llama.cpp is compiled from source: it needs cmake and libclang-dev), or run `cargo xtask demo`"
+    )))
+}
+
+/// How to build `lsm` with the local provider.
+#[cfg(not(feature = "local"))]
+const LOCAL_BUILD: &str = "cargo build --release -p lsm-cli --features local";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ConfigError, LlmConfig};
+    use lsm_phase::LlmTier;
+
+    fn local_llm(model_path: Option<&str>) -> ResolvedLlm {
+        let config = LlmConfig {
+            provider: Some(LOCAL_PROVIDER.into()),
+            model_path: model_path.map(Into::into),
+            ..LlmConfig::default()
+        };
+        config.resolve(LlmTier::Normal).unwrap()
+    }
+
+    fn build_error(llm: &ResolvedLlm, flags: &ProviderFlags) -> anyhow::Error {
+        match build_provider(llm, flags, Path::new("."), "lsm.toml") {
+            Ok(_) => panic!("the provider was built"),
+            Err(e) => e,
+        }
+    }
+
+    #[cfg(not(feature = "local"))]
+    #[test]
+    fn local_in_a_build_without_the_feature_is_a_usage_error_saying_how_to_build_it() {
+        let e = build_error(&local_llm(Some("/m.gguf")), &ProviderFlags::default());
+        assert!(
+            e.downcast_ref::<ConfigError>().is_some(),
+            "exit code 2: {e}"
+        );
+        let text = e.to_string();
+        assert!(text.contains("built without the local provider"), "{text}");
+        assert!(
+            text.contains("--features local") && text.contains("libclang-dev"),
+            "{text}"
+        );
+    }
+
+    #[cfg(feature = "local")]
+    #[test]
+    fn a_missing_local_model_file_is_a_usage_error_naming_fetch_model() {
+        let flags = ProviderFlags {
+            model: Some("/nonexistent/model.gguf".into()),
+            ..ProviderFlags::default()
+        };
+        let e = build_error(&local_llm(Some("/elsewhere.gguf")), &flags);
+        assert!(
+            e.downcast_ref::<ConfigError>().is_some(),
+            "exit code 2: {e}"
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains("/nonexistent/model.gguf") && text.contains("cargo xtask fetch-model"),
+            "--model wins over model_path: {text}"
+        );
+        let e = build_error(
+            &local_llm(Some("/elsewhere.gguf")),
+            &ProviderFlags::default(),
+        );
+        assert!(e.to_string().contains("/elsewhere.gguf"), "{e}");
+    }
+
+    #[test]
+    fn the_provider_names_include_local() {
+        assert!(PROVIDER_NAMES.contains("local"));
+        let llm = LlmConfig {
+            provider: Some("llama".into()),
+            ..LlmConfig::default()
+        }
+        .resolve(LlmTier::Normal)
+        .unwrap();
+        let e = build_error(&llm, &ProviderFlags::default());
+        assert!(e.to_string().contains("local"), "{e}");
+    }
 }

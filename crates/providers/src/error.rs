@@ -169,6 +169,30 @@ pub enum ProviderError {
         /// The server's message.
         message: String,
     },
+    /// The local model file could not be used: missing, not a GGUF model llama.cpp can load,
+    /// or too large for memory. Check the path in `[llm] model_path` (or `--model`), or run
+    /// `cargo xtask fetch-model` to download the default model.
+    #[error("cannot use the model file {path}: {message}")]
+    ModelFile {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The prompt does not fit in the local model's context window. Raise `[llm]
+    /// context_size` (up to the model's training context), or keep the history shorter
+    /// (`[agents] context_window_strategy = "compact"`, fewer iterations, smaller files).
+    #[error(
+        "{provider}: the prompt has {prompt_tokens} tokens and does not fit in the context window of {context_size}; raise [llm] context_size or shorten the history"
+    )]
+    ContextOverflow {
+        /// Provider name.
+        provider: String,
+        /// Tokens in the prompt.
+        prompt_tokens: u64,
+        /// The context window.
+        context_size: u64,
+    },
 }
 
 impl ProviderError {

@@ -10,6 +10,9 @@
 //!   errors per failure, optional SSE streaming reported through a [`CallObserver`], and
 //!   prompt-token estimates (`tiktoken-rs` for OpenAI models).
 //! - [`StrictJsonProvider`] wraps any provider for models without function calling.
+//! - `LocalProvider` (feature `local`) runs a GGUF model in-process with llama.cpp, answering
+//!   in the strict-JSON protocol under a grammar built from [`decision_schema`], so every
+//!   answer is a valid tool call or `DONE`.
 //! - [`ScriptedProvider`] plays recorded responses and records every request it receives —
 //!   the provider every harness and CLI test runs on.
 //! - [`Pricing`] turns a call's usage into dollars.
@@ -24,10 +27,14 @@
 
 mod anthropic;
 mod config;
+mod decision;
 mod error;
 mod estimate;
 mod events;
 mod http;
+#[cfg(feature = "local")]
+mod local;
+mod models;
 mod openai_chat;
 mod openai_responses;
 mod pricing;
@@ -37,10 +44,18 @@ mod strict_json;
 mod types;
 
 pub use config::{ProviderConfig, ProviderKind, process_env};
+pub use decision::{
+    DECISION_KEY_ORDER, decision_schema, decision_schema_text, grammar_ready_schema,
+};
 pub use error::ProviderError;
 pub use estimate::{Estimator, estimate_tokens_conservatively};
 pub use events::{CallObserver, CollectingObserver, NoObserver, ProviderEvent};
 pub use http::{HttpProvider, HttpSettings};
+#[cfg(feature = "local")]
+pub use local::{LocalCallStats, LocalFinish, LocalProvider, LocalSettings};
+pub use models::{
+    DEFAULT_LOCAL_MODEL_FILE, MODEL_CACHE_ENV, default_local_model_path, model_cache_dir,
+};
 pub use pricing::Pricing;
 pub use scripted::{ScriptedProvider, ScriptedResponse, ScriptedToolCall};
 pub use strict_json::{DONE_ACTION, StrictJsonProvider, from_protocol_answer, to_protocol_request};
