@@ -302,6 +302,7 @@ pub fn load(explicit: Option<&Path>, env: &[(String, String)]) -> Result<Config>
         }
         None => toml::Table::new(),
     };
+    lift_llm_tiers(&mut table)?;
     apply_env_overrides(&mut table, env)?;
     let memory = MemoryConfig::split_from(&mut table).map_err(|e| {
         let name = path.as_ref().map_or_else(
@@ -341,6 +342,36 @@ const SECTIONS: &[&str] = &["agents", "sandbox", "llm", "kb"];
 /// (`LSM_AGENTS_MEMORY_ENABLED` sets `[agents.memory] enabled`,
 /// `LSM_AGENTS_INTERACTION_TIMEOUT_SECONDS=60` sets `[agents.interaction] timeout_seconds`).
 const NESTED: &[(&str, &str)] = &[("agents", "memory"), ("agents", "interaction")];
+
+/// `[llm.tiers.<tier>]` is another spelling of `[llm.<tier>]`: move such tables into place.
+/// A tier given both ways is an error naming it.
+fn lift_llm_tiers(table: &mut toml::Table) -> Result<()> {
+    let Some(toml::Value::Table(llm)) = table.get_mut("llm") else {
+        return Ok(());
+    };
+    let Some(tiers) = llm.remove("tiers") else {
+        return Ok(());
+    };
+    let toml::Value::Table(tiers) = tiers else {
+        bail!(config_error(
+            "[llm.tiers] must be a table of tiers (quick, normal, complex)"
+        ));
+    };
+    for (name, value) in tiers {
+        if !TIERS.contains(&name.as_str()) {
+            bail!(config_error(format!(
+                "[llm.tiers.{name}] is not a tier: use quick, normal or complex"
+            )));
+        }
+        if llm.contains_key(&name) {
+            bail!(config_error(format!(
+                "the tier {name} is given twice, as [llm.{name}] and [llm.tiers.{name}]: keep one"
+            )));
+        }
+        llm.insert(name, value);
+    }
+    Ok(())
+}
 
 /// The `[llm]` tiers an `LSM_LLM_<TIER>_<KEY>` variable can address.
 const TIERS: &[&str] = &["quick", "normal", "complex"];
@@ -477,6 +508,34 @@ fn settings_env(vars: impl Iterator<Item = (String, String)>) -> Vec<(String, St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn llm_tiers_tables_are_another_spelling_of_the_tier_tables() {
+        let mut t: toml::Table =
+            "[llm.tiers.normal]\nprovider = \"local\"\nmodel_path = \"m.gguf\"\n"
+                .parse()
+                .unwrap();
+        lift_llm_tiers(&mut t).unwrap();
+        assert_eq!(t["llm"]["normal"]["provider"].as_str(), Some("local"));
+        assert!(t["llm"].get("tiers").is_none());
+        let mut both: toml::Table =
+            "[llm.normal]\nprovider = \"openai\"\n[llm.tiers.normal]\nprovider = \"local\"\n"
+                .parse()
+                .unwrap();
+        assert!(
+            lift_llm_tiers(&mut both)
+                .unwrap_err()
+                .to_string()
+                .contains("given twice")
+        );
+        let mut bad: toml::Table = "[llm.tiers.huge]\nprovider = \"local\"\n".parse().unwrap();
+        assert!(
+            lift_llm_tiers(&mut bad)
+                .unwrap_err()
+                .to_string()
+                .contains("not a tier")
+        );
+    }
 
     #[test]
     fn env_overrides_set_typed_values() {
