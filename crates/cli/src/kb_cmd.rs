@@ -316,7 +316,8 @@ pub fn agent_tools(
     let kb = Arc::new(KnowledgeBase::open(&config.kb)?);
     let policy = ModePolicy::new(&config.kb.allowed_profiles, config.sandbox.allow_url_access);
     let guard = lsm_tools_kb::ModeGuard::new(policy.clone(), config.kb.modes.clone());
-    let pipeline = Arc::new(Pipeline::new(kb, Some(provider), policy));
+    let remote = lsm_tools_kb::remote::build_providers(&config.kb.remote)?;
+    let pipeline = Arc::new(Pipeline::new(kb, Some(provider), policy).with_remote(remote));
     let registry = lsm_tools_kb::tools::registry_with(base, Some(pipeline));
     Ok((registry, Some(Arc::new(KbModeGuard(guard)))))
 }
@@ -351,7 +352,8 @@ fn query_inner(config_path: Option<&Path>, args: QueryArgs) -> Result<u8> {
         None => None,
     };
     let kb = Arc::new(KnowledgeBase::open(&config.kb)?);
-    let pipeline = Pipeline::new(kb, provider, user_policy(&config));
+    let remote = lsm_tools_kb::remote::build_providers(&config.kb.remote)?;
+    let pipeline = Pipeline::new(kb, provider, user_policy(&config)).with_remote(remote);
     let request = QueryRequest {
         query: args.question.clone(),
         mode: args.mode.clone().map(ModeSpec::Name),
