@@ -122,17 +122,20 @@ async fn run_async(config_path: Option<&Path>, args: RunArgs) -> Result<u8> {
         })?;
     let provider = wiring::build_provider(&provider_spec, &cwd)?;
 
-    let (registry, kb_guard) = crate::kb_cmd::agent_tools(&config, Arc::clone(&provider))
+    let kb = crate::kb_cmd::agent_tools(&config, Arc::clone(&provider))
         .map_err(|e| usage(format!("the knowledge base cannot be used: {e:#}")))?;
     let asker = wiring::permission_asker(args.yes);
-    let sandbox = Sandbox::new(config.sandbox.clone(), registry, asker)
+    let sandbox = Sandbox::new(config.sandbox.clone(), kb.registry, asker)
         .map_err(|e| usage(format!("invalid [sandbox] configuration: {e}")))?;
 
     let stop = CancellationToken::new();
     let mut factory = HarnessFactory::new(config.agents.clone(), provider, Arc::new(sandbox))
         .with_stop_token(stop.clone());
-    if let Some(guard) = kb_guard {
+    if let Some(guard) = kb.guard {
         factory = factory.with_call_guard(guard);
+    }
+    if let Some(meter) = kb.usage {
+        factory = factory.with_external_usage(meter);
     }
     if !args.json {
         factory = factory.with_event_sink(Arc::new(StderrProgress));

@@ -34,7 +34,9 @@ mod records;
 
 pub use config::{ContextStrategy, HarnessConfig};
 pub use factory::HarnessFactory;
-pub use harness::{AgentHarness, BLOCK_TOOL, EventSink, RunReport, RunUsage, ToolCallGuard};
+pub use harness::{
+    AgentHarness, BLOCK_TOOL, EventSink, ExternalUsage, RunReport, RunUsage, ToolCallGuard,
+};
 pub use memory::{MemoryProvider, NoMemory};
 pub use records::{
     ApprovalsDenials, ContextTracking, LabelTracking, RunSummary, TokenUsage, ToolApprovalCounts,
