@@ -1745,7 +1745,8 @@ fn an_agent_asks_the_knowledge_base_through_query_and_synthesize() {
             "query_and_synthesize",
             json!({"query": "What is flutter?", "mode": "grounded"}),
         ),
-        json!({"text": "An aeroelastic instability [S1].", "response_id": "kb-1"}),
+        json!({"text": "An aeroelastic instability [S1].", "response_id": "kb-1",
+               "usage": {"input_tokens": 700, "output_tokens": 50}}),
         call(
             "query_and_synthesize",
             json!({"query": "flutter", "mode": {"remote_policy": {"enabled": true}}}),
@@ -1758,6 +1759,8 @@ fn an_agent_asks_the_knowledge_base_through_query_and_synthesize() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let summary = stdout_json(&out);
     assert_eq!(summary["tools_used"]["query_and_synthesize"], 2);
+    // The tool's own LLM call counts against the run's budget: 3 agent calls of 15 + 750.
+    assert_eq!(summary["token_usage"]["tokens_used"], 795, "{summary}");
     assert_eq!(summary["approvals_denials"]["denials"], 1, "{summary}");
     let reason = summary["approvals_denials"]["events"][0]["reason"]
         .as_str()

@@ -35,8 +35,9 @@ pub fn build_run(
     stop: CancellationToken,
 ) -> Result<RunParts> {
     // The built-ins, plus the knowledge-base tools when an index exists.
-    let (mut registry, kb_guard) = crate::kb_cmd::agent_tools(config, Arc::clone(&provider))
+    let kb = crate::kb_cmd::agent_tools(config, Arc::clone(&provider))
         .map_err(|e| usage(format!("the knowledge base cannot be used: {e:#}")))?;
+    let mut registry = kb.registry;
     let memory = config
         .memory
         .enabled
@@ -49,8 +50,12 @@ pub fn build_run(
     let mut factory =
         HarnessFactory::new(config.agents.harness.clone(), provider, Arc::new(sandbox))
             .with_stop_token(stop);
-    if let Some(guard) = kb_guard {
+    if let Some(guard) = kb.guard {
         factory = factory.with_call_guard(guard);
+    }
+    if let Some(meter) = kb.usage {
+        // LLM calls made inside knowledge-base tools count against the run's budget.
+        factory = factory.with_external_usage(meter);
     }
     if let Some(store) = memory {
         factory = factory.with_memory(Arc::new(StoreMemory::new(

@@ -7,7 +7,9 @@ use lsm_providers::Provider;
 use lsm_sandbox::Sandbox;
 use tokio_util::sync::CancellationToken;
 
-use crate::{AgentHarness, EventSink, HarnessConfig, MemoryProvider, NoMemory, ToolCallGuard};
+use crate::{
+    AgentHarness, EventSink, ExternalUsage, HarnessConfig, MemoryProvider, NoMemory, ToolCallGuard,
+};
 
 /// Builds one [`AgentHarness`] per run, all sharing a provider, a sandbox, a memory provider,
 /// a stop token and an event sink.
@@ -20,6 +22,7 @@ pub struct HarnessFactory {
     stop: CancellationToken,
     events: Option<Arc<dyn EventSink>>,
     guards: Vec<Arc<dyn ToolCallGuard>>,
+    external_usage: Vec<Arc<dyn ExternalUsage>>,
 }
 
 impl std::fmt::Debug for HarnessFactory {
@@ -41,6 +44,7 @@ impl HarnessFactory {
             stop: CancellationToken::new(),
             events: None,
             guards: Vec::new(),
+            external_usage: Vec::new(),
         }
     }
 
@@ -68,6 +72,12 @@ impl HarnessFactory {
         self
     }
 
+    /// Every harness counts the tokens `source` reports against its run's budget.
+    pub fn with_external_usage(mut self, source: Arc<dyn ExternalUsage>) -> Self {
+        self.external_usage.push(source);
+        self
+    }
+
     /// A concrete harness (for owners that want its accounting, such as the CLI).
     pub fn build(&self, agent: &AgentIdentity, system_prompt: &str) -> AgentHarness {
         let mut h = AgentHarness::new(
@@ -84,6 +94,9 @@ impl HarnessFactory {
         }
         for g in &self.guards {
             h = h.with_call_guard(Arc::clone(g));
+        }
+        for u in &self.external_usage {
+            h = h.with_external_usage(Arc::clone(u));
         }
         h
     }

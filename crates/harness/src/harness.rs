@@ -88,6 +88,16 @@ pub trait ToolCallGuard: Send + Sync {
     fn check(&self, tool: &str, arguments: &Value) -> Result<(), String>;
 }
 
+/// Tokens spent for the run outside the harness's own LLM calls — by tools that call a
+/// provider themselves (knowledge-base synthesis, `query_llm`). The harness drains it after
+/// every tool call and counts it against the run's budget, so such tools cannot bypass the
+/// budget: the next LLM call is refused once it is spent (overshoot: at most what one tool
+/// call spent).
+pub trait ExternalUsage: Send + Sync {
+    /// The tokens spent since the last call, resetting the count to zero.
+    fn take(&self) -> u64;
+}
+
 /// Token accounting of a run. Visible to the harness's owner (the CLI, tests), never to an
 /// agent: it is not part of any phase result.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -145,6 +155,7 @@ pub struct AgentHarness {
     stop: CancellationToken,
     events: Option<Arc<dyn EventSink>>,
     guards: Vec<Arc<dyn ToolCallGuard>>,
+    external_usage: Vec<Arc<dyn ExternalUsage>>,
     contexts: Contexts,
     usage: RunUsage,
     recorder: Arc<Mutex<Recorder>>,
@@ -210,6 +221,7 @@ impl AgentHarness {
             stop: CancellationToken::new(),
             events: None,
             guards: Vec::new(),
+            external_usage: Vec::new(),
             contexts: Contexts::default(),
             usage: RunUsage::default(),
             recorder: Arc::new(Mutex::new(recorder)),
@@ -249,6 +261,12 @@ impl AgentHarness {
     /// Check every tool call with `guard` before the sandbox runs it.
     pub fn with_call_guard(mut self, guard: Arc<dyn ToolCallGuard>) -> Self {
         self.guards.push(guard);
+        self
+    }
+
+    /// Count the tokens `source` reports (spent by tools) against the run's budget.
+    pub fn with_external_usage(mut self, source: Arc<dyn ExternalUsage>) -> Self {
+        self.external_usage.push(source);
         self
     }
 
@@ -839,6 +857,15 @@ impl AgentHarness {
             () = stop.cancelled() => None,
             e = sandbox.execute_as(&caller, name, arguments) => Some(e),
         };
+        let spent: u64 = self.external_usage.iter().map(|u| u.take()).sum();
+        if spent > 0 {
+            self.usage.tokens_used = self.usage.tokens_used.saturating_add(spent);
+            self.record(
+                "tool_usage",
+                json!({"label": label, "tool": name, "tokens": spent,
+                       "tokens_used": self.usage.tokens_used}),
+            )?;
+        }
         let Some(execution) = execution else {
             let message = format!("Tool '{name}' was interrupted: a stop was requested");
             self.record(

@@ -37,7 +37,8 @@ mod records;
 pub use config::{ContextStrategy, HarnessConfig};
 pub use factory::HarnessFactory;
 pub use harness::{
-    AgentHarness, BLOCK_TOOL, EventSink, RecordHandle, RunReport, RunUsage, ToolCallGuard,
+    AgentHarness, BLOCK_TOOL, EventSink, ExternalUsage, RecordHandle, RunReport, RunUsage,
+    ToolCallGuard,
 };
 pub use memory::{MemoryProvider, NoMemory};
 pub use records::{

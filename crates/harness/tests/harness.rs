@@ -725,6 +725,49 @@ async fn a_call_guard_refusal_goes_back_to_the_model_and_the_tool_does_not_run()
     assert_eq!(read_summary(&fx).approvals_denials.denials, 1);
 }
 
+/// Tokens "spent by tools": 1000 for each `tool_a` execution since the last `take` (as a
+/// tool calling a provider itself would report them).
+struct ToolSpend {
+    calls: Arc<AtomicUsize>,
+    seen: AtomicUsize,
+}
+
+impl lsm_harness::ExternalUsage for ToolSpend {
+    fn take(&self) -> u64 {
+        let now = self.calls.load(Ordering::SeqCst);
+        let before = self.seen.swap(now, Ordering::SeqCst);
+        1000 * (now - before) as u64
+    }
+}
+
+#[tokio::test]
+async fn tokens_spent_inside_tools_count_against_the_budget() {
+    let mut fx = fixture_with(
+        vec![
+            tool("tool_a", "1"),
+            tool("tool_a", "2"),
+            tool("tool_a", "3"),
+            done("never"),
+        ],
+        Options {
+            budget: 1500,
+            ..Options::default()
+        },
+    );
+    let spend = ToolSpend {
+        calls: Arc::clone(&fx.a_calls),
+        seen: AtomicUsize::new(0),
+    };
+    let harness = std::mem::replace(&mut fx.harness, fixture(vec![]).harness);
+    fx.harness = harness.with_external_usage(Arc::new(spend));
+    let r = fx.harness.run_bounded(PhaseRequest::new("x")).await;
+    assert_eq!(r.stop_reason, StopReason::BudgetExhausted);
+    // Call 1 (15 tokens) + tool (1000) + call 2 (15) + tool (1000) > 1500: no third call.
+    assert_eq!(fx.provider.calls(), 2);
+    assert_eq!(fx.harness.usage().tokens_used, 2030);
+    assert!(events(&fx).contains(&"tool_usage".to_string()));
+}
+
 // ---------- failures are values ----------
 
 #[tokio::test]

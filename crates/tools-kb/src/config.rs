@@ -40,6 +40,8 @@ pub struct KbConfig {
     pub context_token_budget: usize,
     /// Upper bound on the answer's tokens.
     pub max_answer_tokens: u64,
+    /// Remote sources and `load_url`.
+    pub remote: crate::remote::RemoteConfig,
 }
 
 impl Default for KbConfig {
@@ -58,6 +60,7 @@ impl Default for KbConfig {
             allowed_profiles: Vec::new(),
             context_token_budget: 6000,
             max_answer_tokens: 1024,
+            remote: crate::remote::RemoteConfig::default(),
         }
     }
 }

@@ -143,7 +143,7 @@ impl OpenAiEmbedder {
 }
 
 /// Split an HTTP/1.1 response into status and body (Content-Length, chunked, or to close).
-fn parse_response(raw: &[u8]) -> std::result::Result<(u16, Vec<u8>), String> {
+pub(crate) fn parse_response(raw: &[u8]) -> std::result::Result<(u16, Vec<u8>), String> {
     let end = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")

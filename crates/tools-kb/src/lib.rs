@@ -28,6 +28,7 @@ pub mod ingest;
 pub mod kb;
 pub mod mode;
 pub mod pipeline;
+pub mod remote;
 pub mod retrieve;
 pub mod store;
 pub mod tools;

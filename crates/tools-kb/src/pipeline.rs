@@ -176,6 +176,7 @@ pub struct Pipeline {
     kb: Arc<KnowledgeBase>,
     provider: Option<Arc<dyn Provider>>,
     policy: ModePolicy,
+    remote: Vec<Arc<dyn crate::remote::RemoteProvider>>,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -214,7 +215,20 @@ impl Pipeline {
             kb,
             provider,
             policy,
+            remote: Vec::new(),
         }
+    }
+
+    /// Remote sources the pipeline may ask when a mode enables them and the sandbox allows
+    /// URL access.
+    pub fn with_remote(mut self, remote: Vec<Arc<dyn crate::remote::RemoteProvider>>) -> Self {
+        self.remote = remote;
+        self
+    }
+
+    /// The remote sources.
+    pub fn remote(&self) -> &[Arc<dyn crate::remote::RemoteProvider>] {
+        &self.remote
     }
 
     /// The knowledge base.
@@ -274,12 +288,40 @@ impl Pipeline {
             embedder: self.kb.embedder().map(|e| e.model().to_string()),
             ..Default::default()
         };
+        let mut remote_results: Vec<crate::remote::RemoteResult> = Vec::new();
         if mode.remote_policy.enabled {
-            trace.notes.push(if self.policy.allow_url_access {
-                "remote sources: none configured".to_string()
+            if !self.policy.allow_url_access {
+                trace
+                    .notes
+                    .push("remote sources skipped: the sandbox does not allow URL access".into());
+            } else if self.remote.is_empty() {
+                trace.notes.push("remote sources: none configured".into());
             } else {
-                "remote sources skipped: the sandbox does not allow URL access".to_string()
-            });
+                let t = Instant::now();
+                let wanted = &mode.remote_policy.remote_providers;
+                let mut asked = 0;
+                for p in &self.remote {
+                    if !wanted.is_empty() && !wanted.iter().any(|w| w == p.name()) {
+                        continue;
+                    }
+                    asked += 1;
+                    match p
+                        .search(&request.query, mode.remote_policy.max_results)
+                        .await
+                    {
+                        Ok(r) => remote_results.extend(r),
+                        Err(e) => trace.notes.push(format!("remote source {}: {e}", p.name())),
+                    }
+                }
+                remote_results.truncate(mode.remote_policy.max_results);
+                trace.stages.push(TraceStage {
+                    stage: "remote".into(),
+                    ms: ms(t),
+                    input: asked,
+                    output: remote_results.len(),
+                    note: None,
+                });
+            }
         }
         let conversation_id = request
             .conversation_id
@@ -522,6 +564,26 @@ impl Pipeline {
                 c.source.label = format!("S{}", i + 1);
                 c.source
             })
+            .collect();
+        // Remote results follow the local sources, labelled and citable like them.
+        let first = package.candidates.len();
+        for (i, r) in remote_results.iter().enumerate() {
+            package.candidates.push(Source {
+                label: format!("S{}", first + i + 1),
+                chunk_id: format!("remote:{}:{}", r.provider, i + 1),
+                path: r.url.clone(),
+                ext: String::new(),
+                content_type: "remote".into(),
+                heading: r.title.clone(),
+                chunk_index: 0,
+                score: 0.0,
+                relevance: 0.0,
+                text: r.snippet.clone(),
+            });
+        }
+        package.remote_sources = remote_results
+            .iter()
+            .filter_map(|r| serde_json::to_value(r).ok())
             .collect();
         trace.total_ms = ms(started);
         package.retrieval_trace = trace;

@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 use crate::error::KbError;
 use crate::mode::{ModeConfig, ModePolicy, ModeSpec};
 use crate::pipeline::{ContextPackage, Pipeline, QueryRequest, QueryResponse, truncate_chars};
+use crate::remote::{RemoteConfig, RemoteProvider};
 use crate::retrieve::MinHash;
 use crate::store::{Filters, dot};
 
@@ -40,6 +41,10 @@ pub const TOOL_NAMES: &[&str] = &[
     "find_section",
 ];
 
+/// Remote-source tools (risk `network`: they run only when the sandbox allows URL access):
+/// `query_<provider>` per configured provider, `query_remote_chain`, `load_url`.
+pub const REMOTE_TOOL_NAMES: &[&str] = &["query_remote_chain", "load_url"];
+
 /// Tools whose arguments carry a mode, checked by [`ModeGuard`] before they run.
 pub const MODE_TOOLS: &[&str] = &["query_context", "execute_context", "query_and_synthesize"];
 
@@ -56,6 +61,30 @@ pub fn register(registry: &mut ToolRegistry, pipeline: Arc<Pipeline>) {
     registry.register(Arc::new(SourceMap(Arc::clone(&pipeline))));
     registry.register(Arc::new(SimilaritySearch(Arc::clone(&pipeline))));
     registry.register(Arc::new(FindSection));
+    for p in pipeline.remote() {
+        registry.register(Arc::new(QueryRemote {
+            name: format!("query_{}", p.name()),
+            description: format!(
+                "Search the remote source '{}' (network): titles, URLs and excerpts.",
+                p.name()
+            ),
+            provider: Arc::clone(p),
+        }));
+    }
+    if !pipeline.remote().is_empty() {
+        let config = &pipeline.kb().config().remote;
+        let chain: Vec<Arc<dyn RemoteProvider>> = if config.chain.is_empty() {
+            pipeline.remote().to_vec()
+        } else {
+            config
+                .chain
+                .iter()
+                .filter_map(|n| pipeline.remote().iter().find(|p| p.name() == n).cloned())
+                .collect()
+        };
+        registry.register(Arc::new(QueryRemoteChain(chain)));
+    }
+    registry.register(Arc::new(LoadUrl(pipeline.kb().config().remote.clone())));
 }
 
 /// `base` plus the knowledge-base tools when there is a pipeline (a configured knowledge
@@ -856,6 +885,172 @@ impl Tool for FindSection {
             "level": h.level,
             "text": text,
             "outline": outline,
+        }))))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// Arguments of `query_<provider>` and `query_remote_chain`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RemoteQueryArgs {
+    /// What to search for.
+    pub query: String,
+    /// Most results (default 5, at most 20).
+    pub max_results: Option<u64>,
+}
+
+/// `query_<provider>`: one remote source.
+pub struct QueryRemote {
+    name: String,
+    description: String,
+    provider: Arc<dyn RemoteProvider>,
+}
+
+impl std::fmt::Debug for QueryRemote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueryRemote")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+#[async_trait::async_trait]
+impl Tool for QueryRemote {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn description(&self) -> &str {
+        &self.description
+    }
+    fn parameters(&self) -> Value {
+        schema_for::<RemoteQueryArgs>()
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::Network
+    }
+    async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let a: RemoteQueryArgs = parse(&ctx)?;
+        let n = a.max_results.unwrap_or(5).clamp(1, 20) as usize;
+        let results = self.provider.search(&a.query, n).await.map_err(tool_err)?;
+        Ok(ToolOutput::text(bounded(
+            json!({"provider": self.provider.name(), "results": results}),
+        )))
+    }
+}
+
+/// `query_remote_chain`: every provider of the configured chain, in order.
+pub struct QueryRemoteChain(Vec<Arc<dyn RemoteProvider>>);
+
+impl std::fmt::Debug for QueryRemoteChain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|p| p.name()))
+            .finish()
+    }
+}
+
+#[async_trait::async_trait]
+impl Tool for QueryRemoteChain {
+    fn name(&self) -> &str {
+        "query_remote_chain"
+    }
+    fn description(&self) -> &str {
+        "Search every configured remote source in turn (network); returns each one's results \
+         and the errors of those that failed."
+    }
+    fn parameters(&self) -> Value {
+        schema_for::<RemoteQueryArgs>()
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::Network
+    }
+    async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let a: RemoteQueryArgs = parse(&ctx)?;
+        let n = a.max_results.unwrap_or(5).clamp(1, 20) as usize;
+        let mut results = Vec::new();
+        let mut errors = Vec::new();
+        for p in &self.0 {
+            match p.search(&a.query, n).await {
+                Ok(r) => results.extend(r),
+                Err(e) => errors.push(json!({"provider": p.name(), "error": e.to_string()})),
+            }
+        }
+        Ok(ToolOutput::text(bounded(
+            json!({"results": results, "errors": errors}),
+        )))
+    }
+}
+
+/// `load_url`: fetch a page as text.
+#[derive(Debug, Clone)]
+pub struct LoadUrl(pub RemoteConfig);
+
+/// Arguments of `load_url`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LoadUrlArgs {
+    /// The http:// URL to fetch.
+    pub url: String,
+    /// Most characters of text returned (default 20000, at most 50000).
+    pub max_chars: Option<u64>,
+}
+
+#[async_trait::async_trait]
+impl Tool for LoadUrl {
+    fn name(&self) -> &str {
+        "load_url"
+    }
+    fn description(&self) -> &str {
+        "Fetch a web page (http://) and return its text. Loopback and private addresses are \
+         refused unless configured."
+    }
+    fn parameters(&self) -> Value {
+        schema_for::<LoadUrlArgs>()
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::Network
+    }
+    fn needs_permission(&self) -> bool {
+        true
+    }
+    async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let a: LoadUrlArgs = parse(&ctx)?;
+        let max_chars = a.max_chars.unwrap_or(20_000).clamp(100, 50_000) as usize;
+        let config = self.0.clone();
+        let url = a.url.clone();
+        let timeout = std::time::Duration::from_secs_f64(config.load_url_timeout_seconds.max(1.0));
+        let (status, body) = tokio::task::spawn_blocking(move || {
+            crate::remote::http_get(
+                &url,
+                timeout,
+                config.load_url_max_bytes,
+                config.allow_private_addresses,
+            )
+        })
+        .await
+        .map_err(|e| ToolError::Failed(format!("the fetch was cancelled: {e}")))?
+        .map_err(ToolError::Failed)?;
+        let looks_html = body
+            .iter()
+            .take(1024)
+            .map(|b| b.to_ascii_lowercase())
+            .collect::<Vec<u8>>()
+            .windows(5)
+            .any(|w| w == b"<html" || w == b"<body" || w == b"<!doc");
+        let kind = if looks_html {
+            crate::extract::ContentType::Html
+        } else {
+            crate::extract::ContentType::Text
+        };
+        let text = crate::extract::extract(kind, &body)
+            .map(|d| d.text)
+            .map_err(ToolError::Failed)?;
+        Ok(ToolOutput::text(bounded(json!({
+            "url": a.url,
+            "status": status,
+            "text": truncate_chars(text.trim(), max_chars),
         }))))
     }
 }

@@ -17,6 +17,8 @@ use lsm_tools_kb::{
     QueryRequest,
 };
 
+#[path = "kb/remote.rs"]
+mod remote;
 #[path = "kb/tools.rs"]
 mod tools;
 

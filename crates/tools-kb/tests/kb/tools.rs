@@ -312,6 +312,7 @@ fn pipeline_tools_are_registered_only_with_a_pipeline_and_query_knowledge_base_n
     let names: Vec<&str> = s.sandbox.registry().names().collect();
     assert_eq!(names, {
         let mut all = tools::TOOL_NAMES.to_vec();
+        all.push("load_url");
         all.sort_unstable();
         all
     });
@@ -345,6 +346,11 @@ fn tool_schemas_describe_every_argument_refuse_unknown_ones_and_need_no_url_acce
                 "{}.{name} has no description",
                 tool.name()
             );
+        }
+        if tool.name() == "load_url" {
+            assert_eq!(tool.risk(), RiskLevel::Network);
+            assert!(tool.needs_permission());
+            continue;
         }
         assert_eq!(tool.risk(), RiskLevel::ReadOnly, "{}", tool.name());
         assert!(!tool.needs_permission(), "{}", tool.name());

@@ -1,0 +1,514 @@
+//! Remote sources: the [`RemoteProvider`] trait, the arXiv provider, a per-provider rate
+//! limit and TTL cache, and the `load_url` fetcher's address checks.
+//!
+//! Remote sources are URL access: the pipeline asks them only when the mode enables remote
+//! sources **and** the sandbox allows URL access, and their tools have risk `network`.
+//! This build speaks plain HTTP/1.1 only (no TLS): the arXiv API is reached over
+//! `http://export.arxiv.org`.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{IpAddr, TcpStream, ToSocketAddrs};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{KbError, Result};
+
+/// One result of a remote source.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteResult {
+    /// The provider's name.
+    pub provider: String,
+    /// Title.
+    pub title: String,
+    /// Where it is.
+    pub url: String,
+    /// A short excerpt (an abstract, a summary).
+    pub snippet: String,
+}
+
+/// A searchable remote source (Wikipedia, arXiv, …).
+#[async_trait::async_trait]
+pub trait RemoteProvider: Send + Sync {
+    /// Short name (`arxiv`); the tool is `query_<name>`.
+    fn name(&self) -> &str;
+
+    /// Up to `max_results` results for `query`.
+    ///
+    /// # Errors
+    /// [`KbError::InvalidRequest`] saying what failed (unreachable, HTTP error, bad answer).
+    async fn search(&self, query: &str, max_results: usize) -> Result<Vec<RemoteResult>>;
+}
+
+/// `[kb.remote]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RemoteConfig {
+    /// Remote providers: `{ name = "arxiv", kind = "arxiv" }` (optionally `url`,
+    /// `min_interval_seconds`, `cache_ttl_seconds`).
+    pub providers: Vec<RemoteProviderConfig>,
+    /// Names of the providers `query_remote_chain` asks, in order (empty: all).
+    pub chain: Vec<String>,
+    /// Let `load_url` fetch loopback and private addresses.
+    pub allow_private_addresses: bool,
+    /// Largest page `load_url` reads, in bytes.
+    pub load_url_max_bytes: usize,
+    /// Time limit of one `load_url` fetch, in seconds.
+    pub load_url_timeout_seconds: f64,
+}
+
+impl Default for RemoteConfig {
+    fn default() -> Self {
+        RemoteConfig {
+            providers: Vec::new(),
+            chain: Vec::new(),
+            allow_private_addresses: false,
+            load_url_max_bytes: 2 * 1024 * 1024,
+            load_url_timeout_seconds: 20.0,
+        }
+    }
+}
+
+/// One configured remote provider.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemoteProviderConfig {
+    /// Its name (tool `query_<name>`).
+    pub name: String,
+    /// Which implementation: `arxiv`.
+    pub kind: String,
+    /// Base URL (default for arxiv: `http://export.arxiv.org/api/query`).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Least time between two calls, in seconds (arXiv asks for 3).
+    #[serde(default = "default_interval")]
+    pub min_interval_seconds: f64,
+    /// How long a result is reused, in seconds.
+    #[serde(default = "default_ttl")]
+    pub cache_ttl_seconds: f64,
+}
+
+fn default_interval() -> f64 {
+    3.0
+}
+
+fn default_ttl() -> f64 {
+    3600.0
+}
+
+fn remote_err(message: impl Into<String>) -> KbError {
+    KbError::InvalidRequest(message.into())
+}
+
+/// Build the configured providers, each behind its rate limit and cache.
+///
+/// # Errors
+/// [`KbError::Config`] for an unknown kind or a bad URL.
+pub fn build_providers(config: &RemoteConfig) -> Result<Vec<Arc<dyn RemoteProvider>>> {
+    let mut out: Vec<Arc<dyn RemoteProvider>> = Vec::new();
+    for p in &config.providers {
+        let inner: Arc<dyn RemoteProvider> = match p.kind.as_str() {
+            "arxiv" => Arc::new(Arxiv::new(&p.name, p.url.as_deref().unwrap_or(ARXIV_URL))?),
+            other => {
+                return Err(KbError::Config {
+                    key: format!("kb.remote.providers.{}.kind", p.name),
+                    message: format!("unknown kind '{other}'; this build has: arxiv"),
+                });
+            }
+        };
+        out.push(Arc::new(Limited::new(
+            inner,
+            Duration::from_secs_f64(p.min_interval_seconds.max(0.0)),
+            Duration::from_secs_f64(p.cache_ttl_seconds.max(0.0)),
+        )));
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// A parsed `http://host:port/path?query` URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpUrl {
+    /// Host name or address.
+    pub host: String,
+    /// Port.
+    pub port: u16,
+    /// Path and query, starting with `/`.
+    pub path: String,
+}
+
+/// Parse an `http://` URL.
+///
+/// # Errors
+/// A message for other schemes (`https://` needs TLS, which this build does not have) and
+/// malformed URLs.
+pub fn parse_http_url(url: &str) -> std::result::Result<HttpUrl, String> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(format!("'{url}' is not a URL"));
+    };
+    match scheme.to_ascii_lowercase().as_str() {
+        "http" => {}
+        "https" => {
+            return Err(format!(
+                "'{url}': https is not supported by this build (no TLS); use an http:// URL"
+            ));
+        }
+        other => {
+            return Err(format!(
+                "'{url}': the scheme '{other}' is refused; use http://"
+            ));
+        }
+    }
+    let (authority, path) = match rest.find(['/', '?']) {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    if authority.contains('@') {
+        return Err(format!("'{url}': credentials in URLs are refused"));
+    }
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => (
+            h.trim_matches(['[', ']']),
+            p.parse::<u16>().map_err(|_| format!("'{url}': bad port"))?,
+        ),
+        _ => (authority.trim_matches(['[', ']']), 80),
+    };
+    if host.is_empty() {
+        return Err(format!("'{url}': no host"));
+    }
+    let path = if path.starts_with('?') {
+        format!("/{path}")
+    } else {
+        path.to_string()
+    };
+    Ok(HttpUrl {
+        host: host.to_string(),
+        port,
+        path,
+    })
+}
+
+/// Whether `ip` is loopback, private, link-local or otherwise not on the public internet.
+pub fn is_private(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64
+        }
+        IpAddr::V6(v6) => {
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || (v6.segments()[0] & 0xfe00) == 0xfc00
+                || (v6.segments()[0] & 0xffc0) == 0xfe80
+                || v6
+                    .to_ipv4_mapped()
+                    .is_some_and(|v4| is_private(IpAddr::V4(v4)))
+        }
+    }
+}
+
+/// GET `url` over HTTP/1.1 (blocking). With `allow_private = false`, a host resolving to a
+/// loopback or private address is refused before connecting.
+///
+/// # Errors
+/// A message saying what failed.
+pub fn http_get(
+    url: &str,
+    timeout: Duration,
+    max_bytes: usize,
+    allow_private: bool,
+) -> std::result::Result<(u16, Vec<u8>), String> {
+    let u = parse_http_url(url)?;
+    let addr = (u.host.as_str(), u.port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {}: {e}", u.host))?
+        .next()
+        .ok_or_else(|| format!("cannot resolve {}", u.host))?;
+    if !allow_private && is_private(addr.ip()) {
+        return Err(format!(
+            "'{url}' resolves to {}, a loopback or private address; refused (set \
+             kb.remote.allow_private_addresses = true to allow it)",
+            addr.ip()
+        ));
+    }
+    let mut stream = TcpStream::connect_timeout(&addr, timeout)
+        .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+    let _ = stream.set_read_timeout(Some(timeout));
+    let _ = stream.set_write_timeout(Some(timeout));
+    let request = format!(
+        "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: lsm/0.1\r\nAccept: */*\r\nConnection: close\r\n\r\n",
+        u.path, u.host
+    );
+    stream
+        .write_all(request.as_bytes())
+        .map_err(|e| format!("sending the request failed: {e}"))?;
+    let mut raw = Vec::new();
+    stream
+        .take((max_bytes + 64 * 1024) as u64)
+        .read_to_end(&mut raw)
+        .map_err(|e| format!("reading the response failed: {e}"))?;
+    let (status, mut body) = crate::embed_http::parse_response(&raw)?;
+    body.truncate(max_bytes);
+    Ok((status, body))
+}
+
+/// Percent-encode a query parameter.
+fn encode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char);
+            }
+            b' ' => out.push('+'),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// arXiv's public API.
+pub const ARXIV_URL: &str = "http://export.arxiv.org/api/query";
+
+/// The arXiv search API (Atom feed), over HTTP.
+#[derive(Debug, Clone)]
+pub struct Arxiv {
+    name: String,
+    url: String,
+}
+
+impl Arxiv {
+    /// A provider named `name` at `url`.
+    ///
+    /// # Errors
+    /// [`KbError::Config`] when the URL is not `http://`.
+    pub fn new(name: &str, url: &str) -> Result<Self> {
+        parse_http_url(url).map_err(|message| KbError::Config {
+            key: format!("kb.remote.providers.{name}.url"),
+            message,
+        })?;
+        Ok(Arxiv {
+            name: name.to_string(),
+            url: url.to_string(),
+        })
+    }
+}
+
+/// The text between `<tag ...>` and `</tag>` in each `<entry>`.
+fn atom_entries(xml: &str) -> Vec<HashMap<&'static str, String>> {
+    fn inner<'a>(s: &'a str, tag: &str) -> Option<&'a str> {
+        let open = s.find(&format!("<{tag}"))?;
+        let start = open + s[open..].find('>')? + 1;
+        let end = start + s[start..].find(&format!("</{tag}>"))?;
+        Some(&s[start..end])
+    }
+    fn unescape(s: &str) -> String {
+        s.replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&quot;", "\"")
+            .replace("&apos;", "'")
+            .replace("&amp;", "&")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+    let mut out = Vec::new();
+    let mut rest = xml;
+    while let Some(i) = rest.find("<entry") {
+        let Some(end) = rest[i..].find("</entry>") else {
+            break;
+        };
+        let entry = &rest[i..i + end];
+        let mut m = HashMap::new();
+        for tag in ["title", "id", "summary"] {
+            if let Some(v) = inner(entry, tag) {
+                m.insert(tag, unescape(v));
+            }
+        }
+        out.push(m);
+        rest = &rest[i + end + 8..];
+    }
+    out
+}
+
+#[async_trait::async_trait]
+impl RemoteProvider for Arxiv {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn search(&self, query: &str, max_results: usize) -> Result<Vec<RemoteResult>> {
+        let url = format!(
+            "{}?search_query=all:{}&start=0&max_results={}",
+            self.url,
+            encode(query),
+            max_results.clamp(1, 50)
+        );
+        let name = self.name.clone();
+        let fetched = tokio::task::spawn_blocking(move || {
+            // The configured provider URL is trusted configuration (it may be a local mirror).
+            http_get(&url, Duration::from_secs(20), 4 * 1024 * 1024, true)
+        })
+        .await
+        .map_err(|e| remote_err(format!("{name}: the request was cancelled: {e}")))?;
+        let (status, body) = fetched.map_err(|m| remote_err(format!("{}: {m}", self.name)))?;
+        if status != 200 {
+            return Err(remote_err(format!("{}: HTTP {status}", self.name)));
+        }
+        let xml = String::from_utf8_lossy(&body);
+        Ok(atom_entries(&xml)
+            .into_iter()
+            .take(max_results)
+            .map(|e| RemoteResult {
+                provider: self.name.clone(),
+                title: e.get("title").cloned().unwrap_or_default(),
+                url: e.get("id").cloned().unwrap_or_default(),
+                snippet: crate::pipeline::truncate_chars(
+                    e.get("summary").map_or("", String::as_str),
+                    600,
+                ),
+            })
+            .collect())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+type CacheKey = (String, usize);
+
+/// A provider behind a minimum interval between calls and a TTL cache of results.
+pub struct Limited {
+    inner: Arc<dyn RemoteProvider>,
+    min_interval: Duration,
+    ttl: Duration,
+    last_call: tokio::sync::Mutex<Option<Instant>>,
+    cache: Mutex<HashMap<CacheKey, (Instant, Vec<RemoteResult>)>>,
+}
+
+impl std::fmt::Debug for Limited {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Limited")
+            .field("provider", &self.inner.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Limited {
+    /// Wrap `inner`.
+    pub fn new(inner: Arc<dyn RemoteProvider>, min_interval: Duration, ttl: Duration) -> Self {
+        Limited {
+            inner,
+            min_interval,
+            ttl,
+            last_call: tokio::sync::Mutex::new(None),
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl RemoteProvider for Limited {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    async fn search(&self, query: &str, max_results: usize) -> Result<Vec<RemoteResult>> {
+        let key = (query.to_string(), max_results);
+        {
+            let cache = match self.cache.lock() {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+            if let Some((at, hit)) = cache.get(&key)
+                && at.elapsed() < self.ttl
+            {
+                return Ok(hit.clone());
+            }
+        }
+        {
+            let mut last = self.last_call.lock().await;
+            if let Some(t) = *last {
+                let wait = self.min_interval.saturating_sub(t.elapsed());
+                if !wait.is_zero() {
+                    tokio::time::sleep(wait).await;
+                }
+            }
+            *last = Some(Instant::now());
+        }
+        let results = self.inner.search(query, max_results).await?;
+        let mut cache = match self.cache.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        cache.insert(key, (Instant::now(), results.clone()));
+        Ok(results)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_parse_and_other_schemes_are_refused() {
+        let u = parse_http_url("http://example.org:8080/a/b?x=1").unwrap();
+        assert_eq!(
+            (u.host.as_str(), u.port, u.path.as_str()),
+            ("example.org", 8080, "/a/b?x=1")
+        );
+        assert_eq!(parse_http_url("http://h").unwrap().path, "/");
+        assert!(parse_http_url("https://h/").unwrap_err().contains("https"));
+        assert!(
+            parse_http_url("file:///etc/passwd")
+                .unwrap_err()
+                .contains("refused")
+        );
+        assert!(parse_http_url("ftp://h/").is_err());
+        assert!(
+            parse_http_url("http://user:pw@h/")
+                .unwrap_err()
+                .contains("credentials")
+        );
+    }
+
+    #[test]
+    fn private_addresses_are_recognized() {
+        for a in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "192.168.0.1",
+            "172.16.5.4",
+            "169.254.1.1",
+            "0.0.0.0",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "100.64.0.1",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(is_private(a.parse().unwrap()), "{a}");
+        }
+        for a in ["93.184.216.34", "8.8.8.8", "2606:4700::1111"] {
+            assert!(!is_private(a.parse().unwrap()), "{a}");
+        }
+    }
+
+    #[test]
+    fn atom_entries_are_read() {
+        let xml = "<feed><entry><id>http://arxiv.org/abs/1</id><title>Wing\n  flutter &amp; more</title><summary>About flutter.</summary></entry><entry><id>x2</id><title>T2</title></entry></feed>";
+        let e = atom_entries(xml);
+        assert_eq!(e.len(), 2);
+        assert_eq!(e[0]["title"], "Wing flutter & more");
+        assert_eq!(e[0]["id"], "http://arxiv.org/abs/1");
+        assert!(!e[1].contains_key("summary"));
+    }
+}
