@@ -79,27 +79,7 @@ pub struct RunArgs {
 
 /// Run; returns the exit code.
 pub fn run(config_path: Option<&Path>, args: RunArgs) -> u8 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return exit::ERROR;
-        }
-    };
-    match runtime.block_on(run_async(config_path, args)) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            if e.downcast_ref::<ConfigError>().is_some() {
-                exit::USAGE
-            } else {
-                exit::ERROR
-            }
-        }
-    }
+    exit::block_on_command(run_async(config_path, args))
 }
 
 pub(crate) fn usage(msg: impl Into<String>) -> anyhow::Error {

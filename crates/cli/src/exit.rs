@@ -17,6 +17,35 @@ pub const BLOCKED: u8 = 5;
 /// The iteration limit was reached.
 pub const MAX_ITERATIONS: u8 = 6;
 
+/// Run `command` on a fresh multi-threaded runtime and turn its result into an exit code:
+/// its own code, [`USAGE`] for a configuration error, [`ERROR`] for anything else (printed).
+pub fn block_on_command<F>(command: F) -> u8
+where
+    F: std::future::Future<Output = anyhow::Result<u8>>,
+{
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ERROR;
+        }
+    };
+    match runtime.block_on(command) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            if e.downcast_ref::<crate::config::ConfigError>().is_some() {
+                USAGE
+            } else {
+                ERROR
+            }
+        }
+    }
+}
+
 /// The exit code for a run that ended with `reason`.
 pub fn for_stop_reason(reason: StopReason) -> u8 {
     match reason {

@@ -10,7 +10,7 @@ use lsm_phase::LlmTier;
 use lsm_providers::{CallOptions, LlmRequest, Message};
 use serde_json::json;
 
-use crate::config::{self, ConfigError, tier_name};
+use crate::config::{self, tier_name};
 use crate::exit;
 use crate::wiring::{self, ProviderFlags};
 
@@ -66,27 +66,7 @@ pub fn ping_request() -> LlmRequest {
 
 /// Run; returns the exit code.
 pub fn ping(config_path: Option<&Path>, args: PingArgs) -> u8 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return exit::ERROR;
-        }
-    };
-    match runtime.block_on(ping_async(config_path, args)) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            if e.downcast_ref::<ConfigError>().is_some() {
-                exit::USAGE
-            } else {
-                exit::ERROR
-            }
-        }
-    }
+    exit::block_on_command(ping_async(config_path, args))
 }
 
 async fn ping_async(config_path: Option<&Path>, args: PingArgs) -> Result<u8> {
