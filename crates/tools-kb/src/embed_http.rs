@@ -1,9 +1,6 @@
 //! An OpenAI-compatible `/embeddings` endpoint as an [`Embedder`] (Ollama, vLLM, llama.cpp
-//! server, …), spoken over plain HTTP/1.1 to `http://` URLs. HTTPS endpoints are not
-//! supported by this build (put a local proxy in front of them).
+//! server, OpenAI, …), over `http://` or `https://` through [`crate::http`].
 
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -11,6 +8,7 @@ use serde_json::{Value, json};
 use crate::config::EmbedderConfig;
 use crate::embed::{Embedder, normalize};
 use crate::error::{KbError, Result};
+use crate::http::AddressPolicy;
 
 /// Largest response accepted (bytes).
 const MAX_RESPONSE: usize = 64 * 1024 * 1024;
@@ -18,9 +16,8 @@ const MAX_RESPONSE: usize = 64 * 1024 * 1024;
 /// An embedder behind an OpenAI-compatible HTTP endpoint.
 #[derive(Debug, Clone)]
 pub struct OpenAiEmbedder {
-    host: String,
-    port: u16,
-    base_path: String,
+    /// `<base>/embeddings`.
+    endpoint: String,
     model: String,
     dims: usize,
     api_key: Option<String>,
@@ -49,10 +46,11 @@ impl OpenAiEmbedder {
         Self::new(url, &model, dims, api_key, config.batch_size)
     }
 
-    /// An embedder for `model` at `url` (`http://host:port/base`).
+    /// An embedder for `model` at `url` (`http(s)://host:port/base`; requests go to
+    /// `<base>/embeddings`).
     ///
     /// # Errors
-    /// [`KbError::Config`] when the URL is not `http://`.
+    /// [`KbError::Config`] when the URL is not `http://` or `https://`.
     pub fn new(
         url: &str,
         model: &str,
@@ -60,31 +58,24 @@ impl OpenAiEmbedder {
         api_key: Option<String>,
         batch_size: usize,
     ) -> Result<Self> {
-        let bad = |m: &str| KbError::Config {
+        let base = crate::http::parse_url(url).map_err(|message| KbError::Config {
             key: "kb.embedder.url".into(),
-            message: format!("'{url}': {m}"),
-        };
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or_else(|| bad("only http:// endpoints are supported"))?;
-        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-        let (host, port) = match authority.rsplit_once(':') {
-            Some((h, p)) => (h, p.parse::<u16>().map_err(|_| bad("bad port"))?),
-            None => (authority, 80),
-        };
-        if host.is_empty() {
-            return Err(bad("no host"));
-        }
+            message,
+        })?;
+        let endpoint = format!("{}/embeddings", base.as_str().trim_end_matches('/'));
         Ok(OpenAiEmbedder {
-            host: host.to_string(),
-            port,
-            base_path: format!("/{}", path.trim_end_matches('/')).replace("//", "/"),
+            endpoint,
             model: model.to_string(),
             dims,
             api_key,
             batch_size: batch_size.max(1),
             timeout: Duration::from_secs(120),
         })
+    }
+
+    /// Where requests go: `<base>/embeddings`.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
     }
 
     fn err(&self, message: impl std::fmt::Display) -> KbError {
@@ -94,96 +85,41 @@ impl OpenAiEmbedder {
         }
     }
 
-    fn post(&self, body: &Value) -> Result<Value> {
-        let body = body.to_string();
-        let path = if self.base_path == "/" {
-            "/embeddings".to_string()
-        } else {
-            format!("{}/embeddings", self.base_path)
-        };
-        let addr = (self.host.as_str(), self.port)
-            .to_socket_addrs()
-            .map_err(|e| self.err(format!("cannot resolve {}: {e}", self.host)))?
-            .next()
-            .ok_or_else(|| self.err(format!("cannot resolve {}", self.host)))?;
-        let mut stream =
-            TcpStream::connect_timeout(&addr, Duration::from_secs(10)).map_err(|e| {
-                self.err(format!(
-                    "cannot connect to {addr}: {e}; is the server running?"
-                ))
-            })?;
-        let _ = stream.set_read_timeout(Some(self.timeout));
-        let _ = stream.set_write_timeout(Some(self.timeout));
-        let mut request = format!(
-            "POST {path} HTTP/1.1\r\nHost: {}:{}\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
-            self.host,
-            self.port,
-            body.len()
-        );
-        if let Some(key) = &self.api_key {
-            request.push_str(&format!("Authorization: Bearer {key}\r\n"));
-        }
-        request.push_str("\r\n");
-        stream
-            .write_all(request.as_bytes())
-            .and_then(|()| stream.write_all(body.as_bytes()))
-            .map_err(|e| self.err(format!("sending the request failed: {e}")))?;
-        let mut raw = Vec::new();
-        stream
-            .take(MAX_RESPONSE as u64)
-            .read_to_end(&mut raw)
-            .map_err(|e| self.err(format!("reading the response failed: {e}")))?;
-        let (status, body) = parse_response(&raw).map_err(|m| self.err(m))?;
-        if !(200..300).contains(&status) {
-            let text: String = String::from_utf8_lossy(&body).chars().take(300).collect();
-            return Err(self.err(format!("the endpoint answered HTTP {status}: {text}")));
-        }
-        serde_json::from_slice(&body).map_err(|e| self.err(format!("the answer is not JSON: {e}")))
+    /// POST every batch over one connection; the JSON answers in order.
+    fn post_all(&self, bodies: Vec<Value>) -> Result<Vec<Value>> {
+        let answers = crate::http::block_on(|| async move {
+            let client = crate::http::client(AddressPolicy::Any, self.timeout)?;
+            let mut answers = Vec::with_capacity(bodies.len());
+            for body in &bodies {
+                let fetched = crate::http::request(
+                    &client,
+                    AddressPolicy::Any,
+                    reqwest::Method::POST,
+                    &self.endpoint,
+                    Some(body),
+                    self.api_key.as_deref(),
+                    MAX_RESPONSE,
+                )
+                .await
+                .map_err(|m| format!("{m}; is the server running?"))?;
+                if !(200..300).contains(&fetched.status) {
+                    let text: String = String::from_utf8_lossy(&fetched.body)
+                        .chars()
+                        .take(300)
+                        .collect();
+                    return Err(format!(
+                        "the endpoint answered HTTP {}: {text}",
+                        fetched.status
+                    ));
+                }
+                let answer: Value = serde_json::from_slice(&fetched.body)
+                    .map_err(|e| format!("the answer is not JSON: {e}"))?;
+                answers.push(answer);
+            }
+            Ok(answers)
+        });
+        answers.map_err(|m| self.err(m))
     }
-}
-
-/// Split an HTTP/1.1 response into status and body (Content-Length, chunked, or to close).
-pub(crate) fn parse_response(raw: &[u8]) -> std::result::Result<(u16, Vec<u8>), String> {
-    let end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or("no HTTP header in the response")?;
-    let head = String::from_utf8_lossy(&raw[..end]).to_string();
-    let body = &raw[end + 4..];
-    let status = head
-        .lines()
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|s| s.parse::<u16>().ok())
-        .ok_or("no HTTP status line")?;
-    let chunked = head.lines().any(|l| {
-        let l = l.to_ascii_lowercase();
-        l.starts_with("transfer-encoding:") && l.contains("chunked")
-    });
-    if !chunked {
-        return Ok((status, body.to_vec()));
-    }
-    let mut out = Vec::new();
-    let mut rest = body;
-    loop {
-        let line_end = rest
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .ok_or("truncated chunked body")?;
-        let size_text = String::from_utf8_lossy(&rest[..line_end]).to_string();
-        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
-            .map_err(|_| "bad chunk size")?;
-        rest = &rest[line_end + 2..];
-        if size == 0 {
-            break;
-        }
-        if rest.len() < size {
-            return Err("truncated chunk".into());
-        }
-        out.extend_from_slice(&rest[..size]);
-        rest = rest.get(size + 2..).unwrap_or(&[]);
-    }
-    Ok((status, out))
 }
 
 impl Embedder for OpenAiEmbedder {
@@ -196,9 +132,14 @@ impl Embedder for OpenAiEmbedder {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        let batches: Vec<&[&str]> = texts.chunks(self.batch_size).collect();
+        let bodies = batches
+            .iter()
+            .map(|batch| json!({"model": self.model, "input": batch}))
+            .collect();
+        let answers = self.post_all(bodies)?;
         let mut out = Vec::with_capacity(texts.len());
-        for batch in texts.chunks(self.batch_size) {
-            let answer = self.post(&json!({"model": self.model, "input": batch}))?;
+        for (batch, answer) in batches.iter().zip(&answers) {
             let data = answer
                 .get("data")
                 .and_then(Value::as_array)
@@ -245,31 +186,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn responses_are_parsed_plain_and_chunked() {
-        let plain = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
-        assert_eq!(parse_response(plain).unwrap(), (200, b"{}".to_vec()));
-        let chunked =
-            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{\"a\r\n4\r\n\":1}\r\n0\r\n\r\n";
-        assert_eq!(
-            parse_response(chunked).unwrap(),
-            (200, b"{\"a\":1}".to_vec())
-        );
-        assert!(parse_response(b"garbage").is_err());
-    }
-
-    #[test]
-    fn only_http_urls_are_accepted() {
-        assert!(OpenAiEmbedder::new("https://api.example/v1", "m", 3, None, 8).is_err());
+    fn http_and_https_urls_are_accepted_and_others_refused() {
+        let e = OpenAiEmbedder::new("https://api.example/v1/", "m", 3, None, 8).unwrap();
+        assert_eq!(e.endpoint(), "https://api.example/v1/embeddings");
         let e = OpenAiEmbedder::new("http://127.0.0.1:11434/v1", "m", 3, None, 8).unwrap();
-        assert_eq!(
-            (e.host.as_str(), e.port, e.base_path.as_str()),
-            ("127.0.0.1", 11434, "/v1")
-        );
+        assert_eq!(e.endpoint(), "http://127.0.0.1:11434/v1/embeddings");
+        let err = OpenAiEmbedder::new("ftp://h/v1", "m", 3, None, 8).unwrap_err();
+        assert!(err.to_string().contains("kb.embedder.url"), "{err}");
     }
 
     #[test]
     fn a_loopback_endpoint_embeds_in_order() {
-        use std::io::BufRead;
+        use std::io::{BufRead, Read, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let server = std::thread::spawn(move || {

@@ -24,6 +24,7 @@ pub mod embed_http;
 pub mod error;
 pub mod eval;
 pub mod extract;
+pub mod http;
 pub mod ingest;
 pub mod kb;
 pub mod mode;

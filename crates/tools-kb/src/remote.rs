@@ -3,12 +3,10 @@
 //!
 //! Remote sources are URL access: the pipeline asks them only when the mode enables remote
 //! sources **and** the sandbox allows URL access, and their tools have risk `network`.
-//! This build speaks plain HTTP/1.1 only (no TLS): the arXiv API is reached over
-//! `http://export.arxiv.org`.
+//! HTTP and HTTPS go through [`crate::http`] (reqwest with rustls); the arXiv API is reached
+//! over `https://export.arxiv.org`.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::{IpAddr, TcpStream, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -79,7 +77,7 @@ pub struct RemoteProviderConfig {
     pub name: String,
     /// Which implementation: `arxiv`.
     pub kind: String,
-    /// Base URL (default for arxiv: `http://export.arxiv.org/api/query`).
+    /// Base URL (default for arxiv: `https://export.arxiv.org/api/query`).
     #[serde(default)]
     pub url: Option<String>,
     /// Least time between two calls, in seconds (arXiv asks for 3).
@@ -129,136 +127,6 @@ pub fn build_providers(config: &RemoteConfig) -> Result<Vec<Arc<dyn RemoteProvid
 
 // ---------------------------------------------------------------------------------------------
 
-/// A parsed `http://host:port/path?query` URL.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HttpUrl {
-    /// Host name or address.
-    pub host: String,
-    /// Port.
-    pub port: u16,
-    /// Path and query, starting with `/`.
-    pub path: String,
-}
-
-/// Parse an `http://` URL.
-///
-/// # Errors
-/// A message for other schemes (`https://` needs TLS, which this build does not have) and
-/// malformed URLs.
-pub fn parse_http_url(url: &str) -> std::result::Result<HttpUrl, String> {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return Err(format!("'{url}' is not a URL"));
-    };
-    match scheme.to_ascii_lowercase().as_str() {
-        "http" => {}
-        "https" => {
-            return Err(format!(
-                "'{url}': https is not supported by this build (no TLS); use an http:// URL"
-            ));
-        }
-        other => {
-            return Err(format!(
-                "'{url}': the scheme '{other}' is refused; use http://"
-            ));
-        }
-    }
-    let (authority, path) = match rest.find(['/', '?']) {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "/"),
-    };
-    if authority.contains('@') {
-        return Err(format!("'{url}': credentials in URLs are refused"));
-    }
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => (
-            h.trim_matches(['[', ']']),
-            p.parse::<u16>().map_err(|_| format!("'{url}': bad port"))?,
-        ),
-        _ => (authority.trim_matches(['[', ']']), 80),
-    };
-    if host.is_empty() {
-        return Err(format!("'{url}': no host"));
-    }
-    let path = if path.starts_with('?') {
-        format!("/{path}")
-    } else {
-        path.to_string()
-    };
-    Ok(HttpUrl {
-        host: host.to_string(),
-        port,
-        path,
-    })
-}
-
-/// Whether `ip` is loopback, private, link-local or otherwise not on the public internet.
-pub fn is_private(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64
-        }
-        IpAddr::V6(v6) => {
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || (v6.segments()[0] & 0xfe00) == 0xfc00
-                || (v6.segments()[0] & 0xffc0) == 0xfe80
-                || v6
-                    .to_ipv4_mapped()
-                    .is_some_and(|v4| is_private(IpAddr::V4(v4)))
-        }
-    }
-}
-
-/// GET `url` over HTTP/1.1 (blocking). With `allow_private = false`, a host resolving to a
-/// loopback or private address is refused before connecting.
-///
-/// # Errors
-/// A message saying what failed.
-pub fn http_get(
-    url: &str,
-    timeout: Duration,
-    max_bytes: usize,
-    allow_private: bool,
-) -> std::result::Result<(u16, Vec<u8>), String> {
-    let u = parse_http_url(url)?;
-    let addr = (u.host.as_str(), u.port)
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {}: {e}", u.host))?
-        .next()
-        .ok_or_else(|| format!("cannot resolve {}", u.host))?;
-    if !allow_private && is_private(addr.ip()) {
-        return Err(format!(
-            "'{url}' resolves to {}, a loopback or private address; refused (set \
-             kb.remote.allow_private_addresses = true to allow it)",
-            addr.ip()
-        ));
-    }
-    let mut stream = TcpStream::connect_timeout(&addr, timeout)
-        .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
-    let _ = stream.set_read_timeout(Some(timeout));
-    let _ = stream.set_write_timeout(Some(timeout));
-    let request = format!(
-        "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: lsm/0.1\r\nAccept: */*\r\nConnection: close\r\n\r\n",
-        u.path, u.host
-    );
-    stream
-        .write_all(request.as_bytes())
-        .map_err(|e| format!("sending the request failed: {e}"))?;
-    let mut raw = Vec::new();
-    stream
-        .take((max_bytes + 64 * 1024) as u64)
-        .read_to_end(&mut raw)
-        .map_err(|e| format!("reading the response failed: {e}"))?;
-    let (status, mut body) = crate::embed_http::parse_response(&raw)?;
-    body.truncate(max_bytes);
-    Ok((status, body))
-}
-
 /// Percent-encode a query parameter.
 fn encode(s: &str) -> String {
     let mut out = String::new();
@@ -277,9 +145,9 @@ fn encode(s: &str) -> String {
 // ---------------------------------------------------------------------------------------------
 
 /// arXiv's public API.
-pub const ARXIV_URL: &str = "http://export.arxiv.org/api/query";
+pub const ARXIV_URL: &str = "https://export.arxiv.org/api/query";
 
-/// The arXiv search API (Atom feed), over HTTP.
+/// The arXiv search API (Atom feed).
 #[derive(Debug, Clone)]
 pub struct Arxiv {
     name: String,
@@ -290,9 +158,9 @@ impl Arxiv {
     /// A provider named `name` at `url`.
     ///
     /// # Errors
-    /// [`KbError::Config`] when the URL is not `http://`.
+    /// [`KbError::Config`] when the URL is not `http://` or `https://`.
     pub fn new(name: &str, url: &str) -> Result<Self> {
-        parse_http_url(url).map_err(|message| KbError::Config {
+        crate::http::parse_url(url).map_err(|message| KbError::Config {
             key: format!("kb.remote.providers.{name}.url"),
             message,
         })?;
@@ -353,17 +221,22 @@ impl RemoteProvider for Arxiv {
             encode(query),
             max_results.clamp(1, 50)
         );
-        let name = self.name.clone();
-        let fetched = tokio::task::spawn_blocking(move || {
-            // The configured provider URL is trusted configuration (it may be a local mirror).
-            http_get(&url, Duration::from_secs(20), 4 * 1024 * 1024, true)
-        })
+        // The configured provider URL is trusted configuration (it may be a local mirror).
+        let fetched = crate::http::get(
+            &url,
+            crate::http::AddressPolicy::Any,
+            Duration::from_secs(20),
+            4 * 1024 * 1024,
+        )
         .await
-        .map_err(|e| remote_err(format!("{name}: the request was cancelled: {e}")))?;
-        let (status, body) = fetched.map_err(|m| remote_err(format!("{}: {m}", self.name)))?;
-        if status != 200 {
-            return Err(remote_err(format!("{}: HTTP {status}", self.name)));
+        .map_err(|m| remote_err(format!("{}: {m}", self.name)))?;
+        if fetched.status != 200 {
+            return Err(remote_err(format!(
+                "{}: HTTP {}",
+                self.name, fetched.status
+            )));
         }
+        let body = fetched.body;
         let xml = String::from_utf8_lossy(&body);
         Ok(atom_entries(&xml)
             .into_iter()
@@ -457,50 +330,6 @@ impl RemoteProvider for Limited {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn urls_parse_and_other_schemes_are_refused() {
-        let u = parse_http_url("http://example.org:8080/a/b?x=1").unwrap();
-        assert_eq!(
-            (u.host.as_str(), u.port, u.path.as_str()),
-            ("example.org", 8080, "/a/b?x=1")
-        );
-        assert_eq!(parse_http_url("http://h").unwrap().path, "/");
-        assert!(parse_http_url("https://h/").unwrap_err().contains("https"));
-        assert!(
-            parse_http_url("file:///etc/passwd")
-                .unwrap_err()
-                .contains("refused")
-        );
-        assert!(parse_http_url("ftp://h/").is_err());
-        assert!(
-            parse_http_url("http://user:pw@h/")
-                .unwrap_err()
-                .contains("credentials")
-        );
-    }
-
-    #[test]
-    fn private_addresses_are_recognized() {
-        for a in [
-            "127.0.0.1",
-            "10.1.2.3",
-            "192.168.0.1",
-            "172.16.5.4",
-            "169.254.1.1",
-            "0.0.0.0",
-            "::1",
-            "fd00::1",
-            "fe80::1",
-            "100.64.0.1",
-            "::ffff:127.0.0.1",
-        ] {
-            assert!(is_private(a.parse().unwrap()), "{a}");
-        }
-        for a in ["93.184.216.34", "8.8.8.8", "2606:4700::1111"] {
-            assert!(!is_private(a.parse().unwrap()), "{a}");
-        }
-    }
 
     #[test]
     fn atom_entries_are_read() {

@@ -991,7 +991,7 @@ pub struct LoadUrl(pub RemoteConfig);
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LoadUrlArgs {
-    /// The http:// URL to fetch.
+    /// The http:// or https:// URL to fetch.
     pub url: String,
     /// Most characters of text returned (default 20000, at most 50000).
     pub max_chars: Option<u64>,
@@ -1003,8 +1003,8 @@ impl Tool for LoadUrl {
         "load_url"
     }
     fn description(&self) -> &str {
-        "Fetch a web page (http://) and return its text. Loopback and private addresses are \
-         refused unless configured."
+        "Fetch a web page (http:// or https://) and return its text. Loopback and private \
+         addresses are refused unless configured."
     }
     fn parameters(&self) -> Value {
         schema_for::<LoadUrlArgs>()
@@ -1018,20 +1018,22 @@ impl Tool for LoadUrl {
     async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         let a: LoadUrlArgs = parse(&ctx)?;
         let max_chars = a.max_chars.unwrap_or(20_000).clamp(100, 50_000) as usize;
-        let config = self.0.clone();
-        let url = a.url.clone();
+        let config = &self.0;
         let timeout = std::time::Duration::from_secs_f64(config.load_url_timeout_seconds.max(1.0));
-        let (status, body) = tokio::task::spawn_blocking(move || {
-            crate::remote::http_get(
-                &url,
-                timeout,
-                config.load_url_max_bytes,
-                config.allow_private_addresses,
-            )
-        })
-        .await
-        .map_err(|e| ToolError::Failed(format!("the fetch was cancelled: {e}")))?
-        .map_err(ToolError::Failed)?;
+        let policy = if config.allow_private_addresses {
+            crate::http::AddressPolicy::Any
+        } else {
+            crate::http::AddressPolicy::PublicOnly
+        };
+        let fetched = crate::http::get(&a.url, policy, timeout, config.load_url_max_bytes)
+            .await
+            .map_err(ToolError::Failed)?;
+        let (status, truncated) = (fetched.status, fetched.truncated);
+        let body = fetched.body;
+        let declared_html = fetched
+            .content_type
+            .as_deref()
+            .is_some_and(|t| t.to_ascii_lowercase().contains("html"));
         let looks_html = body
             .iter()
             .take(1024)
@@ -1039,7 +1041,7 @@ impl Tool for LoadUrl {
             .collect::<Vec<u8>>()
             .windows(5)
             .any(|w| w == b"<html" || w == b"<body" || w == b"<!doc");
-        let kind = if looks_html {
+        let kind = if declared_html || looks_html {
             crate::extract::ContentType::Html
         } else {
             crate::extract::ContentType::Text
@@ -1050,6 +1052,7 @@ impl Tool for LoadUrl {
         Ok(ToolOutput::text(bounded(json!({
             "url": a.url,
             "status": status,
+            "truncated": truncated,
             "text": truncate_chars(text.trim(), max_chars),
         }))))
     }
