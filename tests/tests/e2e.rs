@@ -1044,6 +1044,65 @@ fn tools_list_includes_the_memory_tools_and_their_permission_defaults() {
     );
 }
 
+#[test]
+fn tools_list_includes_the_knowledge_base_tools_and_configured_remote_sources() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("lsm.toml"),
+        "[kb.remote]\nproviders = [{ name = \"arxiv\", kind = \"arxiv\" }]\n",
+    )
+    .unwrap();
+    let out = run(lsm(dir.path()).args(["tools", "list", "--json"]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = stdout_json(&out);
+    let find = |name: &str| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("{name} missing: {rows}"))
+            .clone()
+    };
+    for name in [
+        "query_context",
+        "execute_context",
+        "query_and_synthesize",
+        "query_llm",
+        "extract_snippets",
+        "source_map",
+        "similarity_search",
+        "find_section",
+    ] {
+        let row = find(name);
+        assert_eq!(row["risk"], "read_only", "{name}");
+        assert_eq!(row["offered"], "knowledge_base", "{name}");
+    }
+    assert_eq!(find("read_file")["offered"], "always");
+    assert_eq!(find("memory_put")["offered"], "memory");
+    assert_eq!(find("query_arxiv")["risk"], "network");
+    assert_eq!(find("query_remote_chain")["risk"], "network");
+    assert_eq!(find("load_url")["needs_permission"], true);
+    assert!(
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["name"] != "query_knowledge_base")
+    );
+    assert!(
+        !dir.path().join(".lsm").exists(),
+        "listing creates no index"
+    );
+    // A broken configuration is a usage error that names the problem.
+    std::fs::write(dir.path().join("lsm.toml"), "[kb.remote]\nproviders = 3\n").unwrap();
+    let out = run(lsm(dir.path()).args(["tools", "list"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("error"));
+}
+
 // ---------- real provider flavours against a loopback server ----------
 
 mod loopback {

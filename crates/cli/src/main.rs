@@ -97,7 +97,8 @@ enum AgentCommand {
 
 #[derive(Debug, Subcommand)]
 enum ToolsCommand {
-    /// List every built-in tool: name, risk level, description.
+    /// List every tool a run can be offered: name, risk level, description, and when it is
+    /// offered (always, with memory on, with a knowledge base).
     List(ListArgs),
 }
 
@@ -126,7 +127,9 @@ fn main() -> ExitCode {
         init_logging(cli.verbose);
     }
     let code = match cli.command {
-        Command::Tools(ToolsCommand::List(args)) => tools_cmd::list(args.json),
+        Command::Tools(ToolsCommand::List(args)) => {
+            tools_cmd::list(cli.config.as_deref(), args.json)
+        }
         Command::Agent(AgentCommand::Run(args)) => agent_run::run(cli.config.as_deref(), *args),
         Command::Agent(AgentCommand::List(args)) => agents_cmd::list(args.json),
         Command::Memory(command) => memory_cmd::run(cli.config.as_deref(), command),

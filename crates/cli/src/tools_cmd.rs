@@ -1,40 +1,100 @@
 //! `lsm tools list`.
 
-use crate::exit;
+use std::path::Path;
 
-/// Print the built-in tools, and the memory tools (offered when `[agents.memory]` is on).
-pub fn list(json: bool) -> u8 {
+use lsm_sandbox::RiskLevel;
+use serde::Serialize;
+
+use crate::{config, exit};
+
+/// One row of the listing.
+#[derive(Debug, Serialize)]
+struct Row {
+    name: String,
+    risk: RiskLevel,
+    needs_permission: bool,
+    description: String,
+    /// When a run is offered the tool: `always`, `memory` (`[agents.memory]` on) or
+    /// `knowledge_base` (an index exists: `lsm ingest`).
+    offered: &'static str,
+}
+
+/// Print every tool a run can be offered: the built-ins, the memory tools (offered when
+/// `[agents.memory]` is on) and the knowledge-base tools (offered when an index exists),
+/// with the remote-source tools of the configuration's `[kb.remote]`.
+pub fn list(config_path: Option<&Path>, json: bool) -> u8 {
+    let config = match config::load(config_path, &config::lsm_env()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return exit::USAGE;
+        }
+    };
     // The store is only named, never opened: listing touches no file.
     let store = std::sync::Arc::new(lsm_memory::MemoryStore::new(lsm_memory::StoreLayout::new(
         "Agents",
     )));
-    let registry =
-        crate::memory_wiring::with_memory_tools(lsm_sandbox::builtin::registry(), &store);
+    let builtin = lsm_sandbox::builtin::registry();
+    let memory = crate::memory_wiring::with_memory_tools(lsm_sandbox::ToolRegistry::new(), &store);
+    let row = |t: &std::sync::Arc<dyn lsm_sandbox::Tool>, offered| Row {
+        name: t.name().to_string(),
+        risk: t.risk(),
+        needs_permission: t.needs_permission(),
+        description: t.description().to_string(),
+        offered,
+    };
+    let mut rows: Vec<Row> = builtin.iter().map(|t| row(t, "always")).collect();
+    rows.extend(memory.iter().map(|t| row(t, "memory")));
+    rows.extend(
+        lsm_tools_kb::tools::catalog(&config.kb.remote)
+            .into_iter()
+            .map(|t| Row {
+                name: t.name,
+                risk: t.risk,
+                needs_permission: t.needs_permission,
+                description: t.description,
+                offered: "knowledge_base",
+            }),
+    );
     if json {
-        let rows: Vec<serde_json::Value> = registry
-            .iter()
-            .map(|t| {
-                serde_json::json!({
-                    "name": t.name(),
-                    "risk": t.risk(),
-                    "needs_permission": t.needs_permission(),
-                    "description": t.description(),
-                })
-            })
-            .collect();
-        println!("{}", serde_json::Value::Array(rows));
+        match serde_json::to_string(&rows) {
+            Ok(text) => println!("{text}"),
+            Err(e) => {
+                eprintln!("error: cannot serialize the tool list: {e}");
+                return exit::ERROR;
+            }
+        }
         return exit::OK;
     }
-    let width = registry.names().map(str::len).max().unwrap_or(4).max(4);
-    println!("{:<width$}  {:<16}  DESCRIPTION", "NAME", "RISK");
-    for t in registry.iter() {
-        let risk = if t.needs_permission() {
-            format!("{}*", t.risk())
-        } else {
-            t.risk().to_string()
+    let risk_of = |r: &Row| {
+        let mut risk = r.risk.to_string();
+        if r.needs_permission {
+            risk.push('*');
+        }
+        risk
+    };
+    let width = rows.iter().map(|r| r.name.len()).max().unwrap_or(4).max(4);
+    let risk_width = rows
+        .iter()
+        .map(|r| risk_of(r).len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    println!("{:<width$}  {:<risk_width$}  DESCRIPTION", "NAME", "RISK");
+    for r in &rows {
+        let risk = risk_of(r);
+        let marker = match r.offered {
+            "memory" => " [memory]",
+            "knowledge_base" => " [kb]",
+            _ => "",
         };
-        println!("{:<width$}  {:<16}  {}", t.name(), risk, t.description());
+        println!(
+            "{:<width$}  {:<16}  {}{marker}",
+            r.name, risk, r.description
+        );
     }
     println!("\n* needs a person's permission by default");
+    println!("[memory] offered when [agents.memory] is on");
+    println!("[kb] offered when a knowledge base exists (`lsm ingest <dir>`)");
     exit::OK
 }

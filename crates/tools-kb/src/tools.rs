@@ -64,10 +64,7 @@ pub fn register(registry: &mut ToolRegistry, pipeline: Arc<Pipeline>) {
     for p in pipeline.remote() {
         registry.register(Arc::new(QueryRemote {
             name: format!("query_{}", p.name()),
-            description: format!(
-                "Search the remote source '{}' (network): titles, URLs and excerpts.",
-                p.name()
-            ),
+            description: query_remote_description(p.name()),
             provider: Arc::clone(p),
         }));
     }
@@ -85,6 +82,109 @@ pub fn register(registry: &mut ToolRegistry, pipeline: Arc<Pipeline>) {
         registry.register(Arc::new(QueryRemoteChain(chain)));
     }
     registry.register(Arc::new(LoadUrl(pipeline.kb().config().remote.clone())));
+}
+
+fn query_remote_description(provider: &str) -> String {
+    format!("Search the remote source '{provider}' (network): titles, URLs and excerpts.")
+}
+
+/// What a tool is, without the tool: for listing the tools a configuration offers before
+/// any index exists (`lsm tools list`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ToolInfo {
+    /// The tool's name.
+    pub name: String,
+    /// Its risk level.
+    pub risk: RiskLevel,
+    /// Whether it needs a person's permission by default.
+    pub needs_permission: bool,
+    /// What it tells the model it does.
+    pub description: String,
+}
+
+/// Every tool [`register`] adds for a knowledge base with `remote` configured, as
+/// [`ToolInfo`] rows in registration order (`query_llm` included: it is offered whenever an
+/// LLM provider is configured, which a run always has).
+pub fn catalog(remote: &RemoteConfig) -> Vec<ToolInfo> {
+    let info = |name: &str, risk: RiskLevel, needs_permission: bool, description: &str| ToolInfo {
+        name: name.to_string(),
+        risk,
+        needs_permission,
+        description: description.to_string(),
+    };
+    let mut out = vec![
+        info(
+            "query_context",
+            RiskLevel::ReadOnly,
+            false,
+            QUERY_CONTEXT_DESCRIPTION,
+        ),
+        info(
+            "execute_context",
+            RiskLevel::ReadOnly,
+            false,
+            EXECUTE_CONTEXT_DESCRIPTION,
+        ),
+        info(
+            "query_and_synthesize",
+            RiskLevel::ReadOnly,
+            false,
+            QUERY_AND_SYNTHESIZE_DESCRIPTION,
+        ),
+        info(
+            "query_llm",
+            RiskLevel::ReadOnly,
+            false,
+            QUERY_LLM_DESCRIPTION,
+        ),
+        info(
+            "extract_snippets",
+            RiskLevel::ReadOnly,
+            false,
+            EXTRACT_SNIPPETS_DESCRIPTION,
+        ),
+        info(
+            "source_map",
+            RiskLevel::ReadOnly,
+            false,
+            SOURCE_MAP_DESCRIPTION,
+        ),
+        info(
+            "similarity_search",
+            RiskLevel::ReadOnly,
+            false,
+            SIMILARITY_SEARCH_DESCRIPTION,
+        ),
+        info(
+            "find_section",
+            RiskLevel::ReadOnly,
+            false,
+            FIND_SECTION_DESCRIPTION,
+        ),
+    ];
+    for p in &remote.providers {
+        out.push(info(
+            &format!("query_{}", p.name),
+            RiskLevel::Network,
+            false,
+            &query_remote_description(&p.name),
+        ));
+    }
+    if !remote.providers.is_empty() {
+        out.push(info(
+            "query_remote_chain",
+            RiskLevel::Network,
+            false,
+            QUERY_REMOTE_CHAIN_DESCRIPTION,
+        ));
+    }
+    out.push(info(
+        "load_url",
+        RiskLevel::Network,
+        true,
+        LOAD_URL_DESCRIPTION,
+    ));
+    out
 }
 
 /// `base` plus the knowledge-base tools when there is a pipeline (a configured knowledge
@@ -288,14 +388,17 @@ pub struct QueryContextArgs {
     pub prior_response_id: Option<String>,
 }
 
+/// What `QueryContext` tells the model it does.
+const QUERY_CONTEXT_DESCRIPTION: &str = "Search the knowledge base without writing an answer: returns a ContextPackage (sources \
+    with labels, text, relevance, and a retrieval trace) to inspect or pass to execute_context.";
+
 #[async_trait::async_trait]
 impl Tool for QueryContext {
     fn name(&self) -> &str {
         "query_context"
     }
     fn description(&self) -> &str {
-        "Search the knowledge base without writing an answer: returns a ContextPackage (sources \
-         with labels, text, relevance, and a retrieval trace) to inspect or pass to execute_context."
+        QUERY_CONTEXT_DESCRIPTION
     }
     fn parameters(&self) -> Value {
         schema_for::<QueryContextArgs>()
@@ -335,14 +438,17 @@ pub struct ExecuteContextArgs {
     pub synthesis_style: Option<String>,
 }
 
+/// What `ExecuteContext` tells the model it does.
+const EXECUTE_CONTEXT_DESCRIPTION: &str = "Write a cited answer to a question from a ContextPackage returned by query_context; \
+    returns a QueryResponse (answer, citations, response_id, conversation_id).";
+
 #[async_trait::async_trait]
 impl Tool for ExecuteContext {
     fn name(&self) -> &str {
         "execute_context"
     }
     fn description(&self) -> &str {
-        "Write a cited answer to a question from a ContextPackage returned by query_context; \
-         returns a QueryResponse (answer, citations, response_id, conversation_id)."
+        EXECUTE_CONTEXT_DESCRIPTION
     }
     fn parameters(&self) -> Value {
         schema_for::<ExecuteContextArgs>()
@@ -403,14 +509,17 @@ pub struct QueryAndSynthesizeArgs {
     pub prior_response_id: Option<String>,
 }
 
+/// What `QueryAndSynthesize` tells the model it does.
+const QUERY_AND_SYNTHESIZE_DESCRIPTION: &str = "Ask the knowledge base a question: retrieves sources and writes a cited answer. Returns \
+    a QueryResponse (answer, citations, sources, response_id and conversation_id for follow-ups).";
+
 #[async_trait::async_trait]
 impl Tool for QueryAndSynthesize {
     fn name(&self) -> &str {
         "query_and_synthesize"
     }
     fn description(&self) -> &str {
-        "Ask the knowledge base a question: retrieves sources and writes a cited answer. Returns \
-         a QueryResponse (answer, citations, sources, response_id and conversation_id for follow-ups)."
+        QUERY_AND_SYNTHESIZE_DESCRIPTION
     }
     fn parameters(&self) -> Value {
         schema_for::<QueryAndSynthesizeArgs>()
@@ -455,14 +564,17 @@ pub struct QueryLlmArgs {
     pub max_output_tokens: Option<u64>,
 }
 
+/// What `QueryLlm` tells the model it does.
+const QUERY_LLM_DESCRIPTION: &str = "Send a prompt straight to the configured LLM (no knowledge base). Returns its text and a \
+    response_id; pass that as previous_response_id to continue the conversation.";
+
 #[async_trait::async_trait]
 impl Tool for QueryLlm {
     fn name(&self) -> &str {
         "query_llm"
     }
     fn description(&self) -> &str {
-        "Send a prompt straight to the configured LLM (no knowledge base). Returns its text and a \
-         response_id; pass that as previous_response_id to continue the conversation."
+        QUERY_LLM_DESCRIPTION
     }
     fn parameters(&self) -> Value {
         schema_for::<QueryLlmArgs>()
@@ -523,14 +635,17 @@ pub struct ExtractSnippetsArgs {
     pub context_chars: Option<u64>,
 }
 
+/// What `ExtractSnippets` tells the model it does.
+const EXTRACT_SNIPPETS_DESCRIPTION: &str = "Find short passages in the knowledge base around the words of a query, with their file, \
+    heading and chunk.";
+
 #[async_trait::async_trait]
 impl Tool for ExtractSnippets {
     fn name(&self) -> &str {
         "extract_snippets"
     }
     fn description(&self) -> &str {
-        "Find short passages in the knowledge base around the words of a query, with their file, \
-         heading and chunk."
+        EXTRACT_SNIPPETS_DESCRIPTION
     }
     fn parameters(&self) -> Value {
         schema_for::<ExtractSnippetsArgs>()
@@ -619,14 +734,17 @@ pub struct SourceMapArgs {
     pub filters: Option<Filters>,
 }
 
+/// What `SourceMap` tells the model it does.
+const SOURCE_MAP_DESCRIPTION: &str = "Map evidence to its sources: for a query (or a list of chunk ids), the files it comes \
+    from, each with its chunks (heading, position, relevance, excerpt).";
+
 #[async_trait::async_trait]
 impl Tool for SourceMap {
     fn name(&self) -> &str {
         "source_map"
     }
     fn description(&self) -> &str {
-        "Map evidence to its sources: for a query (or a list of chunk ids), the files it comes \
-         from, each with its chunks (heading, position, relevance, excerpt)."
+        SOURCE_MAP_DESCRIPTION
     }
     fn parameters(&self) -> Value {
         schema_for::<SourceMapArgs>()
@@ -721,14 +839,17 @@ pub struct SimilaritySearchArgs {
 /// Most chunks compared pairwise in one call.
 const SIMILARITY_SCAN: usize = 400;
 
+/// What `SimilaritySearch` tells the model it does.
+const SIMILARITY_SEARCH_DESCRIPTION: &str = "Find pairs of knowledge-base chunks that are near-duplicates or say nearly the same \
+    thing (cosine similarity with an embedder, else shingle overlap).";
+
 #[async_trait::async_trait]
 impl Tool for SimilaritySearch {
     fn name(&self) -> &str {
         "similarity_search"
     }
     fn description(&self) -> &str {
-        "Find pairs of knowledge-base chunks that are near-duplicates or say nearly the same \
-         thing (cosine similarity with an embedder, else shingle overlap)."
+        SIMILARITY_SEARCH_DESCRIPTION
     }
     fn parameters(&self) -> Value {
         schema_for::<SimilaritySearchArgs>()
@@ -819,14 +940,17 @@ pub struct FindSectionArgs {
 
 const FIND_SECTION_PATHS: &[PathArg] = &[PathArg::read("path")];
 
+/// What `FindSection` tells the model it does.
+const FIND_SECTION_DESCRIPTION: &str = "Return one section of a document (Markdown, reStructuredText, HTML, text, PDF page, or a \
+    top-level item of source code) by its heading, with the document's outline.";
+
 #[async_trait::async_trait]
 impl Tool for FindSection {
     fn name(&self) -> &str {
         "find_section"
     }
     fn description(&self) -> &str {
-        "Return one section of a document (Markdown, reStructuredText, HTML, text, PDF page, or a \
-         top-level item of source code) by its heading, with the document's outline."
+        FIND_SECTION_DESCRIPTION
     }
     fn parameters(&self) -> Value {
         schema_for::<FindSectionArgs>()
@@ -951,14 +1075,17 @@ impl std::fmt::Debug for QueryRemoteChain {
     }
 }
 
+/// What `QueryRemoteChain` tells the model it does.
+const QUERY_REMOTE_CHAIN_DESCRIPTION: &str = "Search every configured remote source in turn (network); returns each one's results \
+    and the errors of those that failed.";
+
 #[async_trait::async_trait]
 impl Tool for QueryRemoteChain {
     fn name(&self) -> &str {
         "query_remote_chain"
     }
     fn description(&self) -> &str {
-        "Search every configured remote source in turn (network); returns each one's results \
-         and the errors of those that failed."
+        QUERY_REMOTE_CHAIN_DESCRIPTION
     }
     fn parameters(&self) -> Value {
         schema_for::<RemoteQueryArgs>()
@@ -997,14 +1124,17 @@ pub struct LoadUrlArgs {
     pub max_chars: Option<u64>,
 }
 
+/// What `LoadUrl` tells the model it does.
+const LOAD_URL_DESCRIPTION: &str = "Fetch a web page (http:// or https://) and return its text. Loopback and private \
+    addresses are refused unless configured.";
+
 #[async_trait::async_trait]
 impl Tool for LoadUrl {
     fn name(&self) -> &str {
         "load_url"
     }
     fn description(&self) -> &str {
-        "Fetch a web page (http:// or https://) and return its text. Loopback and private \
-         addresses are refused unless configured."
+        LOAD_URL_DESCRIPTION
     }
     fn parameters(&self) -> Value {
         schema_for::<LoadUrlArgs>()

@@ -333,6 +333,42 @@ fn pipeline_tools_are_registered_only_with_a_pipeline_and_query_knowledge_base_n
 }
 
 #[test]
+fn the_catalog_describes_exactly_the_registered_tools() {
+    let s = setup(vec![]);
+    let mut registered: Vec<tools::ToolInfo> = s
+        .sandbox
+        .registry()
+        .iter()
+        .map(|t| tools::ToolInfo {
+            name: t.name().to_string(),
+            risk: t.risk(),
+            needs_permission: t.needs_permission(),
+            description: t.description().to_string(),
+        })
+        .collect();
+    let mut listed = tools::catalog(&lsm_tools_kb::remote::RemoteConfig::default());
+    registered.sort_by(|a, b| a.name.cmp(&b.name));
+    listed.sort_by(|a, b| a.name.cmp(&b.name));
+    assert_eq!(listed, registered);
+    // With a remote provider configured: its tool and the chain, both network tools.
+    let remote = lsm_tools_kb::remote::RemoteConfig {
+        providers: vec![lsm_tools_kb::remote::RemoteProviderConfig {
+            name: "arxiv".into(),
+            kind: "arxiv".into(),
+            url: None,
+            min_interval_seconds: 3.0,
+            cache_ttl_seconds: 60.0,
+        }],
+        ..Default::default()
+    };
+    let listed = tools::catalog(&remote);
+    for name in ["query_arxiv", "query_remote_chain"] {
+        let row = listed.iter().find(|t| t.name == name).unwrap();
+        assert_eq!(row.risk, RiskLevel::Network, "{name}");
+    }
+}
+
+#[test]
 fn tool_schemas_describe_every_argument_refuse_unknown_ones_and_need_no_url_access() {
     let s = setup(vec![]);
     for tool in s.sandbox.registry().iter() {
