@@ -9,6 +9,9 @@
 //!   redoes it because its file records were not committed either.
 //! - A file that cannot be read, is binary, too large or broken is reported and skipped; it
 //!   never stops the batch.
+//! - Reading, hashing, extracting and chunking run on a thread of their own, a few files ahead
+//!   of embedding and indexing (tantivy indexes on two threads of its own); results are
+//!   consumed in walk order, so reports, progress and commits are as if it were sequential.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -192,6 +195,16 @@ pub fn walk(
     Ok((files.into_iter().collect(), unsupported))
 }
 
+/// Files read ahead of the indexing.
+const READ_AHEAD: usize = 4;
+/// Chunks per commit with an embedder (bounds one embedding batch and what a crash redoes).
+const EMBED_BATCH_CHUNKS: usize = 2048;
+/// Chunks per commit without one (fewer, larger tantivy segments).
+const LEXICAL_BATCH_CHUNKS: usize = 16 * 1024;
+
+/// What reading one file gave: its chunks, `None` when unchanged, or why it failed.
+type ReadOutcome = std::result::Result<Option<(Pending, u64)>, String>;
+
 /// A file read and chunked, waiting for its batch's commit.
 struct Pending {
     record: FileRecord,
@@ -276,43 +289,88 @@ pub fn ingest(
         writer.commit()
     };
 
-    for path in &files {
-        if options.cancel.load(Ordering::SeqCst) {
-            report.interrupted = true;
-            break;
-        }
-        let key = path.display().to_string();
-        let outcome = match read_file(path, config, known.get(&key), &chunker) {
-            Ok(None) => {
-                report.skipped += 1;
-                FileOutcome::Unchanged
-            }
-            Ok(Some((p, bytes))) => {
-                report.bytes += bytes;
-                let n = p.chunks.len();
-                pending_chunks += n;
-                pending.push(p);
-                dirty = true;
-                FileOutcome::Indexed { chunks: n }
-            }
-            Err(reason) => {
-                tracing::warn!(path = %key, "not ingested: {reason}");
-                if known.contains_key(&key) {
-                    writer.delete_path(&key);
-                    dirty = true;
+    // Reading, hashing, extracting and chunking run on a thread of their own, a few files
+    // ahead, while this thread embeds and hands chunks to tantivy's indexing thread: the
+    // three stages overlap instead of taking turns.
+    let batch_chunks = if embedder.is_some() {
+        EMBED_BATCH_CHUNKS
+    } else {
+        LEXICAL_BATCH_CHUNKS
+    };
+    let mut received = 0usize;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(&PathBuf, ReadOutcome)>(READ_AHEAD);
+    let result: Result<()> = std::thread::scope(|scope| {
+        let reader = std::thread::Builder::new()
+            .name("lsm-kb-read".into())
+            .spawn_scoped(scope, {
+                let (files, known, chunker, cancel) = (&files, &known, &chunker, &options.cancel);
+                move || {
+                    for path in files {
+                        if cancel.load(Ordering::SeqCst) {
+                            break;
+                        }
+                        let key = path.display().to_string();
+                        let outcome = read_file(path, config, known.get(&key), chunker);
+                        if tx.send((path, outcome)).is_err() {
+                            break; // the ingest stopped
+                        }
+                    }
                 }
-                report.failed.push(FailedFile {
-                    path: key.clone(),
-                    reason: reason.clone(),
-                });
-                FileOutcome::Failed { reason }
+            })
+            .map_err(|e| KbError::io(store.dir(), e))?;
+        for (path, outcome) in rx.iter() {
+            received += 1;
+            if options.cancel.load(Ordering::SeqCst) {
+                report.interrupted = true;
+                break;
             }
-        };
-        progress.file_done(path, &outcome);
-        if pending.len() >= options.commit_every.max(1) || pending_chunks >= 2048 {
-            flush(&mut writer, &mut pending, &mut pending_chunks, &mut report)?;
-            dirty = false;
+            let key = path.display().to_string();
+            let outcome = match outcome {
+                Ok(None) => {
+                    report.skipped += 1;
+                    FileOutcome::Unchanged
+                }
+                Ok(Some((p, bytes))) => {
+                    report.bytes += bytes;
+                    let n = p.chunks.len();
+                    pending_chunks += n;
+                    pending.push(p);
+                    dirty = true;
+                    FileOutcome::Indexed { chunks: n }
+                }
+                Err(reason) => {
+                    tracing::warn!(path = %key, "not ingested: {reason}");
+                    if known.contains_key(&key) {
+                        writer.delete_path(&key);
+                        dirty = true;
+                    }
+                    report.failed.push(FailedFile {
+                        path: key.clone(),
+                        reason: reason.clone(),
+                    });
+                    FileOutcome::Failed { reason }
+                }
+            };
+            progress.file_done(path, &outcome);
+            if pending.len() >= options.commit_every.max(1) || pending_chunks >= batch_chunks {
+                flush(&mut writer, &mut pending, &mut pending_chunks, &mut report)?;
+                dirty = false;
+            }
         }
+        // Whatever stopped the loop, the reader stops at its next send.
+        drop(rx);
+        reader.join().map_err(|_| {
+            KbError::io(
+                store.dir(),
+                std::io::Error::other("the reading thread failed"),
+            )
+        })?;
+        Ok(())
+    });
+    result?;
+    if received < files.len() {
+        // The reader saw the cancellation before this thread did.
+        report.interrupted = true;
     }
     if report.interrupted && !options.commit_on_cancel {
         // As a crash would: nothing of the batch in progress is committed.
@@ -343,7 +401,7 @@ fn read_file(
     config: &KbConfig,
     known: Option<&FileRecord>,
     chunker: &Chunker,
-) -> std::result::Result<Option<(Pending, u64)>, String> {
+) -> ReadOutcome {
     let meta = std::fs::metadata(path).map_err(|e| format!("cannot read it: {e}"))?;
     let size = meta.len();
     if size > config.max_file_bytes {

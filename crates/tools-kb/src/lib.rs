@@ -31,6 +31,7 @@ pub mod mode;
 pub mod pipeline;
 pub mod remote;
 pub mod retrieve;
+pub mod stem_cache;
 pub mod store;
 pub mod tools;
 
