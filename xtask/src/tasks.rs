@@ -131,6 +131,7 @@ pub fn eval_retrieval(
     profiles: &[String],
     json: bool,
     embedder: &str,
+    llm: &[String],
 ) -> Result<()> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let dir = cwd.join(dir);
@@ -157,6 +158,7 @@ pub fn eval_retrieval(
     }
     args.push("--embedder".into());
     args.push(embedder.into());
+    args.extend(llm.iter().cloned());
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     run_cargo(root, "eval-retrieval", &refs)
 }

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use lsm_providers::{ProviderConfig, ProviderKind};
 use lsm_tools_kb::{EmbedderKind, KbConfig, KnowledgeBase, Profile, eval};
 
 fn main() -> ExitCode {
@@ -23,6 +24,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut profiles: Vec<Profile> = Vec::new();
     let mut json = false;
     let mut embedder = EmbedderKind::Auto;
+    let (mut llm_url, mut llm_model, mut llm_kind) = (None, None, "compatible".to_string());
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -41,12 +43,16 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                     }
                 };
             }
+            "--llm-url" => llm_url = Some(args.next().ok_or("--llm-url needs a URL")?),
+            "--llm-model" => llm_model = Some(args.next().ok_or("--llm-model needs a name")?),
+            "--llm-kind" => llm_kind = args.next().ok_or("--llm-kind needs a value")?,
             other if dir.is_none() && !other.starts_with("--") => dir = Some(PathBuf::from(other)),
             other => return Err(format!("unexpected argument {other}").into()),
         }
     }
     let dir = dir.ok_or(
-        "usage: eval-retrieval <dir> [--profile P]... [--json] [--embedder none|local|auto]",
+        "usage: eval-retrieval <dir> [--profile P]... [--json] [--embedder none|local|auto] \
+         [--llm-url URL --llm-model NAME [--llm-kind compatible|openai|openai-responses|anthropic]]",
     )?;
     if profiles.is_empty() {
         profiles = vec![Profile::Lexical, Profile::DenseOnly, Profile::HybridRrf];
@@ -72,12 +78,39 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         started.elapsed().as_secs_f64(),
         kb.store().manifest().embedder_label()
     );
+    let reranker = match (llm_url, llm_model) {
+        (Some(url), Some(model)) => {
+            let kind = ProviderKind::parse(&llm_kind).ok_or_else(|| {
+                format!(
+                    "--llm-kind {llm_kind}: use compatible, openai, openai-responses or anthropic"
+                )
+            })?;
+            let mut config = ProviderConfig::new(kind, model);
+            config.base_url = Some(url);
+            let provider = config.build(&|name| std::env::var(name).ok())?;
+            Some(eval::Reranker {
+                provider,
+                candidates: kb.config().retrieval.rerank_candidates,
+            })
+        }
+        (None, None) => None,
+        _ => return Err("--llm-url and --llm-model go together".into()),
+    };
     if profiles.contains(&Profile::LlmRerank) {
-        eprintln!(
-            "eval-retrieval: llm_rerank needs an LLM; it is scored as its first stage, hybrid_rrf"
-        );
+        match &reranker {
+            Some(r) => eprintln!(
+                "eval-retrieval: llm_rerank re-orders the best {} hybrid candidates with {} \
+                 (one call per query)",
+                r.candidates,
+                r.provider.model()
+            ),
+            None => eprintln!(
+                "eval-retrieval: llm_rerank needs an LLM (--llm-url, --llm-model); it is scored \
+                 as its first stage, hybrid_rrf, and marked \"scored_as\": \"hybrid_rrf\""
+            ),
+        }
     }
-    let scores = eval::evaluate(&kb, &collection, &profiles)?;
+    let scores = eval::evaluate(&kb, &collection, &profiles, reranker.as_ref())?;
     if json {
         println!("{}", serde_json::to_string(&scores)?);
     } else {
@@ -86,8 +119,16 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "profile", "nDCG@10", "recall@100", "queries"
         );
         for (p, s) in &scores {
+            let note = match (&s.scored_as, &s.reranker) {
+                (Some(other), _) => format!("  (scored as {other})"),
+                (None, Some(model)) => format!(
+                    "  (re-ranked by {model}; {} failed calls)",
+                    s.rerank_failures.unwrap_or(0)
+                ),
+                _ => String::new(),
+            };
             println!(
-                "{p:<12} {:>10.4} {:>13.4} {:>8}",
+                "{p:<12} {:>10.4} {:>13.4} {:>8}{note}",
                 s.ndcg_at_10, s.recall_at_100, s.queries
             );
         }

@@ -131,7 +131,7 @@ pub fn recall_at(ranked: &[String], judged: &HashMap<String, u32>, k: usize) -> 
 }
 
 /// One profile's figures.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProfileScore {
     /// Mean nDCG@10.
     pub ndcg_at_10: f64,
@@ -139,6 +139,16 @@ pub struct ProfileScore {
     pub recall_at_100: f64,
     /// Queries evaluated (those with at least one relevant document).
     pub queries: usize,
+    /// `llm_rerank` only: the model that re-ranked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reranker: Option<String>,
+    /// `llm_rerank` only: queries whose re-ranking failed and kept the hybrid order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerank_failures: Option<usize>,
+    /// Set when the profile could not run as itself and these figures are another's:
+    /// `llm_rerank` without an LLM is scored as `hybrid_rrf`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scored_as: Option<String>,
 }
 
 /// Ingest the collection's documents into `kb` (a fresh index): one file record per
@@ -210,20 +220,33 @@ pub fn ingest_collection(kb: &KnowledgeBase, collection: &Collection) -> Result<
     writer.commit()
 }
 
-/// The document ids ranked by `profile` for `query` (best chunk per document), at most
-/// `limit`. `llm_rerank` needs an LLM and is evaluated as `hybrid_rrf` here.
-///
-/// # Errors
-/// When the index or the embedder fails.
-pub fn rank_documents(
+/// The LLM that scores the `llm_rerank` profile, and how many candidates it re-orders.
+pub struct Reranker {
+    /// The model.
+    pub provider: std::sync::Arc<dyn lsm_providers::Provider>,
+    /// Candidates (chunks of the hybrid ranking) it re-orders; the rest keep their place.
+    pub candidates: usize,
+}
+
+impl std::fmt::Debug for Reranker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reranker")
+            .field("model", &self.provider.model())
+            .field("candidates", &self.candidates)
+            .finish()
+    }
+}
+
+/// The chunks ranked by `profile` for `query` (`llm_rerank`: its first stage, hybrid_rrf),
+/// at most `pool`.
+fn rank_chunks(
     kb: &KnowledgeBase,
     snapshot: &Snapshot,
     profile: Profile,
     query: &str,
-    limit: usize,
-) -> Result<Vec<String>> {
+    pool: usize,
+) -> Result<Vec<Hit>> {
     let settings = &kb.config().retrieval;
-    let pool = limit * 2;
     let filters = Filters::default();
     let dense = |q: &str| -> Result<Vec<Hit>> {
         match (kb.embedder(), snapshot.dense()) {
@@ -236,7 +259,7 @@ pub fn rank_documents(
             _ => Ok(Vec::new()),
         }
     };
-    let hits = match profile {
+    Ok(match profile {
         Profile::Lexical => snapshot.lexical(query, &filters, pool)?,
         Profile::DenseOnly => dense(query)?,
         Profile::HybridRrf | Profile::LlmRerank => {
@@ -251,7 +274,11 @@ pub fn rank_documents(
                 )
             }
         }
-    };
+    })
+}
+
+/// Document ids in the order of their best chunk in `hits`, at most `limit`.
+fn documents(snapshot: &Snapshot, hits: &[Hit], limit: usize) -> Result<Vec<String>> {
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     for h in hits {
@@ -266,19 +293,88 @@ pub fn rank_documents(
     Ok(out)
 }
 
-/// Evaluate `profiles` on `collection` over an index already holding it.
+/// The document ids ranked by `profile` for `query` (best chunk per document), at most
+/// `limit`. `llm_rerank` is ranked here as its first stage, `hybrid_rrf`; [`evaluate`]
+/// re-ranks it when given a [`Reranker`].
 ///
 /// # Errors
 /// When the index or the embedder fails.
+pub fn rank_documents(
+    kb: &KnowledgeBase,
+    snapshot: &Snapshot,
+    profile: Profile,
+    query: &str,
+    limit: usize,
+) -> Result<Vec<String>> {
+    let hits = rank_chunks(kb, snapshot, profile, query, limit * 2)?;
+    documents(snapshot, &hits, limit)
+}
+
+/// Re-order the first `reranker.candidates` of `hits` with the LLM, as the pipeline does.
+/// `Err` carries why the hybrid order was kept.
+fn rerank_hits(
+    runtime: &tokio::runtime::Runtime,
+    reranker: &Reranker,
+    snapshot: &Snapshot,
+    query: &str,
+    hits: &mut [Hit],
+) -> Result<std::result::Result<(), String>> {
+    let n = reranker.candidates.min(hits.len());
+    let records = hits[..n]
+        .iter()
+        .map(|h| snapshot.chunk(h.addr))
+        .collect::<Result<Vec<_>>>()?;
+    let headings: Vec<String> = records.iter().map(|r| r.heading_path.join(" > ")).collect();
+    let passages: Vec<crate::rerank::Passage<'_>> = records
+        .iter()
+        .zip(&headings)
+        .map(|(r, h)| crate::rerank::Passage {
+            heading: h,
+            text: &r.text,
+        })
+        .collect();
+    let answer = runtime.block_on(crate::rerank::rerank_order(
+        reranker.provider.as_ref(),
+        query,
+        &passages,
+    ));
+    Ok(answer.map(|(order, _)| {
+        let reordered: Vec<Hit> = order.iter().map(|&i| hits[i]).collect();
+        hits[..n].copy_from_slice(&reordered);
+    }))
+}
+
+/// Evaluate `profiles` on `collection` over an index already holding it. `llm_rerank` is
+/// re-ranked by `reranker` when there is one (one LLM call per query), else scored as
+/// `hybrid_rrf` and marked so (`scored_as`). Call it outside an async runtime: the LLM calls
+/// run on a runtime of its own.
+///
+/// # Errors
+/// When the index or the embedder fails (a failed LLM call only counts in
+/// `rerank_failures`).
 pub fn evaluate(
     kb: &KnowledgeBase,
     collection: &Collection,
     profiles: &[Profile],
+    reranker: Option<&Reranker>,
 ) -> Result<BTreeMap<String, ProfileScore>> {
     let snapshot = kb.store().snapshot()?;
+    let runtime = match reranker {
+        Some(_) if profiles.contains(&Profile::LlmRerank) => Some(
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| KbError::io(Path::new("tokio runtime"), e))?,
+        ),
+        _ => None,
+    };
     let mut out = BTreeMap::new();
     for &profile in profiles {
-        let (mut ndcg, mut recall, mut n) = (0.0, 0.0, 0usize);
+        let rerank = match (profile, reranker, &runtime) {
+            (Profile::LlmRerank, Some(r), Some(rt)) => Some((r, rt)),
+            _ => None,
+        };
+        let (mut ndcg, mut recall, mut n, mut failures) = (0.0, 0.0, 0usize, 0usize);
         for (qid, text) in &collection.queries {
             let Some(judged) = collection.qrels.get(qid) else {
                 continue;
@@ -286,18 +382,29 @@ pub fn evaluate(
             if !judged.values().any(|g| *g > 0) {
                 continue;
             }
-            let ranked = rank_documents(kb, &snapshot, profile, text, 100)?;
+            let mut hits = rank_chunks(kb, &snapshot, profile, text, 200)?;
+            if let Some((r, rt)) = rerank
+                && let Err(reason) = rerank_hits(rt, r, &snapshot, text, &mut hits)?
+            {
+                tracing::warn!(query = %qid, "re-ranking kept the hybrid order: {reason}");
+                failures += 1;
+            }
+            let ranked = documents(&snapshot, &hits, 100)?;
             ndcg += ndcg_at(&ranked, judged, 10);
             recall += recall_at(&ranked, judged, 100);
             n += 1;
         }
         let d = n.max(1) as f64;
+        let is_rerank = profile == Profile::LlmRerank;
         out.insert(
             profile.as_str().to_string(),
             ProfileScore {
                 ndcg_at_10: (ndcg / d * 1e4).round() / 1e4,
                 recall_at_100: (recall / d * 1e4).round() / 1e4,
                 queries: n,
+                reranker: rerank.map(|(r, _)| r.provider.model().to_string()),
+                rerank_failures: rerank.map(|_| failures),
+                scored_as: (is_rerank && rerank.is_none()).then(|| "hybrid_rrf".to_string()),
             },
         );
     }

@@ -30,6 +30,7 @@ pub mod kb;
 pub mod mode;
 pub mod pipeline;
 pub mod remote;
+pub mod rerank;
 pub mod retrieve;
 pub mod stem_cache;
 pub mod store;

@@ -599,52 +599,18 @@ impl Pipeline {
         if cands.len() < 2 {
             return "nothing to re-rank".into();
         }
-        let mut listing = String::new();
-        for (i, c) in cands.iter().enumerate() {
-            listing.push_str(&format!(
-                "[{}] {}\n{}\n\n",
-                i + 1,
-                c.source.heading,
-                truncate_chars(&c.source.text, 400)
-            ));
-        }
-        let request = LlmRequest {
-            messages: vec![
-                Message::system(
-                    "You rank passages by how well they answer a question. Reply with only a \
-                     JSON array of passage numbers, most relevant first, e.g. [3, 1, 2].",
-                ),
-                Message::user(format!("Question: {query}\n\nPassages:\n{listing}")),
-            ],
-            tools: Vec::new(),
-            options: CallOptions {
-                max_output_tokens: Some(200),
-                ..Default::default()
-            },
-        };
-        let text = match provider.complete(&request).await {
-            Ok(r) => r.text,
-            Err(e) => return format!("the LLM failed ({e}): kept the hybrid order"),
-        };
-        let mut order: Vec<usize> = Vec::new();
-        let start = text.find('[').unwrap_or(0);
-        for part in text[start..].split(|c: char| !c.is_ascii_digit()) {
-            if let Ok(n) = part.parse::<usize>()
-                && (1..=cands.len()).contains(&n)
-                && !order.contains(&(n - 1))
-            {
-                order.push(n - 1);
-            }
-        }
-        if order.is_empty() {
-            return "the LLM's ranking could not be read: kept the hybrid order".into();
-        }
-        let ranked = order.len();
-        for i in 0..cands.len() {
-            if !order.contains(&i) {
-                order.push(i);
-            }
-        }
+        let passages: Vec<crate::rerank::Passage<'_>> = cands
+            .iter()
+            .map(|c| crate::rerank::Passage {
+                heading: &c.source.heading,
+                text: &c.source.text,
+            })
+            .collect();
+        let (order, ranked) =
+            match crate::rerank::rerank_order(provider.as_ref(), query, &passages).await {
+                Ok(r) => r,
+                Err(reason) => return format!("{reason}: kept the hybrid order"),
+            };
         let reordered: Vec<Candidate> = order.iter().map(|&i| cands[i].clone()).collect();
         let top = reordered.first().map_or(0.0, |c| c.source.score);
         for (slot, (rank, mut c)) in cands.iter_mut().zip(reordered.into_iter().enumerate()) {

@@ -868,3 +868,86 @@ fn a_local_model_index_answers_semantic_queries() {
     let kb = KnowledgeBase::open(&auto).unwrap();
     assert_eq!(kb.embedder().unwrap().model(), "all-MiniLM-L6-v2");
 }
+
+// ---------- retrieval evaluation ----------
+
+/// A three-document BEIR collection whose one query's lexical winner is not the relevant
+/// document: "b" (graded 2) mentions the query words once, "a" (not relevant) many times.
+fn tiny_beir(dir: &Path) {
+    std::fs::write(
+        dir.join("corpus.jsonl"),
+        concat!(
+            "{\"_id\": \"a\", \"title\": \"Flutter flutter\", \"text\": \"Flutter flutter wing flutter wing flutter.\"}\n",
+            "{\"_id\": \"b\", \"title\": \"Aeroelastic stability\", \"text\": \"Panel flutter of a wing at supersonic speed.\"}\n",
+            "{\"_id\": \"c\", \"title\": \"Cooking\", \"text\": \"Bread needs flour, water and time.\"}\n",
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("queries.jsonl"),
+        "{\"_id\": \"q1\", \"text\": \"wing flutter\"}\n",
+    )
+    .unwrap();
+    std::fs::create_dir(dir.join("qrels")).unwrap();
+    std::fs::write(
+        dir.join("qrels/test.tsv"),
+        "query-id\tcorpus-id\tscore\nq1\tb\t2\n",
+    )
+    .unwrap();
+}
+
+#[test]
+fn eval_scores_llm_rerank_with_the_llm_given_and_says_when_there_is_none() {
+    use lsm_tools_kb::{Profile, eval};
+    let f = Fixture::new();
+    tiny_beir(&f.docs);
+    let collection = eval::load(&f.docs).unwrap();
+    let kb = f.kb(None);
+    eval::ingest_collection(&kb, &collection).unwrap();
+    let profiles = [Profile::Lexical, Profile::LlmRerank];
+
+    // Without an LLM: llm_rerank carries the hybrid (here lexical) figures and says so.
+    let plain = eval::evaluate(&kb, &collection, &profiles, None).unwrap();
+    let lexical = &plain["lexical"];
+    assert!(lexical.ndcg_at_10 < 1.0, "{lexical:?}");
+    assert_eq!(plain["llm_rerank"].ndcg_at_10, lexical.ndcg_at_10);
+    assert_eq!(plain["llm_rerank"].scored_as.as_deref(), Some("hybrid_rrf"));
+    assert_eq!(plain["llm_rerank"].reranker, None);
+
+    // With one: the model's order (the second candidate first) decides, one call per query.
+    let provider = Arc::new(ScriptedProvider::new(vec![ScriptedResponse::text(
+        "[2, 1]",
+    )]));
+    let reranker = eval::Reranker {
+        provider: provider.clone(),
+        candidates: 20,
+    };
+    let ranked = eval::evaluate(&kb, &collection, &profiles, Some(&reranker)).unwrap();
+    let r = &ranked["llm_rerank"];
+    assert_eq!(r.ndcg_at_10, 1.0, "{r:?}");
+    assert_eq!(r.scored_as, None);
+    assert_eq!(r.rerank_failures, Some(0));
+    assert_eq!(
+        r.reranker.as_deref(),
+        Some(lsm_providers::Provider::model(provider.as_ref()))
+    );
+    assert_eq!(provider.calls(), 1);
+    assert!(
+        provider.requests()[0].messages[1]
+            .content
+            .contains("wing flutter")
+    );
+    assert_eq!(ranked["lexical"], *lexical, "other profiles are untouched");
+
+    // An unreadable answer keeps the hybrid order and is counted.
+    let confused = Arc::new(ScriptedProvider::new(vec![ScriptedResponse::text(
+        "no idea",
+    )]));
+    let reranker = eval::Reranker {
+        provider: confused,
+        candidates: 20,
+    };
+    let kept = eval::evaluate(&kb, &collection, &[Profile::LlmRerank], Some(&reranker)).unwrap();
+    assert_eq!(kept["llm_rerank"].rerank_failures, Some(1));
+    assert_eq!(kept["llm_rerank"].ndcg_at_10, lexical.ndcg_at_10);
+}
