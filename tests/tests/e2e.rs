@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 /// `lsm agent list` and every agent through `lsm agent run`.
 #[path = "e2e/agents_cli.rs"]
 mod agents_cli;
-/// Every agent in process on the real harness, with test doubles for tools not built yet.
+/// Every agent in process on the real harness, with the real knowledge-base and memory tools.
 #[path = "e2e/agents_harness.rs"]
 mod agents_harness;
 

@@ -1,9 +1,9 @@
 //! `lsm agent list`, and all eight agents run from `lsm agent run` against a scripted
 //! provider, leaving their artifacts where docs/AGENTS.md says.
 //!
-//! The binary registers only the built-in tools, so these scripts call built-in tools (and,
-//! for the librarian, one tool that is not registered yet, to show the run survives it). The
-//! agents' own tools are exercised through test doubles in `agents_harness.rs`.
+//! Without an index or memory these runs have only the built-in tools, so the scripts call
+//! built-in tools (and, for the librarian, one tool the run does not have, to show the run
+//! survives it). The agents' own tools are exercised in `agents_harness.rs`.
 
 use std::path::{Path, PathBuf};
 

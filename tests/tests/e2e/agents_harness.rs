@@ -2,105 +2,21 @@
 //! with a scripted provider: one end-to-end test per agent, plus the security invariant that
 //! an agent's tool-only phase goes through the same allowlist and sandbox as the model's.
 //!
-//! Tools that other issues provide are not built yet; each is stood in for by a clearly named
-//! test double (`TestDoubleQueryAndSynthesize`, `TestDoubleMemoryPut`, …) registered here,
-//! with the risk level REFERENCE.md gives the real tool. Replace them when the tools land.
+//! The tools are the real ones: the built-ins, the memory tools over a memory store in the
+//! test's folder, and the knowledge-base tools over an index of the test's workspace (no LLM
+//! for the pipeline, so its answers are the fallback excerpts and the script's order holds).
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use lsm_agents::{AgentContext, AgentCore, AgentOutput, DirectToolCall, GENERAL, PhaseRequest};
 use lsm_harness::{HarnessConfig, HarnessFactory, RunSummary};
 use lsm_phase::{RunOutcome, StopReason, ToolOutcome};
 use lsm_providers::{Provider, ScriptedProvider, ScriptedResponse};
 use lsm_sandbox::{
-    PermissionAsker, PermissionDecision, PermissionRequest, RiskLevel, Sandbox, SandboxConfig,
-    Tool, ToolContext, ToolError, ToolOutput,
+    PermissionAsker, PermissionDecision, PermissionRequest, Sandbox, SandboxConfig, ToolRegistry,
 };
 use serde_json::{Value, json};
-
-// ---------- test doubles for tools other issues provide ----------
-
-/// Defines a test double: a tool with the real tool's name and risk level that records its
-/// arguments and answers with a fixed, recognisable text.
-macro_rules! test_double {
-    ($ty:ident, $name:literal, $risk:expr, $needs_permission:expr) => {
-        #[doc = concat!("Test double for `", $name, "` (not built yet).")]
-        #[derive(Default)]
-        struct $ty {
-            calls: Arc<Mutex<Vec<Value>>>,
-        }
-
-        #[async_trait::async_trait]
-        impl Tool for $ty {
-            fn name(&self) -> &str {
-                $name
-            }
-            fn description(&self) -> &str {
-                concat!("Test double for ", $name, ".")
-            }
-            fn parameters(&self) -> Value {
-                json!({"type": "object"})
-            }
-            fn risk(&self) -> RiskLevel {
-                $risk
-            }
-            fn needs_permission(&self) -> bool {
-                $needs_permission
-            }
-            async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
-                self.calls.lock().unwrap().push(ctx.args.clone());
-                Ok(ToolOutput::text(format!(
-                    concat!($name, " (test double) for {}"),
-                    ctx.args
-                )))
-            }
-        }
-    };
-}
-
-test_double!(
-    TestDoubleQueryAndSynthesize,
-    "query_and_synthesize",
-    RiskLevel::Network,
-    false
-);
-test_double!(
-    TestDoubleMemoryPut,
-    "memory_put",
-    RiskLevel::WritesWorkspace,
-    true
-);
-test_double!(
-    TestDoubleMemorySearch,
-    "memory_search",
-    RiskLevel::ReadOnly,
-    false
-);
-test_double!(
-    TestDoubleExtractSnippets,
-    "extract_snippets",
-    RiskLevel::ReadOnly,
-    false
-);
-test_double!(
-    TestDoubleSourceMap,
-    "source_map",
-    RiskLevel::ReadOnly,
-    false
-);
-test_double!(
-    TestDoubleSimilaritySearch,
-    "similarity_search",
-    RiskLevel::ReadOnly,
-    false
-);
-test_double!(
-    TestDoubleFindSection,
-    "find_section",
-    RiskLevel::ReadOnly,
-    false
-);
 
 /// Approves every permission request (a person saying yes).
 struct Approve;
@@ -148,23 +64,40 @@ impl Rig {
     }
 }
 
+/// The built-ins, the memory tools (a store in `root`, no global scope) and the
+/// knowledge-base tools over an index of `ws` (lexical, no LLM).
+fn real_tools(root: &std::path::Path, ws: &std::path::Path) -> ToolRegistry {
+    let layout = lsm_memory::StoreLayout::new(root.join("Agents")).with_global_db(None);
+    let store = Arc::new(lsm_memory::MemoryStore::new(layout));
+    let mut registry = lsm_sandbox::builtin::registry();
+    for tool in lsm_memory::tools(store) {
+        registry = registry.with(tool);
+    }
+    let mut config = lsm_tools_kb::KbConfig {
+        index_dir: root.join("kb"),
+        ..Default::default()
+    };
+    config.embedder.kind = lsm_tools_kb::EmbedderKind::None;
+    let kb = lsm_tools_kb::KnowledgeBase::open_or_create(&config, false, None).unwrap();
+    kb.ingest(
+        &[ws.to_path_buf()],
+        &lsm_tools_kb::ingest::IngestOptions::default(),
+        &lsm_tools_kb::ingest::NoProgress,
+    )
+    .unwrap();
+    let policy = lsm_tools_kb::ModePolicy::new(&config.allowed_profiles, false);
+    let pipeline = lsm_tools_kb::Pipeline::new(Arc::new(kb), None, policy);
+    lsm_tools_kb::tools::registry_with(registry, Some(Arc::new(pipeline)))
+}
+
 fn rig(script: Vec<ScriptedResponse>, budget: u64) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
     std::fs::write(ws.join("notes.md"), "# Notes\n\nSoil holds carbon.\n").unwrap();
     std::fs::write(ws.join("copy.md"), "# Notes\n\nSoil holds carbon.\n").unwrap();
-    let registry = lsm_sandbox::builtin::registry()
-        .with(Arc::new(TestDoubleQueryAndSynthesize::default()))
-        .with(Arc::new(TestDoubleMemoryPut::default()))
-        .with(Arc::new(TestDoubleMemorySearch::default()))
-        .with(Arc::new(TestDoubleExtractSnippets::default()))
-        .with(Arc::new(TestDoubleSourceMap::default()))
-        .with(Arc::new(TestDoubleSimilaritySearch::default()))
-        .with(Arc::new(TestDoubleFindSection::default()));
-    let mut policy = SandboxConfig::confined_to(&ws);
-    // query_and_synthesize is a network tool (REFERENCE.md).
-    policy.allow_url_access = true;
+    let registry = real_tools(dir.path(), &ws);
+    let policy = SandboxConfig::confined_to(&ws);
     let asker: Arc<dyn PermissionAsker> = Arc::new(Approve);
     let sandbox = Sandbox::new(policy, registry, Some(asker)).unwrap();
     let provider = Arc::new(ScriptedProvider::new(script));
@@ -271,11 +204,8 @@ async fn librarian_uses_its_knowledge_base_and_memory_tools() {
                 json!({"query": "what does soil hold"}),
             ),
             tool("extract_snippets", json!({"query": "carbon"})),
-            tool("source_map", json!({"sources": ["notes.md"]})),
-            tool(
-                "memory_put",
-                json!({"key": "soil", "value": "holds carbon"}),
-            ),
+            tool("source_map", json!({"query": "soil carbon"})),
+            tool("memory_put", json!({"text": "Soil holds carbon."})),
             text("Soil holds carbon [notes.md]."),
         ],
         100_000,
@@ -297,6 +227,17 @@ async fn librarian_uses_its_knowledge_base_and_memory_tools() {
         "memory_put needed a person's permission"
     );
     assert!(artifact(&rig, "librarian", &out, &s, "answer", ".md").contains("[notes.md]"));
+    // The real tools ran: the knowledge-base tools answered from the index (their results
+    // name the indexed file by its absolute path), and the fact reached the memory store.
+    let (run_dir, _) = rig.summary("librarian");
+    let transcript = std::fs::read_to_string(run_dir.join("transcript.jsonl")).unwrap();
+    let indexed = rig.workspace().canonicalize().unwrap().join("notes.md");
+    assert!(
+        transcript.contains(&indexed.display().to_string()),
+        "{transcript}"
+    );
+    let db = rig.agent_dir("librarian").join("memory").join("memory.db");
+    assert!(db.is_file(), "memory_put wrote {}", db.display());
 }
 
 #[tokio::test]
@@ -424,7 +365,7 @@ async fn synthesis_gathers_maps_sources_and_writes() {
             tool("read_file", json!({"path": "notes.md"})),
             tool("extract_snippets", json!({"query": "carbon"})),
             text("- Soil holds carbon [notes.md]"),
-            tool("source_map", json!({"sources": ["notes.md"]})),
+            tool("source_map", json!({"query": "soil carbon"})),
             text("Soil holds carbon [notes.md]."),
             tool(
                 "write_file",
@@ -458,7 +399,11 @@ async fn synthesis_gathers_maps_sources_and_writes() {
         "soil_carbon__written_to_synthesis_md_sources",
         ".md",
     );
-    assert!(sources.contains("source_map (test double)"), "{sources}");
+    // The real source_map's map of the indexed file.
+    assert!(
+        sources.contains("\"files\"") && sources.contains("chunk_id"),
+        "{sources}"
+    );
 }
 
 #[tokio::test]
@@ -469,10 +414,7 @@ async fn curator_surveys_finds_duplicates_and_reports() {
             text("- notes.md\n- copy.md"),
             tool("hash_file", json!({"path": "notes.md"})),
             tool("hash_file", json!({"path": "copy.md"})),
-            tool(
-                "similarity_search",
-                json!({"paths": ["notes.md", "copy.md"]}),
-            ),
+            tool("similarity_search", json!({"threshold": 0.9})),
             text(
                 r#"{"duplicates": [{"files": ["notes.md", "copy.md"], "reason": "same hash"}], "stale": []}"#,
             ),
@@ -485,6 +427,13 @@ async fn curator_surveys_finds_duplicates_and_reports() {
     let (_, s) = rig.summary("curator");
     assert_eq!(tool_count(&s, "hash_file"), 2);
     assert_eq!(tool_count(&s, "similarity_search"), 1);
+    // The real similarity_search found the copy: one pair, notes.md and copy.md.
+    let (run_dir, _) = rig.summary("curator");
+    let transcript = std::fs::read_to_string(run_dir.join("transcript.jsonl")).unwrap();
+    assert!(
+        transcript.contains("pairs_found\\\":1") || transcript.contains("\"pairs_found\":1"),
+        "{transcript}"
+    );
     for l in ["survey", "findings"] {
         assert!(labels(&s).contains(&l.to_string()));
     }
@@ -518,7 +467,7 @@ async fn writing_outlines_drafts_sections_and_revises() {
             tool("extract_snippets", json!({"query": "soil"})),
             text("Soil matters."),
             text("Soil holds carbon [notes.md]."),
-            tool("source_map", json!({"sources": ["notes.md"]})),
+            tool("source_map", json!({"query": "soil carbon"})),
             text(
                 "# Soil carbon\n\n## Introduction\n\nSoil matters.\n\n## Evidence\n\nSoil holds carbon.",
             ),
@@ -542,7 +491,7 @@ async fn assistant_recalls_answers_and_remembers_with_memory_tools() {
             tool("memory_search", json!({"query": "units"})),
             text("The user prefers metric units."),
             text("It is 20 °C in Oslo."),
-            tool("memory_put", json!({"key": "city", "value": "Oslo"})),
+            tool("memory_put", json!({"text": "The user lives in Oslo."})),
             text("Stored the city."),
         ],
         100_000,
@@ -556,9 +505,12 @@ async fn assistant_recalls_answers_and_remembers_with_memory_tools() {
     }
     let reply = artifact(&rig, "assistant", &out, &s, "reply", ".md");
     assert!(
-        reply.contains("It is 20 °C in Oslo.") && reply.contains("Oslo\""),
+        reply.contains("It is 20 °C in Oslo.") && reply.contains("The user lives in Oslo."),
         "{reply}"
     );
+    // The real memory_put stored it in the assistant's own memory.
+    let db = rig.agent_dir("assistant").join("memory").join("memory.db");
+    assert!(db.is_file(), "memory_put wrote {}", db.display());
 }
 
 // ---------- security: tool-only mode goes through the same checks ----------
@@ -576,7 +528,7 @@ async fn an_agents_tool_only_phase_goes_through_the_allowlist_and_the_sandbox() 
         // Registered, but not in general's allowlist.
         DirectToolCall {
             name: "memory_put".into(),
-            arguments: json!({"key": "k", "value": "v"}),
+            arguments: json!({"text": "v"}),
         },
         // Allowlisted, but outside the sandbox.
         DirectToolCall {
