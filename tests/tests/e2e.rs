@@ -1045,6 +1045,28 @@ fn tools_list_includes_the_memory_tools_and_their_permission_defaults() {
 }
 
 #[test]
+fn a_reader_that_goes_away_ends_lsm_quietly() {
+    // `lsm tools list --json | true`: the pipe is closed before lsm writes to it.
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = lsm(dir.path())
+        .args(["tools", "list", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    // 141 = 128 + SIGPIPE, as a shell reports for `cat`; 0 if lsm won the race.
+    assert!(
+        matches!(out.status.code(), Some(141 | 0)),
+        "{:?}: {stderr}",
+        out.status
+    );
+}
+
+#[test]
 fn tools_list_includes_the_knowledge_base_tools_and_configured_remote_sources() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(

@@ -12,6 +12,7 @@
 mod agent_run;
 mod agents_cmd;
 mod agents_config;
+mod broken_pipe;
 mod config;
 mod exit;
 mod foreground;
@@ -110,6 +111,7 @@ struct ListArgs {
 }
 
 fn main() -> ExitCode {
+    broken_pipe::install();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
