@@ -389,8 +389,9 @@ pub struct QueryContextArgs {
 }
 
 /// What `QueryContext` tells the model it does.
-const QUERY_CONTEXT_DESCRIPTION: &str = "Search the knowledge base without writing an answer: returns a ContextPackage (sources \
-    with labels, text, relevance, and a retrieval trace) to inspect or pass to execute_context.";
+const QUERY_CONTEXT_DESCRIPTION: &str = "Search the knowledge base without writing an answer: \
+    returns a ContextPackage (sources with labels, text, relevance, and a retrieval trace) to \
+    inspect or pass to execute_context.";
 
 #[async_trait::async_trait]
 impl Tool for QueryContext {
@@ -439,8 +440,9 @@ pub struct ExecuteContextArgs {
 }
 
 /// What `ExecuteContext` tells the model it does.
-const EXECUTE_CONTEXT_DESCRIPTION: &str = "Write a cited answer to a question from a ContextPackage returned by query_context; \
-    returns a QueryResponse (answer, citations, response_id, conversation_id).";
+const EXECUTE_CONTEXT_DESCRIPTION: &str = "Write a cited answer to a question from a \
+    ContextPackage returned by query_context; returns a QueryResponse (answer, citations, \
+    response_id, conversation_id).";
 
 #[async_trait::async_trait]
 impl Tool for ExecuteContext {
@@ -510,8 +512,9 @@ pub struct QueryAndSynthesizeArgs {
 }
 
 /// What `QueryAndSynthesize` tells the model it does.
-const QUERY_AND_SYNTHESIZE_DESCRIPTION: &str = "Ask the knowledge base a question: retrieves sources and writes a cited answer. Returns \
-    a QueryResponse (answer, citations, sources, response_id and conversation_id for follow-ups).";
+const QUERY_AND_SYNTHESIZE_DESCRIPTION: &str = "Ask the knowledge base a question: retrieves \
+    sources and writes a cited answer. Returns a QueryResponse (answer, citations, sources, \
+    response_id and conversation_id for follow-ups).";
 
 #[async_trait::async_trait]
 impl Tool for QueryAndSynthesize {
@@ -565,8 +568,9 @@ pub struct QueryLlmArgs {
 }
 
 /// What `QueryLlm` tells the model it does.
-const QUERY_LLM_DESCRIPTION: &str = "Send a prompt straight to the configured LLM (no knowledge base). Returns its text and a \
-    response_id; pass that as previous_response_id to continue the conversation.";
+const QUERY_LLM_DESCRIPTION: &str = "Send a prompt straight to the configured LLM (no knowledge \
+    base). Returns its text and a response_id; pass that as previous_response_id to continue the \
+    conversation.";
 
 #[async_trait::async_trait]
 impl Tool for QueryLlm {
@@ -636,8 +640,8 @@ pub struct ExtractSnippetsArgs {
 }
 
 /// What `ExtractSnippets` tells the model it does.
-const EXTRACT_SNIPPETS_DESCRIPTION: &str = "Find short passages in the knowledge base around the words of a query, with their file, \
-    heading and chunk.";
+const EXTRACT_SNIPPETS_DESCRIPTION: &str = "Find short passages in the knowledge base around the \
+    words of a query, with their file, heading and chunk.";
 
 #[async_trait::async_trait]
 impl Tool for ExtractSnippets {
@@ -735,8 +739,8 @@ pub struct SourceMapArgs {
 }
 
 /// What `SourceMap` tells the model it does.
-const SOURCE_MAP_DESCRIPTION: &str = "Map evidence to its sources: for a query (or a list of chunk ids), the files it comes \
-    from, each with its chunks (heading, position, relevance, excerpt).";
+const SOURCE_MAP_DESCRIPTION: &str = "Map evidence to its sources: for a query (or a list of chunk \
+    ids), the files it comes from, each with its chunks (heading, position, relevance, excerpt).";
 
 #[async_trait::async_trait]
 impl Tool for SourceMap {
@@ -840,8 +844,9 @@ pub struct SimilaritySearchArgs {
 const SIMILARITY_SCAN: usize = 400;
 
 /// What `SimilaritySearch` tells the model it does.
-const SIMILARITY_SEARCH_DESCRIPTION: &str = "Find pairs of knowledge-base chunks that are near-duplicates or say nearly the same \
-    thing (cosine similarity with an embedder, else shingle overlap).";
+const SIMILARITY_SEARCH_DESCRIPTION: &str = "Find pairs of knowledge-base chunks that are \
+    near-duplicates or say nearly the same thing (cosine similarity with an embedder, else \
+    shingle overlap).";
 
 #[async_trait::async_trait]
 impl Tool for SimilaritySearch {
@@ -941,8 +946,9 @@ pub struct FindSectionArgs {
 const FIND_SECTION_PATHS: &[PathArg] = &[PathArg::read("path")];
 
 /// What `FindSection` tells the model it does.
-const FIND_SECTION_DESCRIPTION: &str = "Return one section of a document (Markdown, reStructuredText, HTML, text, PDF page, or a \
-    top-level item of source code) by its heading, with the document's outline.";
+const FIND_SECTION_DESCRIPTION: &str = "Return one section of a document (Markdown, \
+    reStructuredText, HTML, text, PDF page, or a top-level item of source code) by its heading, \
+    with the document's outline.";
 
 #[async_trait::async_trait]
 impl Tool for FindSection {
@@ -1076,8 +1082,8 @@ impl std::fmt::Debug for QueryRemoteChain {
 }
 
 /// What `QueryRemoteChain` tells the model it does.
-const QUERY_REMOTE_CHAIN_DESCRIPTION: &str = "Search every configured remote source in turn (network); returns each one's results \
-    and the errors of those that failed.";
+const QUERY_REMOTE_CHAIN_DESCRIPTION: &str = "Search every configured remote source in turn \
+    (network); returns each one's results and the errors of those that failed.";
 
 #[async_trait::async_trait]
 impl Tool for QueryRemoteChain {
@@ -1125,8 +1131,8 @@ pub struct LoadUrlArgs {
 }
 
 /// What `LoadUrl` tells the model it does.
-const LOAD_URL_DESCRIPTION: &str = "Fetch a web page (http:// or https://) and return its text. Loopback and private \
-    addresses are refused unless configured.";
+const LOAD_URL_DESCRIPTION: &str = "Fetch a web page (http:// or https://) and return its text. \
+    Loopback and private addresses are refused unless configured.";
 
 #[async_trait::async_trait]
 impl Tool for LoadUrl {
