@@ -1752,6 +1752,36 @@ fn golden_ingest_then_query_json_with_a_scripted_llm() {
 }
 
 #[test]
+fn a_query_answer_that_cites_nothing_still_shows_its_sources() {
+    let dir = kb_fixture();
+    assert_eq!(
+        run(lsm(dir.path()).args(["ingest", "notes"])).status.code(),
+        Some(0)
+    );
+    std::fs::write(
+        dir.path().join("uncited.jsonl"),
+        "{\"text\": \"Flutter is a vibration.\"}\n",
+    )
+    .unwrap();
+    let out = run(lsm(dir.path()).args([
+        "query",
+        "What is flutter?",
+        "--provider",
+        "scripted:uncited.jsonl",
+        "--filter",
+        "path_contains=aero",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("Flutter is a vibration."), "{text}");
+    assert!(
+        text.contains("Sources given to the model (none cited):") && text.contains("[S1] "),
+        "{text}"
+    );
+    assert!(text.contains("aero"), "{text}");
+}
+
+#[test]
 fn ingest_is_incremental_and_kb_stats_and_rm_report_the_index() {
     let dir = kb_fixture();
     assert_eq!(

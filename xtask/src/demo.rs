@@ -10,6 +10,10 @@
 //!    sandbox confines every tool to that folder), streaming its progress.
 //! 5. Prints what the agent wrote, the artifact and the run summary, and what the outcome
 //!    means.
+//! 6. The knowledge base, with the same model: `lsm ingest` of the repository's `docs/` into
+//!    an index in the temporary folder (lexical: the embedder, unoptimized in this dev build,
+//!    would take minutes), then `lsm query` — retrieval, a cited answer from the local model,
+//!    the sources it was given.
 //!
 //! The run counts as completed when it ends by itself — the model said DONE (exit 0), blocked
 //! (5), or used up its iterations (6) or budget (3): a 135-million-parameter model often
@@ -32,6 +36,8 @@ const SCRIPTED_TASK: &str = "Summarize notes.md into summary.md";
 /// LLM calls the local run may make: enough to read, write and finish, few enough to end in
 /// about a minute when the model loops instead.
 const MAX_ITERATIONS: u32 = 4;
+/// The question the knowledge-base part asks about the repository's own documentation.
+const QUESTION: &str = "What happens when an agent runs out of its token budget?";
 
 /// The Debian packages llama.cpp's build needs.
 const BUILD_PACKAGES: &str = "cmake libclang-dev";
@@ -83,10 +89,49 @@ pub fn demo(root: &Path, scripted: bool) -> Result<()> {
     show_results(&work);
     let code = status.code();
     eprintln!("\nxtask: [demo] {}", outcome(code, scripted));
-    match code {
-        Some(0 | 3 | 5 | 6) => Ok(()),
-        _ => bail!("the demo run exited with {status}"),
+    if !matches!(code, Some(0 | 3 | 5 | 6)) {
+        bail!("the demo run exited with {status}");
     }
+    if !scripted {
+        knowledge_base(root, &lsm, &work, &config_path)?;
+    }
+    Ok(())
+}
+
+/// Ingest the repository's `docs/` and ask [`QUESTION`] of it with the local model.
+fn knowledge_base(root: &Path, lsm: &Path, work: &Path, config_path: &Path) -> Result<()> {
+    let docs = root.join("docs");
+    let steps: [(&str, Vec<std::ffi::OsString>); 2] = [
+        ("ingest", vec!["ingest".into(), docs.into_os_string()]),
+        ("query", vec!["query".into(), QUESTION.into()]),
+    ];
+    for (name, args) in steps {
+        let shown: Vec<String> = args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        eprintln!(
+            "\nxtask: [demo] lsm {} --config {}",
+            shown.join(" "),
+            config_path.display()
+        );
+        let status = Command::new(lsm)
+            .args(&args)
+            .arg("--config")
+            .arg(config_path)
+            .current_dir(work)
+            .status()
+            .with_context(|| format!("cannot start {}", lsm.display()))?;
+        if !status.success() {
+            bail!("`lsm {name}` exited with {status}");
+        }
+    }
+    eprintln!(
+        "\nxtask: [demo] the answer above is the 135M model's; the sources are what the index \
+         retrieved for it. With a real provider and the local embedder (`cargo xtask \
+         fetch-model`, a release build) the same commands give hybrid retrieval and real answers."
+    );
+    Ok(())
 }
 
 /// The configuration of the local run: tools confined to `workspace/`, writes allowed, the
@@ -109,6 +154,15 @@ require_user_permission = {{ write_file = false }}
 [llm]
 provider = "local"
 model_path = {model}
+
+# The knowledge-base part: an index in this folder, lexical retrieval, and a context small
+# enough for the local model's 4096-token window.
+[kb]
+index_dir = "kb"
+context_token_budget = 1200
+
+[kb.embedder]
+kind = "none"
 "#,
         model = toml_string(&model.display().to_string())
     )
@@ -291,6 +345,8 @@ mod tests {
             table["agents"]["max_iterations"].as_integer(),
             Some(i64::from(MAX_ITERATIONS))
         );
+        assert_eq!(table["kb"]["index_dir"].as_str(), Some("kb"));
+        assert_eq!(table["kb"]["embedder"]["kind"].as_str(), Some("none"));
     }
 
     #[test]

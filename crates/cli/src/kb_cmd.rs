@@ -433,18 +433,30 @@ fn print_response(r: &QueryResponse, json: bool) -> Result<()> {
         return Ok(());
     }
     println!("{}", r.answer);
+    let source_line = |label: &str, path: &str, heading: &str, chunk: u64| {
+        if heading.is_empty() {
+            println!("  [{label}] {path} (chunk {chunk})");
+        } else {
+            println!("  [{label}] {path} ({heading}, chunk {chunk})");
+        }
+    };
     if !r.citations.is_empty() {
         println!();
         println!("Sources:");
         for c in &r.citations {
-            if c.heading.is_empty() {
-                println!("  [{}] {} (chunk {})", c.label, c.path, c.chunk_index);
-            } else {
-                println!(
-                    "  [{}] {} ({}, chunk {})",
-                    c.label, c.path, c.heading, c.chunk_index
-                );
-            }
+            source_line(&c.label, &c.path, &c.heading, c.chunk_index);
+        }
+    } else if !r.package.source_labels.is_empty() {
+        // Nothing cited: still show what the answer was written from.
+        println!();
+        println!("Sources given to the model (none cited):");
+        for s in r
+            .package
+            .candidates
+            .iter()
+            .filter(|s| r.package.source_labels.contains_key(&s.label))
+        {
+            source_line(&s.label, &s.path, &s.heading, s.chunk_index);
         }
     }
     if !r.invalid_citations.is_empty() {
