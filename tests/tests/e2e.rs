@@ -119,6 +119,18 @@ fn tools_list_shows_every_builtin_with_its_risk() {
     ] {
         assert!(table.contains(name), "{name} missing:\n{table}");
     }
+    // The description column lines up, however long a risk label is.
+    let column = table.lines().next().unwrap().find("DESCRIPTION").unwrap();
+    for (name, start) in [
+        ("bash", "Run one program"),
+        ("read_file", "Read a text file"),
+    ] {
+        let line = table
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap();
+        assert_eq!(line.find(start), Some(column), "{line}");
+    }
     let out = run(lsm(dir.path()).args(["tools", "list", "--json"]));
     let rows = stdout_json(&out);
     let bash = rows
@@ -1021,20 +1033,23 @@ fn lsm_memory_errors_have_clear_messages_and_exit_codes() {
     assert!(!dir.path().join("Agents").exists());
 }
 
+/// The row of `lsm tools list --json` output `rows` for the tool `name`.
+fn tool_row(rows: &Value, name: &str) -> Value {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name)
+        .unwrap_or_else(|| panic!("{name} missing: {rows}"))
+        .clone()
+}
+
 #[test]
 fn tools_list_includes_the_memory_tools_and_their_permission_defaults() {
     let dir = tempfile::tempdir().unwrap();
     let out = run(lsm(dir.path()).args(["tools", "list", "--json"]));
     assert!(out.status.success());
     let rows = stdout_json(&out);
-    let find = |name: &str| {
-        rows.as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["name"] == name)
-            .unwrap_or_else(|| panic!("{name} missing: {rows}"))
-            .clone()
-    };
+    let find = |name: &str| tool_row(&rows, name);
     assert_eq!(find("memory_put")["needs_permission"], true);
     assert_eq!(find("memory_remove")["needs_permission"], true);
     assert_eq!(find("memory_search")["risk"], "read_only");
@@ -1081,14 +1096,7 @@ fn tools_list_includes_the_knowledge_base_tools_and_configured_remote_sources() 
         String::from_utf8_lossy(&out.stderr)
     );
     let rows = stdout_json(&out);
-    let find = |name: &str| {
-        rows.as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["name"] == name)
-            .unwrap_or_else(|| panic!("{name} missing: {rows}"))
-            .clone()
-    };
+    let find = |name: &str| tool_row(&rows, name);
     for name in [
         "query_context",
         "execute_context",

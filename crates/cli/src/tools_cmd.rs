@@ -7,6 +7,29 @@ use serde::Serialize;
 
 use crate::{config, exit};
 
+/// When a run is offered a tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum Offered {
+    /// Every run.
+    Always,
+    /// When `[agents.memory]` is on.
+    Memory,
+    /// When an index exists (`lsm ingest`).
+    KnowledgeBase,
+}
+
+impl Offered {
+    /// The table's marker after the description.
+    fn marker(self) -> &'static str {
+        match self {
+            Offered::Always => "",
+            Offered::Memory => " [memory]",
+            Offered::KnowledgeBase => " [kb]",
+        }
+    }
+}
+
 /// One row of the listing.
 #[derive(Debug, Serialize)]
 struct Row {
@@ -14,9 +37,7 @@ struct Row {
     risk: RiskLevel,
     needs_permission: bool,
     description: String,
-    /// When a run is offered the tool: `always`, `memory` (`[agents.memory]` on) or
-    /// `knowledge_base` (an index exists: `lsm ingest`).
-    offered: &'static str,
+    offered: Offered,
 }
 
 /// Print every tool a run can be offered: the built-ins, the memory tools (offered when
@@ -43,8 +64,8 @@ pub fn list(config_path: Option<&Path>, json: bool) -> u8 {
         description: t.description().to_string(),
         offered,
     };
-    let mut rows: Vec<Row> = builtin.iter().map(|t| row(t, "always")).collect();
-    rows.extend(memory.iter().map(|t| row(t, "memory")));
+    let mut rows: Vec<Row> = builtin.iter().map(|t| row(t, Offered::Always)).collect();
+    rows.extend(memory.iter().map(|t| row(t, Offered::Memory)));
     rows.extend(
         lsm_tools_kb::tools::catalog(&config.kb.remote)
             .into_iter()
@@ -53,7 +74,7 @@ pub fn list(config_path: Option<&Path>, json: bool) -> u8 {
                 risk: t.risk,
                 needs_permission: t.needs_permission,
                 description: t.description,
-                offered: "knowledge_base",
+                offered: Offered::KnowledgeBase,
             }),
     );
     if json {
@@ -82,15 +103,12 @@ pub fn list(config_path: Option<&Path>, json: bool) -> u8 {
         .max(4);
     println!("{:<width$}  {:<risk_width$}  DESCRIPTION", "NAME", "RISK");
     for r in &rows {
-        let risk = risk_of(r);
-        let marker = match r.offered {
-            "memory" => " [memory]",
-            "knowledge_base" => " [kb]",
-            _ => "",
-        };
         println!(
-            "{:<width$}  {:<16}  {}{marker}",
-            r.name, risk, r.description
+            "{:<width$}  {:<risk_width$}  {}{}",
+            r.name,
+            risk_of(r),
+            r.description,
+            r.offered.marker()
         );
     }
     println!("\n* needs a person's permission by default");

@@ -93,7 +93,6 @@ impl OpenAiEmbedder {
             for body in &bodies {
                 let fetched = crate::http::request(
                     &client,
-                    AddressPolicy::Any,
                     reqwest::Method::POST,
                     &self.endpoint,
                     Some(body),

@@ -293,23 +293,6 @@ fn documents(snapshot: &Snapshot, hits: &[Hit], limit: usize) -> Result<Vec<Stri
     Ok(out)
 }
 
-/// The document ids ranked by `profile` for `query` (best chunk per document), at most
-/// `limit`. `llm_rerank` is ranked here as its first stage, `hybrid_rrf`; [`evaluate`]
-/// re-ranks it when given a [`Reranker`].
-///
-/// # Errors
-/// When the index or the embedder fails.
-pub fn rank_documents(
-    kb: &KnowledgeBase,
-    snapshot: &Snapshot,
-    profile: Profile,
-    query: &str,
-    limit: usize,
-) -> Result<Vec<String>> {
-    let hits = rank_chunks(kb, snapshot, profile, query, limit * 2)?;
-    documents(snapshot, &hits, limit)
-}
-
 /// Re-order the first `reranker.candidates` of `hits` with the LLM, as the pipeline does.
 /// `Err` carries why the hybrid order was kept.
 fn rerank_hits(

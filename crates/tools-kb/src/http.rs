@@ -145,11 +145,33 @@ impl Resolve for PublicOnlyResolver {
     }
 }
 
+/// A redirect's target is followed only when it is http(s) without credentials and, under
+/// [`AddressPolicy::PublicOnly`], not a literal non-public address (host names are checked by
+/// the resolver when the redirect connects).
+///
+/// # Errors
+/// Why the redirect is refused.
+fn check_redirect(next: &Url) -> Result<(), String> {
+    parse_url(next.as_str())?;
+    match literal_ip(next) {
+        Some(ip) if is_private(ip) => Err(refusal(next, ip)),
+        _ => Ok(()),
+    }
+}
+
+/// An HTTP client and the address policy it was built for (its resolver and redirect policy
+/// enforce it; [`request`] also checks each URL against it before connecting).
+#[derive(Debug, Clone)]
+pub struct HttpClient {
+    client: Client,
+    policy: AddressPolicy,
+}
+
 /// A client for `policy`, with `timeout` for the whole exchange.
 ///
 /// # Errors
 /// A message when the TLS stack cannot be set up.
-pub fn client(policy: AddressPolicy, timeout: Duration) -> Result<Client, String> {
+pub fn client(policy: AddressPolicy, timeout: Duration) -> Result<HttpClient, String> {
     let mut builder = Client::builder()
         .user_agent(concat!("lsm/", env!("CARGO_PKG_VERSION")))
         .connect_timeout(timeout.min(Duration::from_secs(10)))
@@ -163,20 +185,16 @@ pub fn client(policy: AddressPolicy, timeout: Duration) -> Result<Client, String
                 if attempt.previous().len() >= MAX_REDIRECTS {
                     return attempt.error(format!("more than {MAX_REDIRECTS} redirects"));
                 }
-                let next = attempt.url().clone();
-                if let Err(message) = parse_url(next.as_str()) {
-                    return attempt.error(message);
-                }
-                // Literal addresses never reach the resolver: check them here.
-                match literal_ip(&next) {
-                    Some(ip) if is_private(ip) => attempt.error(refusal(&next, ip)),
-                    _ => attempt.follow(),
+                match check_redirect(attempt.url()) {
+                    Ok(()) => attempt.follow(),
+                    Err(message) => attempt.error(message),
                 }
             })),
     };
-    builder
+    let client = builder
         .build()
-        .map_err(|e| format!("cannot set up the HTTP client: {}", error_chain(&e)))
+        .map_err(|e| format!("cannot set up the HTTP client: {}", error_chain(&e)))?;
+    Ok(HttpClient { client, policy })
 }
 
 /// An error and its causes, `a: b: c`, without repeats.
@@ -227,8 +245,7 @@ async fn precheck(url: &Url, policy: AddressPolicy) -> Result<(), String> {
 /// # Errors
 /// A message saying what failed: a refused URL or address, no connection, a timeout.
 pub async fn request(
-    client: &Client,
-    policy: AddressPolicy,
+    client: &HttpClient,
     method: Method,
     url: &str,
     json_body: Option<&serde_json::Value>,
@@ -236,8 +253,8 @@ pub async fn request(
     max_bytes: usize,
 ) -> Result<Fetched, String> {
     let parsed = parse_url(url)?;
-    precheck(&parsed, policy).await?;
-    let mut req = client.request(method, parsed.clone());
+    precheck(&parsed, client.policy).await?;
+    let mut req = client.client.request(method, parsed.clone());
     if let Some(body) = json_body {
         req = req.json(body);
     }
@@ -288,7 +305,7 @@ pub async fn get(
     max_bytes: usize,
 ) -> Result<Fetched, String> {
     let client = client(policy, timeout)?;
-    request(&client, policy, Method::GET, url, None, None, max_bytes).await
+    request(&client, Method::GET, url, None, None, max_bytes).await
 }
 
 /// Run `fut` to completion from synchronous code, whatever the caller's context: on a
@@ -364,6 +381,22 @@ mod tests {
         }
         for ip in ["93.184.216.34", "8.8.8.8", "2606:4700::1111"] {
             assert!(!is_private(ip.parse().unwrap()), "{ip}");
+        }
+    }
+
+    #[test]
+    fn redirects_to_other_schemes_or_literal_private_addresses_are_refused() {
+        let url = |u: &str| Url::parse(u).unwrap();
+        assert!(check_redirect(&url("https://93.184.216.34/next")).is_ok());
+        assert!(check_redirect(&url("https://example.org/next")).is_ok());
+        for bad in [
+            "http://127.0.0.1/admin",
+            "http://[::1]/",
+            "http://169.254.169.254/latest/meta-data/",
+            "file:///etc/passwd",
+            "http://user:pw@example.org/",
+        ] {
+            assert!(check_redirect(&url(bad)).is_err(), "{bad}");
         }
     }
 

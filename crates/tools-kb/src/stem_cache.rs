@@ -179,4 +179,24 @@ mod tests {
         assert_eq!(terms(&mut cached, text), want);
         assert_eq!(terms(&mut cached, text), want);
     }
+
+    #[test]
+    fn the_cache_stays_within_its_bound_and_keeps_stemming_after_a_reset() {
+        let mut filter = CachedStemmer::english().transform(SimpleTokenizer::default());
+        // More distinct words than the cache holds, in two texts.
+        let words: Vec<String> = (0..MAX_ENTRIES + 100)
+            .map(|i| format!("running{i}x"))
+            .collect();
+        for half in words.chunks(MAX_ENTRIES / 2 + 60) {
+            let text = half.join(" ");
+            let mut stream = filter.token_stream(&text);
+            while stream.advance() {}
+            assert!(filter.cache.len() <= MAX_ENTRIES, "{}", filter.cache.len());
+        }
+        let mut full = TextAnalyzer::builder(SimpleTokenizer::default())
+            .filter(CachedStemmer::english())
+            .build();
+        let _ = terms(&mut full, &words.join(" "));
+        assert_eq!(terms(&mut full, "runners running"), ["runner", "run"]);
+    }
 }

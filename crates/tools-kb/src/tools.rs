@@ -112,56 +112,21 @@ pub fn catalog(remote: &RemoteConfig) -> Vec<ToolInfo> {
         needs_permission,
         description: description.to_string(),
     };
-    let mut out = vec![
-        info(
-            "query_context",
-            RiskLevel::ReadOnly,
-            false,
-            QUERY_CONTEXT_DESCRIPTION,
-        ),
-        info(
-            "execute_context",
-            RiskLevel::ReadOnly,
-            false,
-            EXECUTE_CONTEXT_DESCRIPTION,
-        ),
-        info(
-            "query_and_synthesize",
-            RiskLevel::ReadOnly,
-            false,
-            QUERY_AND_SYNTHESIZE_DESCRIPTION,
-        ),
-        info(
-            "query_llm",
-            RiskLevel::ReadOnly,
-            false,
-            QUERY_LLM_DESCRIPTION,
-        ),
-        info(
-            "extract_snippets",
-            RiskLevel::ReadOnly,
-            false,
-            EXTRACT_SNIPPETS_DESCRIPTION,
-        ),
-        info(
-            "source_map",
-            RiskLevel::ReadOnly,
-            false,
-            SOURCE_MAP_DESCRIPTION,
-        ),
-        info(
-            "similarity_search",
-            RiskLevel::ReadOnly,
-            false,
-            SIMILARITY_SEARCH_DESCRIPTION,
-        ),
-        info(
-            "find_section",
-            RiskLevel::ReadOnly,
-            false,
-            FIND_SECTION_DESCRIPTION,
-        ),
+    // The pipeline tools: all read-only (the configured LLM is not URL access), none asks.
+    let pipeline_tools = [
+        ("query_context", QUERY_CONTEXT_DESCRIPTION),
+        ("execute_context", EXECUTE_CONTEXT_DESCRIPTION),
+        ("query_and_synthesize", QUERY_AND_SYNTHESIZE_DESCRIPTION),
+        ("query_llm", QUERY_LLM_DESCRIPTION),
+        ("extract_snippets", EXTRACT_SNIPPETS_DESCRIPTION),
+        ("source_map", SOURCE_MAP_DESCRIPTION),
+        ("similarity_search", SIMILARITY_SEARCH_DESCRIPTION),
+        ("find_section", FIND_SECTION_DESCRIPTION),
     ];
+    let mut out: Vec<ToolInfo> = pipeline_tools
+        .iter()
+        .map(|(name, description)| info(name, RiskLevel::ReadOnly, false, description))
+        .collect();
     for p in &remote.providers {
         out.push(info(
             &format!("query_{}", p.name),
