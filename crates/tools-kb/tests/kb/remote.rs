@@ -214,6 +214,29 @@ async fn remote_tools_need_url_access_and_load_url_refuses_private_addresses() {
         "{v}"
     );
     assert!(!v["text"].as_str().unwrap().contains("<p>"));
+    assert_eq!(v["truncated"], false);
+    // A page longer than load_url_max_bytes is cut there, and the output says so.
+    let mut small = f.config.remote.clone();
+    small.allow_private_addresses = true;
+    small.load_url_max_bytes = 20;
+    let mut reg = registry.clone();
+    reg.register(Arc::new(tools::LoadUrl(small)));
+    let mut config = SandboxConfig {
+        allow_url_access: true,
+        ..Default::default()
+    };
+    config
+        .require_user_permission
+        .insert("load_url".into(), false);
+    let out = Sandbox::new(config, reg, None)
+        .unwrap()
+        .execute("load_url", &json!({"url": format!("{base}/")}))
+        .await
+        .outcome
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["truncated"], true, "{v}");
+    assert!(!v["text"].as_str().unwrap().contains("Hello"), "{v}");
     // https is spoken: against this plain-HTTP server the TLS handshake fails, after a real
     // connection attempt (not a refusal of the scheme).
     let err = allowed
