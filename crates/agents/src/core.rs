@@ -415,22 +415,8 @@ impl AgentCore {
     ) -> Result<PathBuf, AgentError> {
         let dir = self.artifacts_dir()?;
         let filename = self.artifact_filename(name, suffix);
-        let stem = filename
-            .strip_suffix(suffix)
-            .unwrap_or(&filename)
-            .to_string();
-        let mut path = dir.join(&filename);
-        let mut n = 1;
-        let mut file = loop {
-            match OpenOptions::new().write(true).create_new(true).open(&path) {
-                Ok(f) => break f,
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => {
-                    n += 1;
-                    path = dir.join(format!("{stem}_{n}{suffix}"));
-                }
-                Err(source) => return Err(AgentError::Artifact { path, source }),
-            }
-        };
+        let (path, mut file) = create_unique(&dir, &filename, suffix)
+            .map_err(|(path, source)| AgentError::Artifact { path, source })?;
         file.write_all(contents.as_bytes())
             .and_then(|()| file.flush())
             .map_err(|source| AgentError::Artifact {
@@ -451,8 +437,9 @@ impl AgentCore {
     }
 
     /// Log `message`: to `tracing` (target `lsm_agents::log`, level info), to the log sink,
-    /// and to this run's log file `<logs_dir>/<agent>_<YYYYMMDD_HHMMSS>.log` (run start, UTC),
-    /// one timestamped entry per call. Logging never fails the run: a log file that cannot be
+    /// and to this run's log file `<logs_dir>/<agent>_<YYYYMMDD_HHMMSS>.log` (run start, UTC;
+    /// `_2`, `_3`, … before `.log` when another run already owns that name, so concurrent runs
+    /// never share a log), one timestamped entry per call. Logging never fails the run: a log file that cannot be
     /// written is reported once as a warning.
     pub fn log(&mut self, message: &str) {
         tracing::info!(target: "lsm_agents::log", agent = self.spec.name, "{message}");
@@ -474,27 +461,32 @@ impl AgentCore {
     }
 
     fn append_log(&mut self, message: &str) -> Result<(), AgentError> {
-        let path = match &self.run.log_file {
-            Some(p) => p.clone(),
-            None => {
-                let p = self.logs_dir()?.join(artifact_filename_at(
-                    self.spec.name,
-                    ".log",
-                    self.run.started_at,
-                ));
-                self.run.log_file = Some(p.clone());
-                p
-            }
-        };
         let line = format!(
             "{} {message}\n",
             Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)
         );
-        OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(line.as_bytes()))
+        let (path, mut file) =
+            match &self.run.log_file {
+                Some(p) => {
+                    let file = OpenOptions::new().append(true).open(p).map_err(|source| {
+                        AgentError::Log {
+                            path: p.clone(),
+                            source,
+                        }
+                    })?;
+                    (p.clone(), file)
+                }
+                None => {
+                    // The run's own file, created new: a concurrent run of the same agent that
+                    // started in the same second gets `_2`, never this run's file.
+                    let name = artifact_filename_at(self.spec.name, ".log", self.run.started_at);
+                    let (p, file) = create_unique(&self.logs_dir()?, &name, ".log")
+                        .map_err(|(path, source)| AgentError::Log { path, source })?;
+                    self.run.log_file = Some(p.clone());
+                    (p, file)
+                }
+            };
+        file.write_all(line.as_bytes())
             .map_err(|source| AgentError::Log { path, source })
     }
 }
@@ -539,4 +531,27 @@ pub fn artifact_filename_at(name: &str, suffix: &str, now: DateTime<Utc>) -> Str
         now.format("%Y%m%d_%H%M%S"),
         suffix
     )
+}
+
+/// Create `dir/filename`, which must not exist yet; when it does, `<stem>_2<suffix>`,
+/// `<stem>_3<suffix>`, … (`create_new` is atomic, so two runs — even in two processes — never
+/// get the same file). Err: the path tried last and why it failed.
+fn create_unique(
+    dir: &Path,
+    filename: &str,
+    suffix: &str,
+) -> Result<(PathBuf, std::fs::File), (PathBuf, std::io::Error)> {
+    let stem = filename.strip_suffix(suffix).unwrap_or(filename);
+    let mut path = dir.join(filename);
+    let mut n = 1;
+    loop {
+        match OpenOptions::new().write(true).create_new(true).open(&path) {
+            Ok(file) => return Ok((path, file)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => {
+                n += 1;
+                path = dir.join(format!("{stem}_{n}{suffix}"));
+            }
+            Err(e) => return Err((path, e)),
+        }
+    }
 }

@@ -455,3 +455,43 @@ async fn an_unwritable_workspace_fails_the_run_cleanly_and_finishes_the_executor
     assert_eq!(out.log_file, None, "the log could not be written either");
     assert_eq!(spy.finished(), [(0, RunOutcome::Failed)]);
 }
+
+#[tokio::test]
+async fn runs_that_start_in_the_same_second_never_share_a_log_file() {
+    // Another run of this agent already owns the log names of every second this run could
+    // start in; this run must create a file of its own, not append to one of them.
+    let spy = Spy::new(|_| done("the answer"));
+    let (_dir, ctx) = context(&spy);
+    let logs = ctx.agents_folder.join("general").join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let now = chrono::Utc::now();
+    let taken: Vec<std::path::PathBuf> = (-2..30)
+        .map(|s| {
+            let at = now + chrono::Duration::seconds(s);
+            let p = logs.join(artifact_filename_at("general", ".log", at));
+            std::fs::write(&p, "another run's line\n").unwrap();
+            p
+        })
+        .collect();
+    let mut agent = SimpleAgent::new(GENERAL, ctx);
+    let out = agent.run("do the thing").await;
+    let log = out.log_file.clone().unwrap();
+    assert!(
+        !taken.contains(&log),
+        "{} belongs to another run",
+        log.display()
+    );
+    let name = log.file_name().unwrap().to_str().unwrap();
+    assert!(
+        name.starts_with("general_") && name.ends_with("_2.log"),
+        "{name}"
+    );
+    let lines = log_lines(&out);
+    assert!(
+        lines.iter().all(|l| !l.contains("another run")),
+        "{lines:?}"
+    );
+    for p in &taken {
+        assert_eq!(std::fs::read_to_string(p).unwrap(), "another run's line\n");
+    }
+}
