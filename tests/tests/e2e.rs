@@ -1044,6 +1044,70 @@ fn tool_row(rows: &Value, name: &str) -> Value {
 }
 
 #[test]
+fn tools_list_shows_which_agents_are_offered_each_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("lsm.toml"),
+        "[sandbox.require_user_permission]\nread_file = true\n",
+    )
+    .unwrap();
+    let out = run(lsm(dir.path()).args(["tools", "list", "--json"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rows = stdout_json(&out);
+    // No built-in agent's allowlist names bash: no run offers it.
+    assert_eq!(tool_row(&rows, "bash")["agents"], json!([]));
+    let read = tool_row(&rows, "read_file");
+    assert!(
+        read["agents"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("general")),
+        "{read}"
+    );
+    assert!(
+        !read["agents"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("research")),
+        "{read}"
+    );
+    // The permission column follows the configuration, not only the tool's default.
+    assert_eq!(read["needs_permission"], true);
+    assert_eq!(
+        tool_row(&rows, "ask_user")["agents"]
+            .as_array()
+            .unwrap()
+            .len(),
+        8
+    );
+
+    let out = run(lsm(dir.path()).args(["tools", "list", "--agent", "research", "--json"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut names: Vec<String> = stdout_json(&out)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    // query_remote_chain is in research's allowlist but exists only with [kb.remote].
+    assert_eq!(names, ["ask_user", "query_and_synthesize"]);
+
+    let out = run(lsm(dir.path()).args(["tools", "list"]));
+    let table = String::from_utf8_lossy(&out.stdout);
+    let bash = table.lines().find(|l| l.starts_with("bash ")).unwrap();
+    assert!(bash.ends_with("[no agent]"), "{bash}");
+
+    let out = run(lsm(dir.path()).args(["tools", "list", "--agent", "nobody"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("unknown agent 'nobody'"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn tools_list_includes_the_memory_tools_and_their_permission_defaults() {
     let dir = tempfile::tempdir().unwrap();
     let out = run(lsm(dir.path()).args(["tools", "list", "--json"]));

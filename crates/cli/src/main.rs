@@ -98,9 +98,19 @@ enum AgentCommand {
 
 #[derive(Debug, Subcommand)]
 enum ToolsCommand {
-    /// List every tool a run can be offered: name, risk level, description, and when it is
-    /// offered (always, with memory on, with a knowledge base).
-    List(ListArgs),
+    /// List every tool a run can be offered: name, risk level, description, when it is
+    /// offered (always, with memory on, with a knowledge base) and to which agents.
+    List(ToolsListArgs),
+}
+
+#[derive(Debug, Args)]
+struct ToolsListArgs {
+    /// Only the tools this agent is offered (its allowlist).
+    #[arg(long, value_name = "NAME")]
+    agent: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -130,7 +140,7 @@ fn main() -> ExitCode {
     }
     let code = match cli.command {
         Command::Tools(ToolsCommand::List(args)) => {
-            tools_cmd::list(cli.config.as_deref(), args.json)
+            tools_cmd::list(cli.config.as_deref(), args.agent.as_deref(), args.json)
         }
         Command::Agent(AgentCommand::Run(args)) => agent_run::run(cli.config.as_deref(), *args),
         Command::Agent(AgentCommand::List(args)) => agents_cmd::list(args.json),

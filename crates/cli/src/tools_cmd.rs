@@ -35,15 +35,29 @@ impl Offered {
 struct Row {
     name: String,
     risk: RiskLevel,
+    /// Whether a call asks a person first, with this configuration's permission settings.
     needs_permission: bool,
     description: String,
     offered: Offered,
+    /// The built-in agents whose allowlist names the tool: only they are ever offered it.
+    agents: Vec<&'static str>,
 }
 
-/// Print every tool a run can be offered: the built-ins, the memory tools (offered when
-/// `[agents.memory]` is on) and the knowledge-base tools (offered when an index exists),
-/// with the remote-source tools of the configuration's `[kb.remote]`.
-pub fn list(config_path: Option<&Path>, json: bool) -> u8 {
+/// The built-in agents offered `tool`: those whose allowlist names it (`ask_user` is added
+/// to every allowlist when it is registered, which every run of `lsm` does).
+fn agents_offered(tool: &str) -> Vec<&'static str> {
+    lsm_agents::BUILTIN
+        .iter()
+        .filter(|a| tool == "ask_user" || a.tools.contains(&tool))
+        .map(|a| a.name)
+        .collect()
+}
+
+/// Print every tool a run can be offered: the built-ins, `ask_user`, the memory tools
+/// (offered when `[agents.memory]` is on) and the knowledge-base tools (offered when an index
+/// exists), with the remote-source tools of the configuration's `[kb.remote]`; each with the
+/// agents whose allowlist names it. With `agent`, only the tools that agent is offered.
+pub fn list(config_path: Option<&Path>, agent: Option<&str>, json: bool) -> u8 {
     let config = match config::load(config_path, &config::lsm_env()) {
         Ok(c) => c,
         Err(e) => {
@@ -51,32 +65,56 @@ pub fn list(config_path: Option<&Path>, json: bool) -> u8 {
             return exit::USAGE;
         }
     };
+    if let Some(name) = agent
+        && lsm_agents::find(name).is_none()
+    {
+        let known: Vec<&str> = lsm_agents::BUILTIN.iter().map(|a| a.name).collect();
+        eprintln!(
+            "error: unknown agent '{name}'; the agents are: {} (see `lsm agent list`)",
+            known.join(", ")
+        );
+        return exit::USAGE;
+    }
     // The store is only named, never opened: listing touches no file.
     let store = std::sync::Arc::new(lsm_memory::MemoryStore::new(lsm_memory::StoreLayout::new(
         "Agents",
     )));
     let builtin = lsm_sandbox::builtin::registry();
     let memory = crate::memory_wiring::with_memory_tools(lsm_sandbox::ToolRegistry::new(), &store);
+    let interaction = crate::interaction_wiring::run_channel(&config.agents.interaction)
+        .map(|channel| {
+            lsm_sandbox::ToolRegistry::new().with(std::sync::Arc::new(
+                lsm_interaction::AskUserTool::new(channel),
+            ))
+        })
+        .unwrap_or_default();
+    let sandbox = &config.sandbox;
     let row = |t: &std::sync::Arc<dyn lsm_sandbox::Tool>, offered| Row {
         name: t.name().to_string(),
         risk: t.risk(),
-        needs_permission: t.needs_permission(),
+        needs_permission: sandbox.asks_permission(t.name(), t.risk(), t.needs_permission()),
         description: t.description().to_string(),
         offered,
+        agents: agents_offered(t.name()),
     };
     let mut rows: Vec<Row> = builtin.iter().map(|t| row(t, Offered::Always)).collect();
+    rows.extend(interaction.iter().map(|t| row(t, Offered::Always)));
     rows.extend(memory.iter().map(|t| row(t, Offered::Memory)));
     rows.extend(
         lsm_tools_kb::tools::catalog(&config.kb.remote)
             .into_iter()
             .map(|t| Row {
+                needs_permission: sandbox.asks_permission(&t.name, t.risk, t.needs_permission),
+                agents: agents_offered(&t.name),
                 name: t.name,
                 risk: t.risk,
-                needs_permission: t.needs_permission,
                 description: t.description,
                 offered: Offered::KnowledgeBase,
             }),
     );
+    if let Some(name) = agent {
+        rows.retain(|r| r.agents.contains(&name));
+    }
     if json {
         match serde_json::to_string(&rows) {
             Ok(text) => println!("{text}"),
@@ -103,16 +141,30 @@ pub fn list(config_path: Option<&Path>, json: bool) -> u8 {
         .max(4);
     println!("{:<width$}  {:<risk_width$}  DESCRIPTION", "NAME", "RISK");
     for r in &rows {
+        let no_agent = if r.agents.is_empty() {
+            " [no agent]"
+        } else {
+            ""
+        };
         println!(
-            "{:<width$}  {:<risk_width$}  {}{}",
+            "{:<width$}  {:<risk_width$}  {}{}{no_agent}",
             r.name,
             risk_of(r),
             r.description,
             r.offered.marker()
         );
     }
-    println!("\n* needs a person's permission by default");
+    println!("\n* asks a person's permission first (with this configuration)");
     println!("[memory] offered when [agents.memory] is on");
     println!("[kb] offered when a knowledge base exists (`lsm ingest <dir>`)");
+    match agent {
+        Some(name) => println!("(the tools agent '{name}' may be offered)"),
+        None => {
+            println!("[no agent] no built-in agent's allowlist names it, so no run offers it");
+            println!(
+                "An agent is offered only the tools its allowlist names: `lsm tools list --agent NAME`."
+            );
+        }
+    }
     exit::OK
 }

@@ -113,6 +113,16 @@ impl SandboxConfig {
         }
     }
 
+    /// Whether a call of `tool` (of risk `risk`, asking by default when `tool_default`) asks a
+    /// person first: the per-tool setting, else the per-risk setting, else the tool's default.
+    pub fn asks_permission(&self, tool: &str, risk: RiskLevel, tool_default: bool) -> bool {
+        self.require_user_permission
+            .get(tool)
+            .or_else(|| self.require_permission_by_risk.get(&risk))
+            .copied()
+            .unwrap_or(tool_default)
+    }
+
     /// The rate limit that applies to `tool`.
     pub fn rate_limit_for(&self, tool: &str) -> RateLimit {
         self.rate_limits
