@@ -152,6 +152,25 @@ fn tools_list_shows_every_builtin_with_its_risk() {
 // ---------- the bundled example ----------
 
 #[test]
+fn lsm_log_sets_the_log_filter_and_a_pipe_gets_no_colour_codes() {
+    let dir = example_copy();
+    let config = dir.path().join("lsm.toml");
+    let mut cmd = lsm(dir.path());
+    cmd.env("LSM_LOG", "debug")
+        .args(["agent", "run", "general", "--json", "--config"])
+        .arg(&config)
+        .args(["--task", "Summarize notes.md into summary.md"]);
+    let out = run(&mut cmd);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("DEBUG"),
+        "LSM_LOG=debug shows debug lines:\n{err}"
+    );
+    assert!(!err.contains('\u{1b}'), "no ANSI codes on a pipe:\n{err}");
+}
+
+#[test]
 fn the_bundled_example_reads_and_writes_in_its_workspace() {
     let dir = example_copy();
     let config = dir.path().join("lsm.toml");

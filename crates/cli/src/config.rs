@@ -491,8 +491,11 @@ fn resolve_paths(config: &mut Config, base: &Path) {
 }
 
 /// `LSM_*` variables that are not settings of `lsm.toml`: `LSM_MODEL_CACHE` moves the model
-/// cache folder (shared with `cargo xtask fetch-model`).
-const NOT_SETTINGS: &[&str] = &[lsm_providers::MODEL_CACHE_ENV];
+/// cache folder (shared with `cargo xtask fetch-model`); `LSM_LOG` is the log filter.
+const NOT_SETTINGS: &[&str] = &[lsm_providers::MODEL_CACHE_ENV, LOG_ENV];
+
+/// The log filter's variable (`info`, `debug`, `lsm_harness=debug`, …).
+pub const LOG_ENV: &str = "LSM_LOG";
 
 /// The `LSM_*` variables of this process that override settings.
 pub fn lsm_env() -> Vec<(String, String)> {
@@ -804,10 +807,11 @@ read_timeout_seconds = 600
     }
 
     #[test]
-    fn the_model_cache_variable_is_not_a_setting() {
+    fn the_model_cache_and_log_variables_are_not_settings() {
         let env = settings_env(
             [
                 ("LSM_MODEL_CACHE".to_string(), "/tmp/models".to_string()),
+                ("LSM_LOG".to_string(), "lsm_harness=debug".to_string()),
                 ("LSM_LLM_PROVIDER".to_string(), "local".to_string()),
                 ("HOME".to_string(), "/root".to_string()),
             ]

@@ -28,6 +28,7 @@ mod tools_cmd;
 mod tui;
 mod wiring;
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -161,11 +162,35 @@ fn init_logging(verbose: u8) {
         1 => "info",
         _ => "debug",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("LSM_LOG")
+    let filter = tracing_subscriber::EnvFilter::try_from_env(config::LOG_ENV)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(use_color(
+            std::io::stderr().is_terminal(),
+            std::env::var_os("NO_COLOR").as_deref(),
+        ))
         .without_time()
         .try_init();
+}
+
+/// Colour (ANSI codes) only on a terminal, and never when `NO_COLOR` is set to anything but
+/// the empty string (<https://no-color.org>).
+fn use_color(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    terminal && no_color.is_none_or(std::ffi::OsStr::is_empty)
+}
+
+#[cfg(test)]
+mod color_tests {
+    use super::use_color;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        assert!(use_color(true, None));
+        assert!(use_color(true, Some(OsStr::new(""))));
+        assert!(!use_color(true, Some(OsStr::new("1"))));
+        assert!(!use_color(false, None));
+    }
 }
