@@ -1988,3 +1988,67 @@ fn an_agent_asks_the_knowledge_base_through_query_and_synthesize() {
             .ends_with("wings.md")
     );
 }
+
+#[test]
+fn knowledge_base_synthesis_stops_at_the_runs_token_budget() {
+    // The reported defect: with --max-tokens-budget 300, one answer asking for four
+    // query_and_synthesize calls spent 1215 tokens — the tools' own LLM calls went on past
+    // the ceiling, uncapped.
+    let dir = kb_fixture();
+    assert_eq!(
+        run(lsm(dir.path()).args(["ingest", "notes"])).status.code(),
+        Some(0)
+    );
+    let ask = json!({"name": "query_and_synthesize",
+                     "arguments": {"query": "What is flutter?", "mode": "grounded"}});
+    let mut script = vec![json!({"tool_calls": [ask, ask, ask, ask],
+                                 "usage": {"input_tokens": 10, "output_tokens": 5}})];
+    // What the synthesis calls would answer: a short prompt, a long answer.
+    for i in 0..4 {
+        script.push(json!({"text": format!("Flutter, answer {i} [S1]."),
+                           "usage": {"input_tokens": 100, "output_tokens": 400}}));
+    }
+    script.push(text("never reached"));
+    let lines: String = script.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(dir.path().join("agent.jsonl"), lines).unwrap();
+    let out = agent_run(
+        dir.path(),
+        &dir.path().join("agent.jsonl"),
+        &["--max-tokens-budget", "300"],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let summary = stdout_json(&out);
+    assert_eq!(summary["run_outcome"], "budget_exhausted", "{summary}");
+    // The agent's call (15), then one synthesis call whose answer was capped to the 285
+    // tokens left: the overshoot is that call's prompt, no more.
+    assert_eq!(
+        summary["token_usage"]["tokens_used"],
+        15 + 100 + 285,
+        "{summary}"
+    );
+    assert_eq!(summary["token_usage"]["iterations"], 1, "{summary}");
+    let run_dir = dir
+        .path()
+        .join("Agents/general/logs")
+        .join(summary["run_id"].as_str().unwrap());
+    let transcript: Vec<Value> = std::fs::read_to_string(run_dir.join("transcript.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let results: Vec<&Value> = transcript
+        .iter()
+        .filter(|e| e["event"] == "tool_result")
+        .collect();
+    assert_eq!(results.len(), 4);
+    assert!(results[0]["result"].as_str().unwrap().contains("answer 0"));
+    for r in &results[1..] {
+        let error = r["error"].as_str().unwrap();
+        assert!(
+            error.contains(
+                "budget exhausted: the run's token budget (300) is spent; no further model calls are possible in this run"
+            ),
+            "{error}"
+        );
+    }
+}

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -303,81 +303,39 @@ pub struct AgentKb {
     pub registry: lsm_sandbox::ToolRegistry,
     /// The mode check run before the KB tools.
     pub guard: Option<Arc<dyn lsm_harness::ToolCallGuard>>,
-    /// Tokens the KB tools spend through the provider, for the run's budget.
-    pub usage: Option<Arc<dyn lsm_harness::ExternalUsage>>,
 }
 
 /// The tools of an agent run: the built-ins, plus the knowledge-base tools when an index
-/// exists at `[kb] index_dir`, with the guard that checks their modes before they run and
-/// the meter that charges their LLM calls to the run's budget.
+/// exists at `[kb] index_dir`, with the guard that checks their modes before they run. The
+/// KB tools call `provider` only through the run's `budget` (a `BudgetedProvider`): each of
+/// their LLM calls is refused once the run's budget is spent, capped to what is left, and
+/// charged in tokens and cost.
 ///
 /// # Errors
 /// When the index exists but cannot be opened (another embedder, a missing model).
-pub fn agent_tools(config: &Config, provider: Arc<dyn lsm_providers::Provider>) -> Result<AgentKb> {
+pub fn agent_tools(
+    config: &Config,
+    provider: Arc<dyn lsm_providers::Provider>,
+    budget: &lsm_harness::RunBudget,
+) -> Result<AgentKb> {
     let base = lsm_sandbox::builtin::registry();
     if lsm_tools_kb::store::read_manifest(&config.kb.index_dir)?.is_none() {
         return Ok(AgentKb {
             registry: base,
             guard: None,
-            usage: None,
         });
     }
     let kb = Arc::new(KnowledgeBase::open(&config.kb)?);
     let policy = ModePolicy::new(&config.kb.allowed_profiles, config.sandbox.allow_url_access);
     let guard = lsm_tools_kb::ModeGuard::new(policy.clone(), config.kb.modes.clone());
-    let spent = Arc::new(AtomicU64::new(0));
-    let metered: Arc<dyn lsm_providers::Provider> = Arc::new(Metered {
-        inner: provider,
-        spent: Arc::clone(&spent),
-    });
+    let gated: Arc<dyn lsm_providers::Provider> =
+        Arc::new(lsm_harness::BudgetedProvider::new(provider, budget.clone()));
     let remote = lsm_tools_kb::remote::build_providers(&config.kb.remote)?;
-    let pipeline = Arc::new(Pipeline::new(kb, Some(metered), policy).with_remote(remote));
+    let pipeline = Arc::new(Pipeline::new(kb, Some(gated), policy).with_remote(remote));
     Ok(AgentKb {
         registry: lsm_tools_kb::tools::registry_with(base, Some(pipeline)),
         guard: Some(Arc::new(KbModeGuard(guard))),
-        usage: Some(Arc::new(Meter(spent))),
     })
-}
-
-/// The provider as the KB tools use it: every call's usage is added to a meter.
-struct Metered {
-    inner: Arc<dyn lsm_providers::Provider>,
-    spent: Arc<AtomicU64>,
-}
-
-#[async_trait::async_trait]
-impl lsm_providers::Provider for Metered {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn model(&self) -> &str {
-        self.inner.model()
-    }
-    async fn complete(
-        &self,
-        request: &lsm_providers::LlmRequest,
-    ) -> Result<lsm_providers::LlmResponse, lsm_providers::ProviderError> {
-        let r = self.inner.complete(request).await;
-        let tokens = match &r {
-            Ok(resp) => resp.usage.total(),
-            // A failed call is charged its prompt estimate: it may have cost that much.
-            Err(_) => self.inner.estimate_prompt_tokens(request),
-        };
-        self.spent.fetch_add(tokens, Ordering::SeqCst);
-        r
-    }
-    fn estimate_prompt_tokens(&self, request: &lsm_providers::LlmRequest) -> u64 {
-        self.inner.estimate_prompt_tokens(request)
-    }
-}
-
-/// The harness's view of the meter.
-struct Meter(Arc<AtomicU64>);
-
-impl lsm_harness::ExternalUsage for Meter {
-    fn take(&self) -> u64 {
-        self.0.swap(0, Ordering::SeqCst)
-    }
 }
 
 /// The harness's view of the knowledge base's mode check.

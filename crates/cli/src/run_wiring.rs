@@ -1,12 +1,12 @@
 //! The parts every agent run is wired from, shared by `lsm agent run` and the runtime
 //! manager (`lsm tui`): the tool registry (built-ins, knowledge-base tools when an index
 //! exists, memory tools when enabled, `ask_user` on the run's channel), the sandbox, and a `HarnessFactory` with the run's stop token and
-//! standing memory.
+//! standing memory, and the run's one budget, shared by the harness and the KB tools.
 
 use std::sync::Arc;
 
 use anyhow::Result;
-use lsm_harness::HarnessFactory;
+use lsm_harness::{BudgetLimits, HarnessFactory, RunBudget};
 use lsm_interaction::InteractionChannel;
 use lsm_providers::Provider;
 use tokio_util::sync::CancellationToken;
@@ -25,6 +25,7 @@ pub struct RunParts {
 }
 
 /// Wire one run of `config` on `provider`, asking `channel` whenever a person must decide.
+/// The factory is for this one run: its harness and the KB tools share the run's budget.
 ///
 /// # Errors
 /// When the sandbox configuration cannot be used (a usage error).
@@ -34,8 +35,11 @@ pub fn build_run(
     channel: &Arc<InteractionChannel>,
     stop: CancellationToken,
 ) -> Result<RunParts> {
+    // One budget for the run: the harness's LLM calls and those the knowledge-base tools
+    // make pass the same gate and are charged to it.
+    let budget = RunBudget::new(BudgetLimits::from_config(&config.agents.harness));
     // The built-ins, plus the knowledge-base tools when an index exists.
-    let kb = crate::kb_cmd::agent_tools(config, Arc::clone(&provider))
+    let kb = crate::kb_cmd::agent_tools(config, Arc::clone(&provider), &budget)
         .map_err(|e| usage(format!("the knowledge base cannot be used: {e:#}")))?;
     let mut registry = kb.registry;
     let memory = config
@@ -49,13 +53,10 @@ pub fn build_run(
     let ask_user_available = sandbox.registry().contains("ask_user");
     let mut factory =
         HarnessFactory::new(config.agents.harness.clone(), provider, Arc::new(sandbox))
-            .with_stop_token(stop);
+            .with_stop_token(stop)
+            .with_budget(budget);
     if let Some(guard) = kb.guard {
         factory = factory.with_call_guard(guard);
-    }
-    if let Some(meter) = kb.usage {
-        // LLM calls made inside knowledge-base tools count against the run's budget.
-        factory = factory.with_external_usage(meter);
     }
     if let Some(store) = memory {
         factory = factory.with_memory(Arc::new(StoreMemory::new(

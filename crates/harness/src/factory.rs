@@ -8,7 +8,7 @@ use lsm_sandbox::Sandbox;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    AgentHarness, EventSink, ExternalUsage, HarnessConfig, MemoryProvider, NoMemory, ToolCallGuard,
+    AgentHarness, EventSink, HarnessConfig, MemoryProvider, NoMemory, RunBudget, ToolCallGuard,
 };
 
 /// Builds one [`AgentHarness`] per run, all sharing a provider, a sandbox, a memory provider,
@@ -22,7 +22,7 @@ pub struct HarnessFactory {
     stop: CancellationToken,
     events: Option<Arc<dyn EventSink>>,
     guards: Vec<Arc<dyn ToolCallGuard>>,
-    external_usage: Vec<Arc<dyn ExternalUsage>>,
+    budget: Option<RunBudget>,
 }
 
 impl std::fmt::Debug for HarnessFactory {
@@ -44,7 +44,7 @@ impl HarnessFactory {
             stop: CancellationToken::new(),
             events: None,
             guards: Vec::new(),
-            external_usage: Vec::new(),
+            budget: None,
         }
     }
 
@@ -72,9 +72,13 @@ impl HarnessFactory {
         self
     }
 
-    /// Every harness counts the tokens `source` reports against its run's budget.
-    pub fn with_external_usage(mut self, source: Arc<dyn ExternalUsage>) -> Self {
-        self.external_usage.push(source);
+    /// Every harness built gates and charges its LLM calls to `budget` (see
+    /// [`AgentHarness::with_budget`]), shared with the [`crate::BudgetedProvider`] of the
+    /// run's tools. A budget belongs to one run: give a factory holding one to one run only
+    /// (the CLI wires a factory per run). Without it, each harness has a budget of its own
+    /// from the config.
+    pub fn with_budget(mut self, budget: RunBudget) -> Self {
+        self.budget = Some(budget);
         self
     }
 
@@ -95,8 +99,8 @@ impl HarnessFactory {
         for g in &self.guards {
             h = h.with_call_guard(Arc::clone(g));
         }
-        for u in &self.external_usage {
-            h = h.with_external_usage(Arc::clone(u));
+        if let Some(budget) = &self.budget {
+            h = h.with_budget(budget.clone());
         }
         h
     }

@@ -17,6 +17,7 @@ use lsm_sandbox::{Caller, Sandbox, ToolEvent, ToolEventKind};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::budget::{BudgetLimits, RunBudget};
 use crate::contexts::{Contexts, apply_strategy, label_name};
 use crate::records::{
     ApprovalEvent, ApprovalsDenials, ContextTracking, LabelTracking, MemoryCounts, Recorder,
@@ -88,17 +89,8 @@ pub trait ToolCallGuard: Send + Sync {
     fn check(&self, tool: &str, arguments: &Value) -> Result<(), String>;
 }
 
-/// Tokens spent for the run outside the harness's own LLM calls — by tools that call a
-/// provider themselves (knowledge-base synthesis, `query_llm`). The harness drains it after
-/// every tool call and counts it against the run's budget, so such tools cannot bypass the
-/// budget: the next LLM call is refused once it is spent (overshoot: at most what one tool
-/// call spent).
-pub trait ExternalUsage: Send + Sync {
-    /// The tokens spent since the last call, resetting the count to zero.
-    fn take(&self) -> u64;
-}
-
-/// Token accounting of a run. Visible to the harness's owner (the CLI, tests), never to an
+/// Token accounting of a run: every LLM call charged to its [`RunBudget`], the harness's own
+/// and those made inside tools. Visible to the harness's owner (the CLI, tests), never to an
 /// agent: it is not part of any phase result.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct RunUsage {
@@ -112,7 +104,7 @@ pub struct RunUsage {
     pub cached_tokens: u64,
     /// Prompt tokens written to the provider's cache.
     pub cache_creation_tokens: u64,
-    /// LLM calls made.
+    /// LLM calls charged (the harness's own and those made inside tools).
     pub llm_calls: u64,
     /// What the calls cost in US dollars (`None` while the provider has no prices).
     pub cost_usd: Option<f64>,
@@ -155,9 +147,10 @@ pub struct AgentHarness {
     stop: CancellationToken,
     events: Option<Arc<dyn EventSink>>,
     guards: Vec<Arc<dyn ToolCallGuard>>,
-    external_usage: Vec<Arc<dyn ExternalUsage>>,
+    budget: RunBudget,
     contexts: Contexts,
-    usage: RunUsage,
+    /// The loop's own LLM calls (the summary's `iterations`).
+    llm_calls: u64,
     recorder: Arc<Mutex<Recorder>>,
     run_id: String,
     started_at: DateTime<Utc>,
@@ -210,6 +203,7 @@ impl AgentHarness {
             .join("logs")
             .join(&run_id);
         let recorder = Recorder::new(run_dir, run_id.clone(), config.write_records);
+        let budget = RunBudget::new(BudgetLimits::from_config(&config));
         AgentHarness {
             allowlist: identity.tool_allowlist.iter().cloned().collect(),
             identity,
@@ -221,9 +215,9 @@ impl AgentHarness {
             stop: CancellationToken::new(),
             events: None,
             guards: Vec::new(),
-            external_usage: Vec::new(),
+            budget,
             contexts: Contexts::default(),
-            usage: RunUsage::default(),
+            llm_calls: 0,
             recorder: Arc::new(Mutex::new(recorder)),
             run_id,
             started_at,
@@ -264,10 +258,20 @@ impl AgentHarness {
         self
     }
 
-    /// Count the tokens `source` reports (spent by tools) against the run's budget.
-    pub fn with_external_usage(mut self, source: Arc<dyn ExternalUsage>) -> Self {
-        self.external_usage.push(source);
+    /// Gate and charge every LLM call of this run to `budget` instead of a budget of its
+    /// own (whose limits come from the config). Give the same budget to the
+    /// [`crate::BudgetedProvider`] of the run's tools, so their calls share the ceiling.
+    /// Its limits replace the config's `max_tokens_budget`, `max_cost_usd`,
+    /// `max_output_tokens` and `reserve_prompt_estimate`.
+    pub fn with_budget(mut self, budget: RunBudget) -> Self {
+        self.budget = budget;
         self
+    }
+
+    /// The run's budget (a handle on the same ledger), e.g. for a tool's
+    /// [`crate::BudgetedProvider`].
+    pub fn budget(&self) -> RunBudget {
+        self.budget.clone()
     }
 
     /// The token that stops this run when cancelled.
@@ -280,9 +284,9 @@ impl AgentHarness {
         &self.run_id
     }
 
-    /// Token accounting so far.
+    /// Token accounting so far (of every call charged to the run's budget).
     pub fn usage(&self) -> RunUsage {
-        self.usage
+        self.budget.usage()
     }
 
     /// The run's log folder.
@@ -315,41 +319,19 @@ impl AgentHarness {
         }
     }
 
-    fn budget_left(&self) -> u64 {
-        self.config
-            .max_tokens_budget
-            .saturating_sub(self.usage.tokens_used)
-    }
-
-    /// What is left of the cost ceiling, in dollars (`None`: no ceiling).
-    fn cost_left(&self) -> Option<f64> {
-        self.config
-            .max_cost_usd
-            .map(|max| (max - self.usage.cost_usd.unwrap_or(0.0)).max(0.0))
-    }
-
-    /// Why no further call may be made at all, if that is so.
-    fn exhausted(&self) -> Option<String> {
-        if self.budget_left() == 0 {
-            return Some("the token budget is used up".into());
-        }
-        if self.cost_left().is_some_and(|left| left <= 0.0) {
-            return Some("the cost ceiling (max_cost_usd) is reached".into());
-        }
-        None
-    }
-
     fn record_exhausted(
         &mut self,
         label: &str,
         reason: &str,
         estimate: Option<u64>,
     ) -> Result<(), String> {
+        let usage = self.budget.usage();
+        let limits = self.budget.limits();
         self.record(
             "budget_exhausted",
-            json!({"label": label, "reason": reason, "tokens_used": self.usage.tokens_used,
-                   "max_tokens_budget": self.config.max_tokens_budget,
-                   "cost_usd": self.usage.cost_usd, "max_cost_usd": self.config.max_cost_usd,
+            json!({"label": label, "reason": reason, "tokens_used": usage.tokens_used,
+                   "max_tokens_budget": limits.max_tokens,
+                   "cost_usd": usage.cost_usd, "max_cost_usd": limits.max_cost_usd,
                    "prompt_tokens_estimate": estimate}),
         )
     }
@@ -409,58 +391,6 @@ impl AgentHarness {
             recorder: Arc::clone(&self.recorder),
             events: self.events.clone(),
         }
-    }
-
-    /// The output cap of the next call, or why the call must not be made.
-    ///
-    /// Always: at most `max_output_tokens`, at most what is left of the token budget, and at
-    /// most what is left of the cost ceiling buys at the model's output price. With
-    /// `reserve_prompt_estimate`, the prompt estimate is taken out of both first, and a call
-    /// whose estimated prompt does not fit is not made.
-    fn output_cap(
-        &self,
-        estimate: u64,
-        pricing: Option<lsm_providers::Pricing>,
-    ) -> Result<u64, String> {
-        let left = self.budget_left();
-        let reserve = self.config.reserve_prompt_estimate;
-        let mut cap = self.config.max_output_tokens.map_or(left, |m| m.min(left));
-        if reserve {
-            if estimate >= left {
-                return Err(format!(
-                    "the next prompt (about {estimate} tokens) does not fit in the {left} tokens left of the budget"
-                ));
-            }
-            cap = cap.min(left - estimate);
-        }
-        if let Some(cost_left) = self.cost_left() {
-            match pricing {
-                Some(p) => {
-                    let mut dollars = cost_left;
-                    if reserve {
-                        let prompt = p.input_cost(estimate);
-                        if prompt >= dollars {
-                            return Err(format!(
-                                "the next prompt (about {estimate} tokens, ${prompt:.6}) costs more than the ${dollars:.6} left of max_cost_usd"
-                            ));
-                        }
-                        dollars -= prompt;
-                    }
-                    let affordable = p.output_tokens_for(dollars);
-                    if affordable == 0 {
-                        return Err(format!(
-                            "the ${dollars:.6} left of max_cost_usd buys no output token"
-                        ));
-                    }
-                    cap = cap.min(affordable);
-                }
-                None => tracing::warn!(
-                    run_id = %self.run_id,
-                    "max_cost_usd is set but the provider has no prices: the cost ceiling cannot be enforced"
-                ),
-            }
-        }
-        Ok(cap)
     }
 
     /// Tool definitions offered in a phase: allowlisted, registered, within `tool_names`.
@@ -600,8 +530,8 @@ impl AgentHarness {
         let stop = self.stop.clone();
 
         for iteration in 1..=max_iterations {
-            if let Some(reason) = self.exhausted() {
-                self.record_exhausted(&lname, &reason, None)?;
+            if let Some(exhausted) = self.budget.exhausted() {
+                self.record_exhausted(&lname, &exhausted.reason, None)?;
                 return Ok(StopReason::BudgetExhausted);
             }
             if stop.is_cancelled() {
@@ -651,13 +581,16 @@ impl AgentHarness {
             };
             let estimate = provider.estimate_prompt_tokens(&request);
             let pricing = provider.pricing();
-            match self.output_cap(estimate, pricing) {
-                Ok(cap) => request.options.max_output_tokens = Some(cap),
-                Err(reason) => {
-                    self.record_exhausted(&lname, &reason, Some(estimate))?;
+            // The same gate as a tool's calls: output capped to what is left (the config's
+            // max_output_tokens is the budget's per-call limit).
+            let permit = match self.budget.begin(estimate, pricing, None) {
+                Ok(permit) => permit,
+                Err(exhausted) => {
+                    self.record_exhausted(&lname, &exhausted.reason, Some(estimate))?;
                     return Ok(StopReason::BudgetExhausted);
                 }
-            }
+            };
+            request.options.max_output_tokens = Some(permit.max_output_tokens());
             self.record(
                 "llm_request",
                 json!({
@@ -700,11 +633,13 @@ impl AgentHarness {
             while let Ok(ev) = rx.try_recv() {
                 self.provider_event(&label, ev)?;
             }
-            self.usage.llm_calls += 1;
+            self.llm_calls += 1;
             self.contexts.get_or_create(&label).iterations += 1;
             let response = match response {
                 Ok(r) => r,
                 Err(e) => {
+                    // Not charged: the phase ends here as an error.
+                    drop(permit);
                     if e.breaks_chain() {
                         self.contexts.get_or_create(&label).last_response_id = None;
                     }
@@ -713,18 +648,8 @@ impl AgentHarness {
                     return Err(message);
                 }
             };
-            self.usage.input_tokens += response.usage.input_tokens;
-            self.usage.output_tokens += response.usage.output_tokens;
-            self.usage.cached_tokens += response.usage.cached_tokens;
-            self.usage.cache_creation_tokens += response.usage.cache_creation_tokens;
-            self.usage.tokens_used = self
-                .usage
-                .tokens_used
-                .saturating_add(response.usage.total());
-            let cost = pricing.map(|p| p.cost(&response.usage));
-            if let Some(c) = cost {
-                self.usage.cost_usd = Some(self.usage.cost_usd.unwrap_or(0.0) + c);
-            }
+            let cost = permit.charge(&response.usage);
+            let totals = self.budget.usage();
             self.record(
                 "llm_response",
                 json!({
@@ -734,9 +659,9 @@ impl AgentHarness {
                     "tool_calls": response.tool_calls,
                     "usage": response.usage,
                     "response_id": response.response_id,
-                    "tokens_used": self.usage.tokens_used,
+                    "tokens_used": totals.tokens_used,
                     "cost_usd": cost,
-                    "total_cost_usd": self.usage.cost_usd,
+                    "total_cost_usd": totals.cost_usd,
                 }),
             )?;
             {
@@ -852,18 +777,26 @@ impl AgentHarness {
         let sandbox = Arc::clone(&self.sandbox);
         let stop = self.stop.clone();
         let caller = Caller::new(self.identity.name.clone(), self.run_id.clone());
+        let before = self.budget.usage();
         let execution = tokio::select! {
             biased;
             () = stop.cancelled() => None,
             e = sandbox.execute_as(&caller, name, arguments) => Some(e),
         };
-        let spent: u64 = self.external_usage.iter().map(|u| u.take()).sum();
-        if spent > 0 {
-            self.usage.tokens_used = self.usage.tokens_used.saturating_add(spent);
+        // What the tool's own LLM calls (through a BudgetedProvider) charged to the run.
+        let after = self.budget.usage();
+        if after.llm_calls > before.llm_calls {
+            let cost = after
+                .cost_usd
+                .map(|total| total - before.cost_usd.unwrap_or(0.0));
             self.record(
                 "tool_usage",
-                json!({"label": label, "tool": name, "tokens": spent,
-                       "tokens_used": self.usage.tokens_used}),
+                json!({"label": label, "tool": name,
+                       "llm_calls": after.llm_calls - before.llm_calls,
+                       "tokens": after.tokens_used.saturating_sub(before.tokens_used),
+                       "cost_usd": cost,
+                       "tokens_used": after.tokens_used,
+                       "total_cost_usd": after.cost_usd}),
             )?;
         }
         let Some(execution) = execution else {
@@ -990,16 +923,20 @@ impl AgentHarness {
             tool_sequence: self.tool_sequence.clone(),
             approvals_denials: self.approvals.clone(),
             artifacts_created: self.artifacts.clone(),
-            token_usage: TokenUsage {
-                tokens_used: self.usage.tokens_used,
-                max_tokens_budget: self.config.max_tokens_budget,
-                iterations: self.usage.llm_calls,
-                input_tokens: self.usage.input_tokens,
-                output_tokens: self.usage.output_tokens,
-                cached_tokens: self.usage.cached_tokens,
-                cache_creation_tokens: self.usage.cache_creation_tokens,
-                cost_usd: self.usage.cost_usd,
-                max_cost_usd: self.config.max_cost_usd,
+            token_usage: {
+                let usage = self.budget.usage();
+                let limits = self.budget.limits();
+                TokenUsage {
+                    tokens_used: usage.tokens_used,
+                    max_tokens_budget: limits.max_tokens,
+                    iterations: self.llm_calls,
+                    input_tokens: usage.input_tokens,
+                    output_tokens: usage.output_tokens,
+                    cached_tokens: usage.cached_tokens,
+                    cache_creation_tokens: usage.cache_creation_tokens,
+                    cost_usd: usage.cost_usd,
+                    max_cost_usd: limits.max_cost_usd,
+                }
             },
             constraints: extract_constraints(&self.identity.topic),
             context_tracking: tracking,
@@ -1024,7 +961,7 @@ impl AgentHarness {
         let _ = self.record(
             "run_end",
             json!({"status": status, "run_outcome": run_outcome,
-                   "tokens_used": self.usage.tokens_used}),
+                   "tokens_used": self.budget.usage().tokens_used}),
         );
         let error = self.recorder().write_summary(&summary).err();
         if let Some(e) = &error {

@@ -22,11 +22,14 @@
 //! # What this crate must never do
 //!
 //! - Put an accounting figure in a [`lsm_phase::PhaseResult`]: tokens and cost stay here.
-//! - Make an LLM call once the budget is exhausted, in this phase or any later one.
+//! - Make an LLM call once the budget is exhausted, in this phase or any later one — its own
+//!   or one made inside a tool: the run's [`RunBudget`] gates both, and the composition root
+//!   hands tools that call a model a [`BudgetedProvider`] over that budget.
 //! - Let a tool failure, a provider failure or a record failure escape as a panic: each ends
 //!   as an error result fed to the model or as an `error` stop, and is recorded.
 //! - Execute a tool except through [`lsm_sandbox::Sandbox::execute`].
 
+mod budget;
 mod config;
 mod contexts;
 mod factory;
@@ -34,11 +37,11 @@ mod harness;
 mod memory;
 mod records;
 
+pub use budget::{BudgetExhausted, BudgetLimits, BudgetedProvider, CallPermit, RunBudget};
 pub use config::{ContextStrategy, HarnessConfig};
 pub use factory::HarnessFactory;
 pub use harness::{
-    AgentHarness, BLOCK_TOOL, EventSink, ExternalUsage, RecordHandle, RunReport, RunUsage,
-    ToolCallGuard,
+    AgentHarness, BLOCK_TOOL, EventSink, RecordHandle, RunReport, RunUsage, ToolCallGuard,
 };
 pub use memory::{MemoryProvider, NoMemory};
 pub use records::{

@@ -6,11 +6,17 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use lsm_harness::{AgentHarness, HarnessConfig, MemoryProvider, RunSummary};
+use lsm_harness::{
+    AgentHarness, BudgetLimits, BudgetedProvider, HarnessConfig, MemoryProvider, RunBudget,
+    RunSummary,
+};
 use lsm_phase::{
     AgentIdentity, DirectToolCall, PhaseExecutor, PhaseRequest, RunOutcome, StopReason, ToolOutcome,
 };
-use lsm_providers::{Pricing, Provider, Role, ScriptedProvider, ScriptedResponse};
+use lsm_providers::{
+    CallObserver, CallOptions, LlmRequest, LlmResponse, Message, Pricing, Provider, ProviderError,
+    Role, ScriptedProvider, ScriptedResponse,
+};
 use lsm_sandbox::{
     RateLimit, RiskLevel, Sandbox, SandboxConfig, Tool, ToolContext, ToolError, ToolEvent,
     ToolEventKind, ToolOutput, ToolRegistry,
@@ -105,11 +111,104 @@ impl Tool for StopButton {
     }
 }
 
+/// Calls the model itself, as a knowledge-base tool does: one call per execution, through the
+/// provider it was given (the run's gated one). A refused or failed call is its error result.
+struct AskModel(Arc<dyn Provider>);
+
+#[async_trait::async_trait]
+impl Tool for AskModel {
+    fn name(&self) -> &str {
+        "ask_model"
+    }
+    fn description(&self) -> &str {
+        "Ask the model a question."
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "properties": {
+                   "text": {"type": "string"},
+                   "max_output_tokens": {"type": "integer"}},
+               "required": ["text"], "additionalProperties": false})
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::ReadOnly
+    }
+    async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let request = LlmRequest {
+            messages: vec![Message::user(ctx.str_arg("text")?)],
+            tools: Vec::new(),
+            options: CallOptions {
+                max_output_tokens: Some(ctx.opt_u64_arg("max_output_tokens").unwrap_or(1024)),
+                ..CallOptions::default()
+            },
+        };
+        let response = self
+            .0
+            .complete(&request)
+            .await
+            .map_err(|e| ToolError::Failed(e.to_string()))?;
+        Ok(ToolOutput::text(format!("model:{}", response.text)))
+    }
+}
+
+/// One call as a provider saw it, in the run's order across the harness and its tools.
+#[derive(Debug, Clone)]
+struct LoggedCall {
+    from_tool: bool,
+    max_output_tokens: Option<u64>,
+    usage: Option<lsm_providers::Usage>,
+}
+
+type CallLog = Arc<std::sync::Mutex<Vec<LoggedCall>>>;
+
+/// Logs every call that reaches `inner` (so a refused call is never logged).
+struct Logged {
+    inner: Arc<ScriptedProvider>,
+    from_tool: bool,
+    log: CallLog,
+}
+
+#[async_trait::async_trait]
+impl Provider for Logged {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn model(&self) -> &str {
+        self.inner.model()
+    }
+    async fn complete(&self, request: &LlmRequest) -> Result<LlmResponse, ProviderError> {
+        self.complete_observed(request, &lsm_providers::NoObserver)
+            .await
+    }
+    async fn complete_observed(
+        &self,
+        request: &LlmRequest,
+        observer: &dyn CallObserver,
+    ) -> Result<LlmResponse, ProviderError> {
+        let r = self.inner.complete_observed(request, observer).await;
+        self.log.lock().unwrap().push(LoggedCall {
+            from_tool: self.from_tool,
+            max_output_tokens: request.options.max_output_tokens,
+            usage: r.as_ref().ok().map(|r| r.usage),
+        });
+        r
+    }
+    fn estimate_prompt_tokens(&self, request: &LlmRequest) -> u64 {
+        self.inner.estimate_prompt_tokens(request)
+    }
+    fn pricing(&self) -> Option<Pricing> {
+        self.inner.pricing()
+    }
+}
+
 // ---------- fixture ----------
 
 struct Fixture {
     dir: tempfile::TempDir,
     provider: Arc<ScriptedProvider>,
+    /// The model `ask_model` calls, behind the run's budget.
+    tool_provider: Arc<ScriptedProvider>,
+    /// Every call that reached either model, in order.
+    calls: CallLog,
     harness: AgentHarness,
     a_calls: Arc<AtomicUsize>,
     b_calls: Arc<AtomicUsize>,
@@ -124,6 +223,8 @@ struct Options {
     pricing: Option<Pricing>,
     max_cost_usd: Option<f64>,
     reserve_prompt_estimate: bool,
+    /// What the model answers `ask_model`'s calls.
+    tool_script: Vec<ScriptedResponse>,
 }
 
 impl Default for Options {
@@ -136,6 +237,7 @@ impl Default for Options {
             pricing: None,
             max_cost_usd: None,
             reserve_prompt_estimate: false,
+            tool_script: Vec::new(),
         }
     }
 }
@@ -149,7 +251,33 @@ fn fixture_with(script: Vec<ScriptedResponse>, opts: Options) -> Fixture {
     let a_calls = Arc::new(AtomicUsize::new(0));
     let b_calls = Arc::new(AtomicUsize::new(0));
     let stop = CancellationToken::new();
+    let config = HarnessConfig {
+        agents_folder: dir.path().join("Agents"),
+        max_tokens_budget: opts.budget,
+        max_iterations: 25,
+        max_output_tokens: opts.max_output_tokens,
+        max_cost_usd: opts.max_cost_usd,
+        reserve_prompt_estimate: opts.reserve_prompt_estimate,
+        ..HarnessConfig::default()
+    };
+    // One budget for the run, shared by the harness and the tool that calls the model.
+    let budget = RunBudget::new(BudgetLimits::from_config(&config));
+    let calls = CallLog::default();
+    let mut tool_scripted = ScriptedProvider::new(opts.tool_script);
+    if let Some(p) = opts.pricing {
+        tool_scripted = tool_scripted.with_pricing(p);
+    }
+    let tool_provider = Arc::new(tool_scripted);
+    let gated = BudgetedProvider::new(
+        Arc::new(Logged {
+            inner: Arc::clone(&tool_provider),
+            from_tool: true,
+            log: Arc::clone(&calls),
+        }),
+        budget.clone(),
+    );
     let registry = ToolRegistry::new()
+        .with(Arc::new(AskModel(Arc::new(gated))))
         .with(Arc::new(Echo {
             name: "tool_a",
             needs_permission: false,
@@ -180,15 +308,6 @@ fn fixture_with(script: Vec<ScriptedResponse>, opts: Options) -> Fixture {
         scripted = scripted.with_pricing(p);
     }
     let provider = Arc::new(scripted);
-    let config = HarnessConfig {
-        agents_folder: dir.path().join("Agents"),
-        max_tokens_budget: opts.budget,
-        max_iterations: 25,
-        max_output_tokens: opts.max_output_tokens,
-        max_cost_usd: opts.max_cost_usd,
-        reserve_prompt_estimate: opts.reserve_prompt_estimate,
-        ..HarnessConfig::default()
-    };
     let identity = AgentIdentity {
         name: "tester".into(),
         tool_allowlist: opts.allowlist.iter().map(|s| s.to_string()).collect(),
@@ -199,13 +318,20 @@ fn fixture_with(script: Vec<ScriptedResponse>, opts: Options) -> Fixture {
         identity,
         "You are a test agent.",
         config,
-        provider.clone() as Arc<dyn Provider>,
+        Arc::new(Logged {
+            inner: Arc::clone(&provider),
+            from_tool: false,
+            log: Arc::clone(&calls),
+        }),
         sandbox,
     )
-    .with_stop_token(stop.clone());
+    .with_stop_token(stop.clone())
+    .with_budget(budget);
     Fixture {
         dir,
         provider,
+        tool_provider,
+        calls,
         harness,
         a_calls,
         b_calls,
@@ -725,47 +851,163 @@ async fn a_call_guard_refusal_goes_back_to_the_model_and_the_tool_does_not_run()
     assert_eq!(read_summary(&fx).approvals_denials.denials, 1);
 }
 
-/// Tokens "spent by tools": 1000 for each `tool_a` execution since the last `take` (as a
-/// tool calling a provider itself would report them).
-struct ToolSpend {
-    calls: Arc<AtomicUsize>,
-    seen: AtomicUsize,
-}
-
-impl lsm_harness::ExternalUsage for ToolSpend {
-    fn take(&self) -> u64 {
-        let now = self.calls.load(Ordering::SeqCst);
-        let before = self.seen.swap(now, Ordering::SeqCst);
-        1000 * (now - before) as u64
+/// A model answer asking for `n` calls of `ask_model`.
+fn ask_model_calls(n: usize) -> ScriptedResponse {
+    ScriptedResponse {
+        tool_calls: (0..n)
+            .map(|i| lsm_providers::ScriptedToolCall {
+                id: None,
+                name: "ask_model".into(),
+                arguments: json!({"text": format!("question {i}")}),
+            })
+            .collect(),
+        ..ScriptedResponse::default()
     }
 }
 
+const TOKENS_SPENT: &str = "budget exhausted: the run's token budget (300) is spent; no further model calls are possible in this run";
+
 #[tokio::test]
-async fn tokens_spent_inside_tools_count_against_the_budget() {
+async fn model_calls_inside_tools_stop_at_the_runs_token_budget() {
+    // The reported defect: one answer asking for four tool calls that each call the model
+    // spent 1215 tokens of a 300-token budget.
     let mut fx = fixture_with(
-        vec![
-            tool("tool_a", "1"),
-            tool("tool_a", "2"),
-            tool("tool_a", "3"),
-            done("never"),
-        ],
+        vec![ask_model_calls(4).with_usage(10, 5), done("never")],
         Options {
-            budget: 1500,
+            budget: 300,
+            allowlist: vec!["ask_model"],
+            tool_script: (0..4)
+                // A prompt of 4 tokens (within the provider's estimate), a long answer.
+                .map(|i| ScriptedResponse::text(format!("answer {i}")).with_usage(4, 400))
+                .collect(),
             ..Options::default()
         },
     );
-    let spend = ToolSpend {
-        calls: Arc::clone(&fx.a_calls),
-        seen: AtomicUsize::new(0),
-    };
-    let harness = std::mem::replace(&mut fx.harness, fixture(vec![]).harness);
-    fx.harness = harness.with_external_usage(Arc::new(spend));
-    let r = fx.harness.run_bounded(PhaseRequest::new("x")).await;
+    let r = fx.harness.run_bounded(PhaseRequest::new("ask")).await;
     assert_eq!(r.stop_reason, StopReason::BudgetExhausted);
-    // Call 1 (15 tokens) + tool (1000) + call 2 (15) + tool (1000) > 1500: no third call.
-    assert_eq!(fx.provider.calls(), 2);
-    assert_eq!(fx.harness.usage().tokens_used, 2030);
-    assert!(events(&fx).contains(&"tool_usage".to_string()));
+    // The first internal call ran with its output capped to the 285 tokens left; the other
+    // three were refused before reaching the model.
+    assert_eq!(fx.tool_provider.calls(), 1);
+    assert_eq!(
+        fx.tool_provider.requests()[0].options.max_output_tokens,
+        Some(285)
+    );
+    assert_eq!(
+        r.tool_calls[0].outcome,
+        ToolOutcome::Result("model:answer 0".into())
+    );
+    for call in &r.tool_calls[1..] {
+        assert_eq!(
+            call.outcome,
+            ToolOutcome::Error(format!("Tool 'ask_model' failed: {TOKENS_SPENT}"))
+        );
+    }
+    let spent = fx.harness.usage().tokens_used;
+    assert_eq!(spent, 15 + 4 + 285);
+    let estimate = fx
+        .tool_provider
+        .estimate_prompt_tokens(&fx.tool_provider.requests()[0]);
+    assert!(spent <= 300 + estimate, "{spent} > 300 + {estimate}");
+    assert_eq!(
+        fx.provider.calls(),
+        1,
+        "no harness call after the tools spent it"
+    );
+    let usage = transcript(&fx)
+        .into_iter()
+        .find(|e| e["event"] == "tool_usage")
+        .unwrap();
+    assert_eq!(usage["tokens"], 289);
+    assert_eq!(usage["llm_calls"], 1);
+    fx.harness.finish(RunOutcome::Completed).await;
+    let s = read_summary(&fx);
+    assert_eq!(s.token_usage.tokens_used, 304);
+    assert_eq!(
+        (s.token_usage.input_tokens, s.token_usage.output_tokens),
+        (14, 290)
+    );
+    assert_eq!(s.token_usage.iterations, 1, "the loop's own calls");
+}
+
+#[tokio::test]
+async fn a_tool_calls_output_is_capped_to_what_is_left_of_the_budget() {
+    let mut fx = fixture_with(
+        vec![ask_model_calls(1).with_usage(10, 5), done("end")],
+        Options {
+            budget: 100,
+            allowlist: vec!["ask_model"],
+            tool_script: vec![ScriptedResponse::text("a").with_usage(5, 1000)],
+            ..Options::default()
+        },
+    );
+    fx.harness.run_bounded(PhaseRequest::new("ask")).await;
+    // 100 - 15 spent by the harness's call; the tool asked for 1024.
+    assert_eq!(
+        fx.tool_provider.requests()[0].options.max_output_tokens,
+        Some(85)
+    );
+    assert_eq!(fx.harness.usage().tokens_used, 15 + 5 + 85);
+}
+
+#[tokio::test]
+async fn the_cost_ceiling_covers_model_calls_inside_tools() {
+    // $1 / $10 per million. The harness's call costs $0.003 of $0.005; the $0.002 left buys
+    // 200 output tokens; the tool's call then costs 0.002 + 0.002.
+    let mut fx = fixture_with(
+        vec![ask_model_calls(2).with_usage(2000, 100), done("never")],
+        Options {
+            allowlist: vec!["ask_model"],
+            pricing: Some(PRICES),
+            max_cost_usd: Some(0.005),
+            tool_script: vec![
+                ScriptedResponse::text("a").with_usage(2000, 1000),
+                ScriptedResponse::text("b").with_usage(10, 10),
+            ],
+            ..Options::default()
+        },
+    );
+    let r = fx.harness.run_bounded(PhaseRequest::new("ask")).await;
+    assert_eq!(r.stop_reason, StopReason::BudgetExhausted);
+    assert_eq!(
+        fx.tool_provider.requests()[0].options.max_output_tokens,
+        Some(200)
+    );
+    assert_eq!(fx.tool_provider.calls(), 1, "the second call was refused");
+    let refusal = r.tool_calls[1].outcome.text();
+    assert!(
+        refusal
+            .contains("budget exhausted: the run's cost ceiling (max_cost_usd $0.005) is reached"),
+        "{refusal}"
+    );
+    let cost = fx.harness.usage().cost_usd.unwrap();
+    assert!((cost - 0.007).abs() < 1e-12, "{cost}");
+    fx.harness.finish(RunOutcome::Completed).await;
+    let s = read_summary(&fx);
+    assert!((s.token_usage.cost_usd.unwrap() - 0.007).abs() < 1e-12);
+}
+
+#[tokio::test]
+async fn a_tool_call_refused_by_the_budget_never_reaches_the_model() {
+    // The harness's own call spends the whole budget: the tool's call is refused outright.
+    let mut fx = fixture_with(
+        vec![ask_model_calls(1).with_usage(90, 10), done("never")],
+        Options {
+            budget: 100,
+            allowlist: vec!["ask_model"],
+            tool_script: vec![ScriptedResponse::text("a").with_usage(1, 1)],
+            ..Options::default()
+        },
+    );
+    let r = fx.harness.run_bounded(PhaseRequest::new("ask")).await;
+    assert_eq!(r.stop_reason, StopReason::BudgetExhausted);
+    assert_eq!(fx.tool_provider.calls(), 0);
+    assert!(
+        r.tool_calls[0]
+            .outcome
+            .text()
+            .contains("budget exhausted: the run's token budget (100) is spent")
+    );
+    assert!(!events(&fx).contains(&"tool_usage".to_string()));
 }
 
 // ---------- failures are values ----------
@@ -1479,6 +1721,99 @@ proptest! {
             prop_assert!(used >= budget);
         } else {
             prop_assert_eq!(reqs.len(), n + 1);
+            prop_assert_eq!(r.stop_reason, StopReason::Error);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// The same bound over the harness's calls and the calls its tools make through the run's
+    /// budget: every call, from either, gets an output cap of at most what is left, none is
+    /// made once nothing is left, and the run overshoots by at most one call's prompt.
+    #[test]
+    fn the_bound_holds_across_harness_and_tool_calls(
+        budget in 1u64..2_000,
+        // Per model answer: call ask_model (else tool_a), its usage, the tool's requested
+        // output cap and its call's usage.
+        steps in proptest::collection::vec(
+            (any::<bool>(), (0u64..300, 0u64..300), 1u64..500, (0u64..300, 0u64..300)),
+            1..15,
+        ),
+    ) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let script: Vec<_> = steps
+            .iter()
+            .map(|&(ask, (i, o), requested, _)| {
+                let call = if ask {
+                    ScriptedResponse::tool("ask_model", json!({"text": "q", "max_output_tokens": requested}))
+                } else {
+                    ScriptedResponse::tool("tool_a", json!({"text": "t"}))
+                };
+                call.with_usage(i, o)
+            })
+            .collect();
+        let tool_script: Vec<_> = steps
+            .iter()
+            .filter(|s| s.0)
+            .map(|&(_, _, _, (i, o))| ScriptedResponse::text("a").with_usage(i, o))
+            .collect();
+        let n = script.len();
+        let mut fx = fixture_with(script, Options {
+            budget,
+            max_output_tokens: None,
+            allowlist: vec!["tool_a", "ask_model"],
+            tool_script,
+            ..Options::default()
+        });
+        let r = rt.block_on(fx.harness.run_bounded(PhaseRequest::new("go").with_max_iterations(n as u32 + 5)));
+
+        // Replay the run's calls in order (harness and tool alike).
+        let calls = fx.calls.lock().unwrap().clone();
+        let mut used = 0u64;
+        let mut max_input = 0u64;
+        let mut harness_calls = 0usize;
+        let mut tool_calls = 0usize;
+        for (k, call) in calls.iter().enumerate() {
+            prop_assert!(used < budget, "call {} made with nothing left", k + 1);
+            let left = budget - used;
+            let expected_cap = if call.from_tool {
+                let asking: Vec<u64> = steps.iter().filter(|s| s.0).map(|s| s.2).collect();
+                let cap = asking[tool_calls].min(left);
+                tool_calls += 1;
+                cap
+            } else {
+                harness_calls += 1;
+                left
+            };
+            prop_assert_eq!(call.max_output_tokens, Some(expected_cap), "call {}", k + 1);
+            // The harness's call past the end of its script fails (an error stop).
+            let Some(usage) = call.usage else { break };
+            used += usage.total();
+            max_input = max_input.max(usage.input_tokens);
+        }
+        prop_assert_eq!(fx.harness.usage().tokens_used, used);
+        prop_assert!(used <= budget + max_input, "{} > {} + {}", used, budget, max_input);
+
+        // Every ask_model call either reached the model or was refused with the budget text.
+        let asked: Vec<&ToolOutcome> = r
+            .tool_calls
+            .iter()
+            .filter(|c| c.name == "ask_model")
+            .map(|c| &c.outcome)
+            .collect();
+        let answered = asked.iter().filter(|o| matches!(o, ToolOutcome::Result(_))).count();
+        prop_assert_eq!(answered, tool_calls);
+        let refusal = format!("budget exhausted: the run's token budget ({budget}) is spent");
+        for o in &asked {
+            if let ToolOutcome::Error(e) = o {
+                prop_assert!(e.contains(&refusal), "{}", e);
+            }
+        }
+        if harness_calls <= n && used >= budget {
+            prop_assert_eq!(r.stop_reason, StopReason::BudgetExhausted);
+        } else {
+            prop_assert_eq!(harness_calls, n + 1);
             prop_assert_eq!(r.stop_reason, StopReason::Error);
         }
     }

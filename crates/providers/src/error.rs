@@ -179,6 +179,14 @@ pub enum ProviderError {
         /// What went wrong.
         message: String,
     },
+    /// The run's budget (tokens or `max_cost_usd`) has no room for this call, so it was not
+    /// made. Not retryable: no further model call is possible in the run. Raise the run's
+    /// budget (`--max-tokens-budget`, `[agents] max_tokens_budget`, `max_cost_usd`) to do more.
+    #[error("budget exhausted: {reason}; no further model calls are possible in this run")]
+    BudgetExhausted {
+        /// Which ceiling is reached (with its value).
+        reason: String,
+    },
     /// The prompt does not fit in the local model's context window. Raise `[llm]
     /// context_size` (up to the model's training context), or keep the history shorter
     /// (`[agents] context_window_strategy = "compact"`, fewer iterations, smaller files).
@@ -212,6 +220,11 @@ impl ProviderError {
         matches!(self, ProviderError::PreviousResponseNotFound { .. })
     }
 
+    /// Whether the call was refused because the run's budget is spent (no call was made).
+    pub fn is_budget_exhausted(&self) -> bool {
+        matches!(self, ProviderError::BudgetExhausted { .. })
+    }
+
     /// The server's requested wait before a retry, if it sent one.
     pub fn retry_after(&self) -> Option<std::time::Duration> {
         match self {
@@ -232,5 +245,23 @@ impl ProviderError {
             _ => {}
         }
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_budget_refusal_is_not_retryable_and_says_no_further_calls_are_possible() {
+        let e = ProviderError::BudgetExhausted {
+            reason: "the run's token budget (300) is spent".into(),
+        };
+        assert!(!e.is_retryable());
+        assert!(e.is_budget_exhausted());
+        assert_eq!(
+            e.to_string(),
+            "budget exhausted: the run's token budget (300) is spent; no further model calls are possible in this run"
+        );
     }
 }

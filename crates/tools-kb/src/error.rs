@@ -55,6 +55,11 @@ pub enum KbError {
     /// A query or mode is invalid. Correct the request.
     #[error("{0}")]
     InvalidRequest(String),
+    /// The run's budget refused an LLM call the operation needed (the provider's
+    /// `BudgetExhausted`): no further model call is possible in this run. Not retryable;
+    /// the message says which ceiling is spent.
+    #[error("{0}")]
+    BudgetExhausted(String),
     /// A file system operation failed.
     #[error("{path}: {source}")]
     Io {

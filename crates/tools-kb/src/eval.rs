@@ -321,10 +321,12 @@ fn rerank_hits(
         query,
         &passages,
     ));
-    Ok(answer.map(|(order, _)| {
-        let reordered: Vec<Hit> = order.iter().map(|&i| hits[i]).collect();
-        hits[..n].copy_from_slice(&reordered);
-    }))
+    Ok(answer
+        .map(|(order, _)| {
+            let reordered: Vec<Hit> = order.iter().map(|&i| hits[i]).collect();
+            hits[..n].copy_from_slice(&reordered);
+        })
+        .map_err(|e| e.to_string()))
 }
 
 /// Evaluate `profiles` on `collection` over an index already holding it. `llm_rerank` is

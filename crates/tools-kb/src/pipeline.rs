@@ -478,7 +478,7 @@ impl Pipeline {
         if profile == Profile::LlmRerank {
             let t = Instant::now();
             let n = settings.rerank_candidates.min(cands.len());
-            let note = self.llm_rerank(&request.query, &mut cands[..n]).await;
+            let note = self.llm_rerank(&request.query, &mut cands[..n]).await?;
             trace.stages.push(TraceStage {
                 stage: "llm_rerank".into(),
                 ms: ms(t),
@@ -592,12 +592,16 @@ impl Pipeline {
 
     /// Ask the LLM to order `cands` by relevance; keeps the order on any failure. Returns a
     /// note for the trace.
-    async fn llm_rerank(&self, query: &str, cands: &mut [Candidate]) -> String {
+    ///
+    /// # Errors
+    /// [`KbError::BudgetExhausted`] when the run's budget refused the call: the caller must
+    /// hear of it, not get a quietly unranked list.
+    async fn llm_rerank(&self, query: &str, cands: &mut [Candidate]) -> Result<String> {
         let Some(provider) = &self.provider else {
-            return "no LLM provider: kept the hybrid order".into();
+            return Ok("no LLM provider: kept the hybrid order".into());
         };
         if cands.len() < 2 {
-            return "nothing to re-rank".into();
+            return Ok("nothing to re-rank".into());
         }
         let passages: Vec<crate::rerank::Passage<'_>> = cands
             .iter()
@@ -609,7 +613,10 @@ impl Pipeline {
         let (order, ranked) =
             match crate::rerank::rerank_order(provider.as_ref(), query, &passages).await {
                 Ok(r) => r,
-                Err(reason) => return format!("{reason}: kept the hybrid order"),
+                Err(crate::rerank::RerankError::Llm(e)) if e.is_budget_exhausted() => {
+                    return Err(KbError::BudgetExhausted(e.to_string()));
+                }
+                Err(reason) => return Ok(format!("{reason}: kept the hybrid order")),
             };
         let reordered: Vec<Candidate> = order.iter().map(|&i| cands[i].clone()).collect();
         let top = reordered.first().map_or(0.0, |c| c.source.score);
@@ -618,7 +625,7 @@ impl Pipeline {
             c.source.score = top * (1.0 - rank as f32 / (2.0 * ranked.max(1) as f32));
             *slot = c;
         }
-        format!("the LLM ranked {ranked} passages")
+        Ok(format!("the LLM ranked {ranked} passages"))
     }
 
     /// Label the sources and write the context block within the token budget.
@@ -653,8 +660,13 @@ impl Pipeline {
         package
     }
 
-    /// Answer `question` from a synthesized package.
-    pub async fn execute(&self, question: &str, package: ContextPackage) -> QueryResponse {
+    /// Answer `question` from a synthesized package. When there is nothing relevant enough,
+    /// or the LLM fails, the answer is a fallback.
+    ///
+    /// # Errors
+    /// [`KbError::BudgetExhausted`] when the run's budget refused the LLM call: no fallback
+    /// answer, so the caller (the model, through the tool) learns the run can make no more.
+    pub async fn execute(&self, question: &str, package: ContextPackage) -> Result<QueryResponse> {
         let fallback = |package: ContextPackage, reason: String| {
             let answer = fallback_answer(&package, &reason);
             QueryResponse {
@@ -668,20 +680,23 @@ impl Pipeline {
             }
         };
         if package.candidates.is_empty() && !package.mode.model_knowledge_policy.enabled {
-            return fallback(
+            return Ok(fallback(
                 package,
                 "no_results: nothing in the knowledge base matched".into(),
-            );
+            ));
         }
         if package.below_min_relevance && !package.candidates.is_empty() {
             let reason = format!(
                 "low_relevance: the best source's relevance {:.3} is below the mode's minimum {}",
                 package.relevance, package.mode.local_policy.min_relevance
             );
-            return fallback(package, reason);
+            return Ok(fallback(package, reason));
         }
         let Some(provider) = &self.provider else {
-            return fallback(package, "no_llm: no LLM provider is configured".into());
+            return Ok(fallback(
+                package,
+                "no_llm: no LLM provider is configured".into(),
+            ));
         };
         let request = LlmRequest {
             messages: synthesis_messages(question, &package),
@@ -695,8 +710,16 @@ impl Pipeline {
         };
         let response = match provider.complete(&request).await {
             Ok(r) if !r.text.trim().is_empty() => r,
-            Ok(_) => return fallback(package, "llm_empty: the LLM gave an empty answer".into()),
-            Err(e) => return fallback(package, format!("llm_error: {e}")),
+            Ok(_) => {
+                return Ok(fallback(
+                    package,
+                    "llm_empty: the LLM gave an empty answer".into(),
+                ));
+            }
+            Err(e) if e.is_budget_exhausted() => {
+                return Err(KbError::BudgetExhausted(e.to_string()));
+            }
+            Err(e) => return Ok(fallback(package, format!("llm_error: {e}"))),
         };
         let (answer, cited, invalid) = check_citations(&response.text, &package.source_labels);
         let citations = cited
@@ -715,7 +738,7 @@ impl Pipeline {
                     })
             })
             .collect();
-        QueryResponse {
+        Ok(QueryResponse {
             answer,
             conversation_id: package.conversation_id.clone(),
             package,
@@ -723,18 +746,18 @@ impl Pipeline {
             invalid_citations: invalid,
             fallback: None,
             response_id: response.response_id,
-        }
+        })
     }
 
     /// `build_sources` → `synthesize_context` → `execute`.
     ///
     /// # Errors
-    /// As [`Pipeline::build_sources`].
+    /// As [`Pipeline::build_sources`] and [`Pipeline::execute`].
     pub async fn run(&self, request: QueryRequest) -> Result<QueryResponse> {
         let question = request.query.clone();
         let package = self.build_sources(request).await?;
         let package = self.synthesize_context(package);
-        Ok(self.execute(&question, package).await)
+        self.execute(&question, package).await
     }
 
     /// Re-read the sources of a package an agent hands back from the index, so an answer can

@@ -2,7 +2,7 @@
 //! question. Used by the pipeline's `llm_rerank` profile and by the retrieval evaluation, so
 //! both measure the same thing.
 
-use lsm_providers::{CallOptions, LlmRequest, Message, Provider};
+use lsm_providers::{CallOptions, LlmRequest, Message, Provider, ProviderError};
 
 use crate::pipeline::truncate_chars;
 
@@ -18,17 +18,28 @@ pub struct Passage<'a> {
     pub text: &'a str,
 }
 
+/// Why the model's ranking could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum RerankError {
+    /// The call failed (or the run's budget refused it).
+    #[error("the LLM failed ({0})")]
+    Llm(ProviderError),
+    /// The answer held no passage number.
+    #[error("the LLM's ranking could not be read")]
+    Unreadable,
+}
+
 /// The order the model gives `passages` for `query`: a permutation of `0..passages.len()`,
 /// the passages it ranked first (most relevant first), then the ones it left out in their
 /// original order. Also returns how many it ranked.
 ///
 /// # Errors
-/// A message when the model fails or its answer holds no passage number.
+/// [`RerankError`] when the model fails or its answer holds no passage number.
 pub async fn rerank_order(
     provider: &dyn Provider,
     query: &str,
     passages: &[Passage<'_>],
-) -> Result<(Vec<usize>, usize), String> {
+) -> Result<(Vec<usize>, usize), RerankError> {
     if passages.len() < 2 {
         return Ok(((0..passages.len()).collect(), passages.len()));
     }
@@ -58,11 +69,11 @@ pub async fn rerank_order(
     let text = provider
         .complete(&request)
         .await
-        .map_err(|e| format!("the LLM failed ({e})"))?
+        .map_err(RerankError::Llm)?
         .text;
     let order = parse_order(&text, passages.len());
     if order.is_empty() {
-        return Err("the LLM's ranking could not be read".into());
+        return Err(RerankError::Unreadable);
     }
     let ranked = order.len();
     let mut full = order;

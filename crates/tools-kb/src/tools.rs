@@ -451,7 +451,7 @@ impl Tool for ExecuteContext {
         pkg.below_min_relevance =
             pkg.candidates.is_empty() || best < pkg.mode.local_policy.min_relevance;
         let pkg = self.0.synthesize_context(pkg);
-        let resp = self.0.execute(&a.question, pkg).await;
+        let resp = self.0.execute(&a.question, pkg).await.map_err(tool_err)?;
         Ok(ToolOutput::text(bounded(response_json(&resp)?)))
     }
 }
@@ -571,10 +571,11 @@ impl Tool for QueryLlm {
                 prompt_cache_retention: a.prompt_cache_retention,
             },
         };
-        let r = provider
-            .complete(&request)
-            .await
-            .map_err(|e| ToolError::Failed(format!("the LLM call failed: {e}")))?;
+        let r = provider.complete(&request).await.map_err(|e| match e {
+            // Said as it is: the model must learn that no further call is possible.
+            e if e.is_budget_exhausted() => ToolError::Failed(e.to_string()),
+            e => ToolError::Failed(format!("the LLM call failed: {e}")),
+        })?;
         Ok(ToolOutput::text(bounded(json!({
             "text": r.text,
             "response_id": r.response_id,

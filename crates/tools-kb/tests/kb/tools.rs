@@ -479,3 +479,78 @@ async fn extract_snippets_source_map_similarity_search_and_find_section_work() {
     .await;
     assert!(err.contains("may not use path"), "{err}");
 }
+
+/// A provider the run's budget has closed: every call is refused before it is made.
+struct BudgetSpent;
+
+const SPENT: &str = "budget exhausted: the run's token budget (300) is spent; no further model calls are possible in this run";
+
+#[async_trait::async_trait]
+impl lsm_providers::Provider for BudgetSpent {
+    fn name(&self) -> &str {
+        "spent"
+    }
+    fn model(&self) -> &str {
+        "spent"
+    }
+    async fn complete(
+        &self,
+        _request: &lsm_providers::LlmRequest,
+    ) -> Result<lsm_providers::LlmResponse, lsm_providers::ProviderError> {
+        Err(lsm_providers::ProviderError::BudgetExhausted {
+            reason: "the run's token budget (300) is spent".into(),
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_refused_llm_call_is_a_budget_exhausted_error_from_every_tool_that_calls_the_model() {
+    let f = super::Fixture::new();
+    f.corpus();
+    let kb = f.kb(None);
+    f.ingest(&kb);
+    let p = Arc::new(lsm_tools_kb::Pipeline::new(
+        kb,
+        Some(Arc::new(BudgetSpent)),
+        lsm_tools_kb::ModePolicy::new(&[], false),
+    ));
+    let registry = tools::registry_with(ToolRegistry::new(), Some(p));
+    let s = Setup {
+        sandbox: Sandbox::new(SandboxConfig::default(), registry, None).unwrap(),
+        f,
+        provider: Arc::new(ScriptedProvider::new(vec![])),
+    };
+    // Synthesis: not a fallback answer built from excerpts, but an error saying why.
+    let e = call_err(
+        &s,
+        "query_and_synthesize",
+        json!({"query": "how do jet engines produce thrust", "mode": "grounded"}),
+    )
+    .await;
+    assert!(e.ends_with(SPENT), "{e}");
+    // Re-ranking: not a quietly unranked list.
+    let e = call_err(
+        &s,
+        "query_context",
+        json!({"query": "jet engine thrust", "mode": {"retrieval_profile": "llm_rerank"}}),
+    )
+    .await;
+    assert!(e.ends_with(SPENT), "{e}");
+    // Synthesis from a package (retrieval alone makes no model call).
+    let pkg = call(
+        &s,
+        "query_context",
+        json!({"query": "jet engine thrust", "mode": "grounded"}),
+    )
+    .await;
+    let e = call_err(
+        &s,
+        "execute_context",
+        json!({"question": "how do jet engines produce thrust", "context_package": pkg}),
+    )
+    .await;
+    assert!(e.ends_with(SPENT), "{e}");
+    let e = call_err(&s, "query_llm", json!({"prompt": "hi"})).await;
+    assert!(e.ends_with(SPENT), "{e}");
+    assert!(!e.contains("the LLM call failed"), "{e}");
+}

@@ -1,0 +1,460 @@
+//! [`RunBudget`]: one run's token and cost ceilings, and the one place its LLM calls are
+//! metered. The harness loop gates and charges its own calls with it; tools that call a model
+//! themselves (knowledge-base synthesis, re-ranking, `query_llm`) get their provider wrapped
+//! in a [`BudgetedProvider`] over the same budget, so their calls pass the same gate — no
+//! call once the budget is spent, output capped to what is left — and are charged in tokens
+//! and cost alike.
+//!
+//! The bound this keeps: a run exceeds its token ceiling by at most the prompt of one call
+//! (the output of every call is capped to what is left when it starts). A call in flight
+//! holds its prompt estimate and output cap as a reservation until it is charged, so calls
+//! made at the same time cannot each spend the same remainder.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use lsm_providers::{
+    CallObserver, LlmRequest, LlmResponse, NoObserver, Pricing, Provider, ProviderError, Usage,
+};
+
+use crate::{HarnessConfig, RunUsage};
+
+/// The ceilings of one run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BudgetLimits {
+    /// Input + output tokens over every LLM call of the run.
+    pub max_tokens: u64,
+    /// US dollars over every LLM call of the run; enforced for calls whose provider has
+    /// prices.
+    pub max_cost_usd: Option<f64>,
+    /// Upper bound on one call's generated tokens (a call asking for more gets this).
+    pub max_output_tokens: Option<u64>,
+    /// Reserve the prompt estimate before a call: a call whose estimated prompt does not fit
+    /// in what is left is refused, and its output cap is what is left after the prompt.
+    pub reserve_prompt_estimate: bool,
+}
+
+impl BudgetLimits {
+    /// The limits `config` sets (`max_tokens_budget`, `max_cost_usd`, `max_output_tokens`,
+    /// `reserve_prompt_estimate`).
+    pub fn from_config(config: &HarnessConfig) -> Self {
+        BudgetLimits {
+            max_tokens: config.max_tokens_budget,
+            max_cost_usd: config.max_cost_usd,
+            max_output_tokens: config.max_output_tokens,
+            reserve_prompt_estimate: config.reserve_prompt_estimate,
+        }
+    }
+}
+
+/// Why an LLM call was refused: the run's budget has no room for it. Its text is what the
+/// model sees when a tool's call is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("budget exhausted: {reason}; no further model calls are possible in this run")]
+pub struct BudgetExhausted {
+    /// Which ceiling is reached, with its value (recorded in the transcript's
+    /// `budget_exhausted` event).
+    pub reason: String,
+}
+
+impl From<BudgetExhausted> for ProviderError {
+    fn from(e: BudgetExhausted) -> Self {
+        ProviderError::BudgetExhausted { reason: e.reason }
+    }
+}
+
+/// What has been spent and what calls in flight hold.
+#[derive(Debug, Default)]
+struct Ledger {
+    spent: RunUsage,
+    reserved_tokens: u64,
+    reserved_cost: f64,
+    open_permits: u64,
+}
+
+/// One run's budget: its ceilings and what its calls spent. Cheap to clone; every clone is
+/// the same budget. Create one per run and hand it to the harness
+/// ([`crate::AgentHarness::with_budget`], [`crate::HarnessFactory::with_budget`]) and to
+/// every [`BudgetedProvider`] given to that run's tools.
+#[derive(Debug, Clone)]
+pub struct RunBudget {
+    limits: BudgetLimits,
+    ledger: Arc<Mutex<Ledger>>,
+}
+
+impl RunBudget {
+    /// A fresh budget with nothing spent.
+    pub fn new(limits: BudgetLimits) -> Self {
+        RunBudget {
+            limits,
+            ledger: Arc::new(Mutex::new(Ledger::default())),
+        }
+    }
+
+    /// The ceilings.
+    pub fn limits(&self) -> BudgetLimits {
+        self.limits
+    }
+
+    /// What every call charged so far spent (`llm_calls` counts the harness's calls and
+    /// those made inside tools).
+    pub fn usage(&self) -> RunUsage {
+        self.lock().spent
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Ledger> {
+        // The ledger is a handful of numbers updated in one step each: a panic elsewhere
+        // cannot leave it half-written.
+        self.ledger.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn tokens_left(&self, ledger: &Ledger) -> u64 {
+        self.limits.max_tokens.saturating_sub(
+            ledger
+                .spent
+                .tokens_used
+                .saturating_add(ledger.reserved_tokens),
+        )
+    }
+
+    fn cost_left(&self, ledger: &Ledger) -> Option<f64> {
+        self.limits
+            .max_cost_usd
+            .map(|max| (max - ledger.spent.cost_usd.unwrap_or(0.0) - ledger.reserved_cost).max(0.0))
+    }
+
+    /// Why no further call may be made at all, if that is so.
+    pub fn exhausted(&self) -> Option<BudgetExhausted> {
+        self.exhausted_in(&self.lock())
+    }
+
+    fn exhausted_in(&self, ledger: &Ledger) -> Option<BudgetExhausted> {
+        if self.tokens_left(ledger) == 0 {
+            return Some(BudgetExhausted {
+                reason: format!(
+                    "the run's token budget ({}) is spent",
+                    self.limits.max_tokens
+                ),
+            });
+        }
+        if let (Some(max), Some(left)) = (self.limits.max_cost_usd, self.cost_left(ledger))
+            && left <= 0.0
+        {
+            return Some(BudgetExhausted {
+                reason: format!("the run's cost ceiling (max_cost_usd ${max}) is reached"),
+            });
+        }
+        None
+    }
+
+    /// Gate one call whose prompt is estimated at `estimate` tokens, on a model with
+    /// `pricing`, asking for at most `requested` output tokens (`None`: no limit of its own).
+    ///
+    /// The permit's output cap is at most `requested`, at most the limits'
+    /// `max_output_tokens`, at most what is left of the token budget, and at most what is left
+    /// of the cost ceiling buys at the model's output price; with `reserve_prompt_estimate`,
+    /// the prompt estimate is taken out of both first. Until it is charged or dropped, the
+    /// permit holds its prompt estimate and output cap out of what is left.
+    ///
+    /// # Errors
+    /// [`BudgetExhausted`] when the budget or the cost ceiling is spent, or (reserving the
+    /// estimate) the prompt does not fit in what is left.
+    pub fn begin(
+        &self,
+        estimate: u64,
+        pricing: Option<Pricing>,
+        requested: Option<u64>,
+    ) -> Result<CallPermit, BudgetExhausted> {
+        let mut ledger = self.lock();
+        if let Some(e) = self.exhausted_in(&ledger) {
+            return Err(e);
+        }
+        let left = self.tokens_left(&ledger);
+        let reserve = self.limits.reserve_prompt_estimate;
+        let mut cap = left;
+        for limit in [requested, self.limits.max_output_tokens]
+            .into_iter()
+            .flatten()
+        {
+            cap = cap.min(limit);
+        }
+        if reserve {
+            if estimate >= left {
+                return Err(BudgetExhausted {
+                    reason: format!(
+                        "the next prompt (about {estimate} tokens) does not fit in the {left} tokens left of the run's token budget ({})",
+                        self.limits.max_tokens
+                    ),
+                });
+            }
+            cap = cap.min(left - estimate);
+        }
+        if let Some(cost_left) = self.cost_left(&ledger) {
+            match pricing {
+                Some(p) => {
+                    let mut dollars = cost_left;
+                    if reserve {
+                        let prompt = p.input_cost(estimate);
+                        if prompt >= dollars {
+                            return Err(BudgetExhausted {
+                                reason: format!(
+                                    "the next prompt (about {estimate} tokens, ${prompt:.6}) costs more than the ${dollars:.6} left of max_cost_usd"
+                                ),
+                            });
+                        }
+                        dollars -= prompt;
+                    }
+                    let affordable = p.output_tokens_for(dollars);
+                    if affordable == 0 {
+                        return Err(BudgetExhausted {
+                            reason: format!(
+                                "the ${dollars:.6} left of max_cost_usd buys no output token"
+                            ),
+                        });
+                    }
+                    cap = cap.min(affordable);
+                }
+                None => tracing::warn!(
+                    "max_cost_usd is set but the provider has no prices: the cost ceiling cannot be enforced for this call"
+                ),
+            }
+        }
+        let reserved_tokens = estimate.saturating_add(cap);
+        let reserved_cost = pricing.map_or(0.0, |p| {
+            p.cost(&Usage {
+                input_tokens: estimate,
+                output_tokens: cap,
+                ..Usage::default()
+            })
+        });
+        ledger.reserved_tokens = ledger.reserved_tokens.saturating_add(reserved_tokens);
+        ledger.reserved_cost += reserved_cost;
+        ledger.open_permits += 1;
+        drop(ledger);
+        Ok(CallPermit {
+            budget: self.clone(),
+            estimate,
+            cap,
+            pricing,
+            reserved_tokens,
+            reserved_cost,
+            open: true,
+        })
+    }
+
+    fn release(ledger: &mut Ledger, tokens: u64, cost: f64) {
+        ledger.reserved_tokens = ledger.reserved_tokens.saturating_sub(tokens);
+        ledger.open_permits = ledger.open_permits.saturating_sub(1);
+        // Floating-point subtraction drifts; with no call in flight nothing is reserved.
+        ledger.reserved_cost = if ledger.open_permits == 0 {
+            0.0
+        } else {
+            (ledger.reserved_cost - cost).max(0.0)
+        };
+    }
+}
+
+/// Leave to make one LLM call, from [`RunBudget::begin`]. Charge it with what the call
+/// spent; dropped uncharged (a call abandoned on a stop request), it only gives its
+/// reservation back.
+#[derive(Debug)]
+#[must_use = "a permit holds part of the budget until it is charged or dropped"]
+pub struct CallPermit {
+    budget: RunBudget,
+    estimate: u64,
+    cap: u64,
+    pricing: Option<Pricing>,
+    reserved_tokens: u64,
+    reserved_cost: f64,
+    open: bool,
+}
+
+impl CallPermit {
+    /// The call's `max_output_tokens`.
+    pub fn max_output_tokens(&self) -> u64 {
+        self.cap
+    }
+
+    /// Charge the call's reported usage (and its cost, when the model has prices) to the
+    /// run. Returns the call's cost.
+    pub fn charge(mut self, usage: &Usage) -> Option<f64> {
+        let cost = self.pricing.map(|p| p.cost(usage));
+        let mut ledger = self.budget.lock();
+        RunBudget::release(&mut ledger, self.reserved_tokens, self.reserved_cost);
+        self.open = false;
+        let spent = &mut ledger.spent;
+        spent.tokens_used = spent.tokens_used.saturating_add(usage.total());
+        spent.input_tokens = spent.input_tokens.saturating_add(usage.input_tokens);
+        spent.output_tokens = spent.output_tokens.saturating_add(usage.output_tokens);
+        spent.cached_tokens = spent.cached_tokens.saturating_add(usage.cached_tokens);
+        spent.cache_creation_tokens = spent
+            .cache_creation_tokens
+            .saturating_add(usage.cache_creation_tokens);
+        spent.llm_calls += 1;
+        if let Some(c) = cost {
+            spent.cost_usd = Some(spent.cost_usd.unwrap_or(0.0) + c);
+        }
+        cost
+    }
+
+    /// Charge a failed call its prompt estimate (as input tokens): it may have cost that much.
+    pub fn charge_failed(self) -> Option<f64> {
+        let usage = Usage {
+            input_tokens: self.estimate,
+            ..Usage::default()
+        };
+        self.charge(&usage)
+    }
+}
+
+impl Drop for CallPermit {
+    fn drop(&mut self) {
+        if self.open {
+            let mut ledger = self.budget.lock();
+            RunBudget::release(&mut ledger, self.reserved_tokens, self.reserved_cost);
+        }
+    }
+}
+
+/// A provider whose every call passes the run's budget: refused once the budget is spent
+/// ([`ProviderError::BudgetExhausted`], no request made), `max_output_tokens` capped to what
+/// is left, and the reported usage and cost charged afterwards (a failed call is charged its
+/// prompt estimate). What the composition root hands to tools that call a model.
+pub struct BudgetedProvider {
+    inner: Arc<dyn Provider>,
+    budget: RunBudget,
+}
+
+impl std::fmt::Debug for BudgetedProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BudgetedProvider")
+            .field("provider", &self.inner.name())
+            .field("model", &self.inner.model())
+            .field("budget", &self.budget)
+            .finish()
+    }
+}
+
+impl BudgetedProvider {
+    /// `inner`, gated by and charged to `budget`.
+    pub fn new(inner: Arc<dyn Provider>, budget: RunBudget) -> Self {
+        BudgetedProvider { inner, budget }
+    }
+
+    /// The budget the calls are charged to.
+    pub fn budget(&self) -> &RunBudget {
+        &self.budget
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for BudgetedProvider {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn model(&self) -> &str {
+        self.inner.model()
+    }
+
+    async fn complete(&self, request: &LlmRequest) -> Result<LlmResponse, ProviderError> {
+        self.complete_observed(request, &NoObserver).await
+    }
+
+    async fn complete_observed(
+        &self,
+        request: &LlmRequest,
+        observer: &dyn CallObserver,
+    ) -> Result<LlmResponse, ProviderError> {
+        let estimate = self.inner.estimate_prompt_tokens(request);
+        let permit = self.budget.begin(
+            estimate,
+            self.inner.pricing(),
+            request.options.max_output_tokens,
+        )?;
+        let mut capped = request.clone();
+        capped.options.max_output_tokens = Some(permit.max_output_tokens());
+        let result = self.inner.complete_observed(&capped, observer).await;
+        match &result {
+            Ok(response) => {
+                permit.charge(&response.usage);
+            }
+            Err(_) => {
+                permit.charge_failed();
+            }
+        }
+        result
+    }
+
+    fn estimate_prompt_tokens(&self, request: &LlmRequest) -> u64 {
+        self.inner.estimate_prompt_tokens(request)
+    }
+
+    fn pricing(&self) -> Option<Pricing> {
+        self.inner.pricing()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(max_tokens: u64) -> BudgetLimits {
+        BudgetLimits {
+            max_tokens,
+            max_cost_usd: None,
+            max_output_tokens: None,
+            reserve_prompt_estimate: false,
+        }
+    }
+
+    fn usage(input: u64, output: u64) -> Usage {
+        Usage {
+            input_tokens: input,
+            output_tokens: output,
+            ..Usage::default()
+        }
+    }
+
+    #[test]
+    fn a_call_in_flight_holds_its_share_until_charged_or_dropped() {
+        let budget = RunBudget::new(limits(1000));
+        let first = budget.begin(100, None, Some(300)).unwrap();
+        assert_eq!(first.max_output_tokens(), 300);
+        // 1000 - (100 + 300) reserved.
+        let second = budget.begin(50, None, None).unwrap();
+        assert_eq!(second.max_output_tokens(), 600);
+        let refused = budget.begin(10, None, None).unwrap_err();
+        assert!(refused.reason.contains("(1000) is spent"), "{refused}");
+        drop(second);
+        assert_eq!(first.charge(&usage(100, 20)), None);
+        let u = budget.usage();
+        assert_eq!((u.tokens_used, u.llm_calls), (120, 1));
+        assert_eq!(
+            budget.begin(0, None, None).unwrap().max_output_tokens(),
+            880
+        );
+    }
+
+    #[test]
+    fn a_failed_call_is_charged_its_prompt_estimate() {
+        let budget = RunBudget::new(limits(1000));
+        budget.begin(70, None, None).unwrap().charge_failed();
+        assert_eq!(budget.usage().tokens_used, 70);
+        assert_eq!(budget.usage().input_tokens, 70);
+    }
+
+    #[test]
+    fn the_refusal_names_the_ceiling_and_says_no_further_calls_are_possible() {
+        let budget = RunBudget::new(limits(300));
+        budget.begin(0, None, None).unwrap().charge(&usage(250, 60));
+        let e = budget.begin(10, None, None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "budget exhausted: the run's token budget (300) is spent; no further model calls are possible in this run"
+        );
+        assert_eq!(budget.exhausted(), Some(e.clone()));
+        let as_provider_error = ProviderError::from(e);
+        assert!(as_provider_error.is_budget_exhausted());
+        assert!(!as_provider_error.is_retryable());
+    }
+}
