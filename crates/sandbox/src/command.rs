@@ -150,13 +150,16 @@ impl CommandPolicy {
             }),
             None => None,
         };
-        let confinement = self.exec.confinement_for(resolved.as_deref()).map_err(|reason| {
-            if resolved.is_none() {
-                format!("'{argv0}' was not found on PATH or is not executable")
-            } else {
-                reason
-            }
-        })?;
+        let confinement = self
+            .exec
+            .confinement_for(resolved.as_deref())
+            .map_err(|reason| {
+                if resolved.is_none() {
+                    format!("'{argv0}' was not found on PATH or is not executable")
+                } else {
+                    reason
+                }
+            })?;
         Ok(CheckedCommand {
             program,
             args: args.to_vec(),
@@ -203,7 +206,9 @@ impl CommandPolicy {
         for name in &names {
             let unversioned = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
             if self.deny.iter().any(|d| d == name || d == unversioned) {
-                return Err(format!("'{name}' is on the command denylist"));
+                return Err(format!(
+                    "'{name}' is on the command denylist (command_denylist in [sandbox])"
+                ));
             }
             if !self.allow_network
                 && NETWORK_PROGRAMS
@@ -230,9 +235,8 @@ impl CommandPolicy {
                 ));
             }
             // `./ls` is a workspace file named like an allowed program, not that program.
-            let same = |a: &Path, b: &Path| {
-                std::fs::canonicalize(a).ok() == std::fs::canonicalize(b).ok()
-            };
+            let same =
+                |a: &Path, b: &Path| std::fs::canonicalize(a).ok() == std::fs::canonicalize(b).ok();
             if by_path
                 && !matches!((&resolved, &on_path), (Some(given), Some(found)) if same(given, found))
             {

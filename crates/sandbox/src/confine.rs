@@ -126,7 +126,9 @@ impl ExecSetup {
     pub(crate) fn from_config(config: &SandboxConfig) -> Self {
         let helper = match &config.exec_helper {
             ExecHelper::CurrentExe if HELPER_DISPATCHED.get().is_some() => std::env::current_exe()
-                .map_err(|e| format!("cannot locate the running program for the sandbox helper: {e}")),
+                .map_err(|e| {
+                    format!("cannot locate the running program for the sandbox helper: {e}")
+                }),
             ExecHelper::CurrentExe => Err("this program does not provide the sandbox helper \
                 (its main must call lsm_sandbox::confine::run_helper_if_requested)"
                 .into()),

@@ -9,8 +9,8 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus,
-    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
 };
 use nix::libc;
 use nix::mount::{MsFlags, mount};
@@ -191,10 +191,16 @@ fn restrict_filesystem(plan: &Plan) -> Result<i32, String> {
             kernel_abi,
         } => kernel_abi.unwrap_or(effective_abi as i32),
         LandlockStatus::NotEnabled => {
-            return Err("Landlock is built into this kernel but not enabled (boot with lsm=…,landlock)".into());
+            return Err(
+                "Landlock is built into this kernel but not enabled (boot with lsm=…,landlock)"
+                    .into(),
+            );
         }
         LandlockStatus::NotImplemented => {
-            return Err("this kernel has no Landlock (Linux 5.13 or later with CONFIG_SECURITY_LANDLOCK)".into());
+            return Err(
+                "this kernel has no Landlock (Linux 5.13 or later with CONFIG_SECURITY_LANDLOCK)"
+                    .into(),
+            );
         }
     };
     if status.ruleset == RulesetStatus::NotEnforced {

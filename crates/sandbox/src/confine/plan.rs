@@ -157,7 +157,8 @@ pub(crate) fn installation_prefix(program: &Path) -> Option<PathBuf> {
         .and_then(|n| n.to_str())
         .is_some_and(|n| matches!(n, "bin" | "sbin" | "shims" | "libexec"));
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    let too_wide = |p: &Path| p.parent().is_none() || home.as_deref().is_some_and(|h| h.starts_with(p));
+    let too_wide =
+        |p: &Path| p.parent().is_none() || home.as_deref().is_some_and(|h| h.starts_with(p));
     let prefix = match dir.parent() {
         Some(parent) if is_bin && !too_wide(parent) => parent,
         _ => dir,

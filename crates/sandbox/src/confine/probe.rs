@@ -11,8 +11,8 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use super::plan::Plan;
 use super::HELPER_ARG;
+use super::plan::Plan;
 
 /// What the helper could apply on this machine.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,7 +46,9 @@ static PROBES: Mutex<Option<HashMap<PathBuf, Result<Probe, String>>>> = Mutex::n
 
 /// The probe of `helper`, run on first use and remembered.
 pub(crate) fn probe(helper: &Path) -> Result<Probe, String> {
-    let mut probes = PROBES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut probes = PROBES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let probes = probes.get_or_insert_with(HashMap::new);
     if let Some(known) = probes.get(helper) {
         return known.clone();
@@ -68,7 +70,12 @@ fn run_probe(helper: &Path) -> Result<Probe, String> {
         .env_clear()
         .stdin(std::process::Stdio::null())
         .output()
-        .map_err(|e| format!("could not start the sandbox helper {}: {e}", helper.display()))?;
+        .map_err(|e| {
+            format!(
+                "could not start the sandbox helper {}: {e}",
+                helper.display()
+            )
+        })?;
     if !output.status.success() {
         return Err(String::from_utf8_lossy(&output.stderr).trim().to_string());
     }
