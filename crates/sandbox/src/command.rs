@@ -150,16 +150,14 @@ impl CommandPolicy {
             }),
             None => None,
         };
-        let confinement = self
-            .exec
-            .confinement_for(resolved.as_deref())
-            .map_err(|reason| {
-                if resolved.is_none() {
-                    format!("'{argv0}' was not found on PATH or is not executable")
-                } else {
-                    reason
-                }
-            })?;
+        let resolved = resolved.ok_or_else(|| {
+            if argv0.contains('/') {
+                format!("'{argv0}' is not an executable file")
+            } else {
+                format!("'{argv0}' was not found on PATH")
+            }
+        })?;
+        let confinement = self.exec.confinement_for(&resolved)?;
         Ok(CheckedCommand {
             program,
             args: args.to_vec(),
@@ -698,6 +696,12 @@ mod tests {
     fn relative_program_is_confined_and_made_absolute() {
         let f = fixture();
         let policy = default_policy();
+        std::fs::write(f.root.join("tool.sh"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(
+            f.root.join("tool.sh"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
         let cmd = policy.check("./tool.sh arg", &f.paths).unwrap();
         assert_eq!(cmd.program, f.root.join("tool.sh").to_str().unwrap());
         assert!(policy.check("../tool.sh", &f.paths).is_err());

@@ -152,9 +152,9 @@ impl ExecSetup {
         }
     }
 
-    /// How `program` (its resolved path, when it could be found) will run.
+    /// How `program` (the file that will run) will run.
     /// Err: why it must not run (confinement unavailable and not accepted).
-    pub(crate) fn confinement_for(&self, program: Option<&Path>) -> Result<Confinement, String> {
+    pub(crate) fn confinement_for(&self, program: &Path) -> Result<Confinement, String> {
         let available = self.helper.clone().and_then(|helper| {
             let probe = probe::probe(&helper)?;
             if self.base.needs_namespaces() && !probe.namespaces {

@@ -384,3 +384,14 @@ fn which(name: &str) -> PathBuf {
         .find(|p| Path::new(p).is_file())
         .unwrap()
 }
+
+#[tokio::test]
+async fn a_missing_program_is_refused_before_the_helper_starts() {
+    let f = fixture();
+    let sb = f.sandbox(f.permissive_config());
+    let reason = denied(&sb, "no-such-program-xyz").await;
+    assert!(reason.contains("was not found on PATH"), "{reason}");
+    std::fs::write(f.ws.join("plain.sh"), "echo hi\n").unwrap();
+    let reason = denied(&sb, "./plain.sh").await;
+    assert!(reason.contains("is not an executable file"), "{reason}");
+}

@@ -136,9 +136,9 @@ impl Plan {
 
     /// Run `program` (resolved), with read and execute access to its installation prefix so
     /// that interpreters installed outside `/usr` (pyenv, nvm, a venv) find their libraries.
-    pub(crate) fn set_program(&mut self, program: Option<&Path>) {
-        self.program = program.map(Path::to_path_buf);
-        if let Some(prefix) = program.and_then(installation_prefix) {
+    pub(crate) fn set_program(&mut self, program: &Path) {
+        self.program = Some(program.to_path_buf());
+        if let Some(prefix) = installation_prefix(program) {
             if !self.exec.iter().any(|e| prefix.starts_with(e)) {
                 self.exec.push(prefix);
             }
