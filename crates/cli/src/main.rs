@@ -122,6 +122,9 @@ struct ListArgs {
 }
 
 fn main() -> ExitCode {
+    // Before anything else (threads, logging): when started as the OS-sandbox helper of a
+    // tool's program, confine this process and become that program.
+    lsm_sandbox::confine::run_helper_if_requested();
     broken_pipe::install();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

@@ -6,10 +6,13 @@
 //! substitution, variables, background jobs — is refused outright, quoted or not, so that
 //! no quoting subtlety can ever change what runs.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::PathAccess;
+use crate::config::default_command_allowlist;
+use crate::confine::{Confinement, ExecSetup};
 use crate::paths::PathPolicy;
+use crate::{PathAccess, SandboxConfig};
 
 mod parse;
 
@@ -36,6 +39,8 @@ pub struct CheckedCommand {
     pub stdin: Option<PathBuf>,
     /// `> file` / `>> file`, confined for writing.
     pub stdout: Option<Redirect>,
+    /// The OS sandbox the program runs in.
+    pub confinement: Confinement,
 }
 
 /// Programs that reach the network; refused whenever network access is off, whatever the
@@ -64,27 +69,57 @@ const FORBIDDEN: &[(&str, &str)] = &[
     ("\0", "a NUL byte"),
 ];
 
-/// The command allow/deny lists.
+/// The command allow/deny lists, and how allowed programs are confined.
 #[derive(Debug)]
 pub(crate) struct CommandPolicy {
-    allow: Vec<String>,
+    /// `None`: any program the deny list does not name (`command_allow_any`).
+    allow: Option<Vec<String>>,
     deny: Vec<String>,
     allow_network: bool,
+    /// The `PATH` executed programs get, on which bare names are found.
+    search_path: Option<OsString>,
+    exec: ExecSetup,
 }
 
 impl CommandPolicy {
-    /// Lists of base command names (matched case-insensitively).
-    pub(crate) fn new(allow: &[String], deny: &[String], allow_network: bool) -> Self {
-        let lower = |names: &[String]| names.iter().map(|n| n.trim().to_lowercase()).collect();
+    /// The policy of `[sandbox]`: an empty allowlist means the default one.
+    pub(crate) fn from_config(config: &SandboxConfig) -> Self {
+        let allow = if config.command_allow_any {
+            None
+        } else if config.command_allowlist.is_empty() {
+            Some(lower(&default_command_allowlist()))
+        } else {
+            Some(lower(&config.command_allowlist))
+        };
+        let search_path = config
+            .env_passthrough
+            .iter()
+            .any(|k| k == "PATH")
+            .then(|| std::env::var_os("PATH"))
+            .flatten();
         CommandPolicy {
-            allow: lower(allow),
-            deny: lower(deny),
-            allow_network,
+            allow,
+            deny: lower(&config.command_denylist),
+            allow_network: config.allow_url_access,
+            search_path,
+            exec: ExecSetup::from_config(config),
         }
     }
 
-    /// Parse `line` and check it: syntax, program name, path arguments, redirections.
-    /// Err: the reason, for the model.
+    /// Lists of base command names (`allow: None` allows any), running programs unconfined.
+    #[cfg(test)]
+    pub(crate) fn new(allow: Option<&[String]>, deny: &[String], allow_network: bool) -> Self {
+        CommandPolicy {
+            allow: allow.map(lower),
+            deny: lower(deny),
+            allow_network,
+            search_path: std::env::var_os("PATH"),
+            exec: ExecSetup::unconfined_for_tests(),
+        }
+    }
+
+    /// Parse `line` and check it: syntax, program name, path arguments, redirections; then
+    /// decide how the program is confined. Err: the reason, for the model.
     pub(crate) fn check(&self, line: &str, paths: &PathPolicy) -> Result<CheckedCommand, String> {
         if line.trim().is_empty() {
             return Err("the command is empty".into());
@@ -101,7 +136,7 @@ impl CommandPolicy {
         let Some((argv0, args)) = parsed.words.split_first() else {
             return Err("no program given (only a redirection)".into());
         };
-        let program = self.check_program(argv0, paths)?;
+        let (program, resolved) = self.check_program(argv0, paths)?;
         let access = argument_access(&base_name(argv0)?, args)?;
         check_arguments(args, paths, access)?;
         let stdin = match &parsed.stdin {
@@ -115,19 +150,34 @@ impl CommandPolicy {
             }),
             None => None,
         };
+        let resolved = resolved.ok_or_else(|| {
+            if argv0.contains('/') {
+                format!("'{argv0}' is not an executable file")
+            } else {
+                format!("'{argv0}' was not found on PATH")
+            }
+        })?;
+        let confinement = self.exec.confinement_for(&resolved)?;
         Ok(CheckedCommand {
             program,
             args: args.to_vec(),
             stdin,
             stdout,
+            confinement,
         })
     }
 
-    /// Check the program against the lists; returns what to execute.
-    fn check_program(&self, argv0: &str, paths: &PathPolicy) -> Result<String, String> {
+    /// Check the program against the lists; returns what to execute and, when it exists,
+    /// the file that will run.
+    fn check_program(
+        &self,
+        argv0: &str,
+        paths: &PathPolicy,
+    ) -> Result<(String, Option<PathBuf>), String> {
         let mut names = vec![base_name(argv0)?];
         let mut program = argv0.to_string();
-        if argv0.contains('/') {
+        let by_path = argv0.contains('/');
+        if by_path {
             if argv0.starts_with('~') {
                 return Err("'~' is not expanded; give the program's full path or its name".into());
             }
@@ -154,7 +204,9 @@ impl CommandPolicy {
         for name in &names {
             let unversioned = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
             if self.deny.iter().any(|d| d == name || d == unversioned) {
-                return Err(format!("'{name}' is on the command denylist"));
+                return Err(format!(
+                    "'{name}' is on the command denylist (command_denylist in [sandbox])"
+                ));
             }
             if !self.allow_network
                 && NETWORK_PROGRAMS
@@ -166,15 +218,53 @@ impl CommandPolicy {
                 ));
             }
         }
-        if !self.allow.is_empty() && !self.allow.iter().any(|a| *a == names[0]) {
-            return Err(format!(
-                "'{}' is not on the command allowlist (allowed: {})",
-                names[0],
-                self.allow.join(", ")
-            ));
+        let on_path = find_on_path(&names[0], self.search_path.as_deref());
+        let resolved = if by_path {
+            Some(PathBuf::from(&program)).filter(|p| is_executable(p))
+        } else {
+            on_path.clone()
+        };
+        if let Some(allow) = &self.allow {
+            if let Some(name) = names.iter().find(|n| !allow.contains(n)) {
+                return Err(format!(
+                    "'{name}' is not on the command allowlist (allowed: {}); add it to \
+                     command_allowlist in [sandbox], or set command_allow_any = true, to run it",
+                    allow.join(", ")
+                ));
+            }
+            // `./ls` is a workspace file named like an allowed program, not that program.
+            let same =
+                |a: &Path, b: &Path| std::fs::canonicalize(a).ok() == std::fs::canonicalize(b).ok();
+            if by_path
+                && !matches!((&resolved, &on_path), (Some(given), Some(found)) if same(given, found))
+            {
+                return Err(format!(
+                    "'{argv0}' is not the '{}' found on PATH, and only programs on the command \
+                     allowlist run; give its name instead, or set command_allow_any = true in \
+                     [sandbox] to run programs given by a path",
+                    names[0]
+                ));
+            }
         }
-        Ok(program)
+        Ok((program, resolved))
     }
+}
+
+fn lower(names: &[String]) -> Vec<String> {
+    names.iter().map(|n| n.trim().to_lowercase()).collect()
+}
+
+/// The first executable file called `name` in the absolute folders of `search_path`.
+fn find_on_path(name: &str, search_path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    std::env::split_paths(search_path?)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// Programs that create, change or delete the files named by their arguments. Their path
@@ -345,7 +435,7 @@ mod tests {
     }
 
     fn default_policy() -> CommandPolicy {
-        CommandPolicy::new(&[], &crate::config::default_command_denylist(), false)
+        CommandPolicy::new(None, &crate::config::default_command_denylist(), false)
     }
 
     #[test]
@@ -410,7 +500,7 @@ mod tests {
     fn deny_list_is_case_insensitive_on_base_name() {
         let f = fixture();
         let deny = ["RM", "sudo", "python", "sh"].map(String::from);
-        let policy = CommandPolicy::new(&[], &deny, false);
+        let policy = CommandPolicy::new(None, &deny, false);
         for line in [
             "/bin/RM -rf x",
             "rm x",
@@ -434,7 +524,7 @@ mod tests {
     #[test]
     fn allow_list_applies_after_deny_list() {
         let f = fixture();
-        let policy = CommandPolicy::new(&["LS".into(), "cat".into()], &["cat".into()], false);
+        let policy = CommandPolicy::new(Some(&["LS".into(), "cat".into()]), &["cat".into()], false);
         assert_eq!(
             policy.check("/bin/ls", &f.paths).unwrap().program,
             "/bin/ls"
@@ -452,14 +542,14 @@ mod tests {
     #[test]
     fn network_programs_refused_without_network_even_with_empty_denylist() {
         let f = fixture();
-        let offline = CommandPolicy::new(&[], &[], false);
+        let offline = CommandPolicy::new(None, &[], false);
         for prog in NETWORK_PROGRAMS {
             let err = offline
                 .check(&format!("{prog} example.com"), &f.paths)
                 .unwrap_err();
             assert!(err.contains("network"), "{prog}: {err}");
         }
-        let online = CommandPolicy::new(&[], &[], true);
+        let online = CommandPolicy::new(None, &[], true);
         assert!(online.check("curl example.com", &f.paths).is_ok());
     }
 
@@ -606,6 +696,12 @@ mod tests {
     fn relative_program_is_confined_and_made_absolute() {
         let f = fixture();
         let policy = default_policy();
+        std::fs::write(f.root.join("tool.sh"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(
+            f.root.join("tool.sh"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
         let cmd = policy.check("./tool.sh arg", &f.paths).unwrap();
         assert_eq!(cmd.program, f.root.join("tool.sh").to_str().unwrap());
         assert!(policy.check("../tool.sh", &f.paths).is_err());
@@ -617,7 +713,7 @@ mod tests {
         let sh = std::fs::canonicalize("/bin/sh").unwrap();
         std::os::unix::fs::symlink(&sh, f.root.join("innocent")).unwrap();
         let policy = CommandPolicy::new(
-            &[],
+            None,
             &[sh.file_name().unwrap().to_str().unwrap().into()],
             false,
         );

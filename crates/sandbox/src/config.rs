@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::RiskLevel;
+use crate::confine::ExecHelper;
 
 /// A rate limit: at most `calls` per `per_seconds`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,10 +45,25 @@ pub struct SandboxConfig {
     pub require_user_permission: BTreeMap<String, bool>,
     /// Per-risk permission override, consulted when the tool has no per-tool setting.
     pub require_permission_by_risk: BTreeMap<RiskLevel, bool>,
-    /// If non-empty, only these base command names may run (case-insensitive).
+    /// Only these programs may run in `bash` (base names, case-insensitive; a program given
+    /// by a path must be the one its name finds on `PATH`). Empty means the default list
+    /// ([`default_command_allowlist`]), never "anything": see `command_allow_any`.
     pub command_allowlist: Vec<String>,
+    /// Let `bash` run any program the denylist does not name (the allowlist is ignored).
+    pub command_allow_any: bool,
     /// These base command names never run (case-insensitive); checked before the allowlist.
     pub command_denylist: Vec<String>,
+    /// Run programs without the OS sandbox where it is unavailable (no Landlock, user
+    /// namespaces refused) instead of refusing them; the result then says so.
+    pub allow_unconfined_exec: bool,
+    /// Paths no tool may ever write (the configuration file, the agents folder), even inside
+    /// a write root. Set by the composition root, not read from `lsm.toml`.
+    #[serde(skip)]
+    pub protected_paths: Vec<PathBuf>,
+    /// Which executable applies the OS sandbox to executed programs. Set by the composition
+    /// root, not read from `lsm.toml`.
+    #[serde(skip)]
+    pub exec_helper: ExecHelper,
     /// Per-call time limit in seconds.
     pub timeout_seconds: f64,
     /// Output cap in bytes; the rest is replaced by `[TRUNCATED n bytes]`.
@@ -73,8 +89,12 @@ impl Default for SandboxConfig {
             allow_url_access: false,
             require_user_permission: BTreeMap::new(),
             require_permission_by_risk: BTreeMap::new(),
-            command_allowlist: Vec::new(),
+            command_allowlist: default_command_allowlist(),
+            command_allow_any: false,
             command_denylist: default_command_denylist(),
+            allow_unconfined_exec: false,
+            protected_paths: Vec::new(),
+            exec_helper: ExecHelper::default(),
             timeout_seconds: 30.0,
             max_output_bytes: 256 * 1024,
             max_write_bytes: 10 * 1024 * 1024,
@@ -88,6 +108,19 @@ impl Default for SandboxConfig {
     }
 }
 
+/// Programs `bash` runs by default: they read, compare and copy files and print text, and
+/// none of them runs another program or a script (no shells, interpreters, `awk`, `sed`,
+/// `find`, `git`, `tar`, `xargs`, `env`).
+pub fn default_command_allowlist() -> Vec<String> {
+    [
+        "ls", "cat", "head", "tail", "wc", "grep", "sort", "uniq", "diff", "echo", "pwd", "date",
+        "true", "false", "mkdir", "cp", "mv", "touch", "stat", "file", "cut", "tr", "basename",
+        "dirname", "realpath",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// Commands refused unless the configuration replaces the list: privilege changes, disk
 /// and system administration, and programs that open a shell or the network themselves.
 pub fn default_command_denylist() -> Vec<String> {
@@ -95,7 +128,7 @@ pub fn default_command_denylist() -> Vec<String> {
         "sudo", "su", "doas", "dd", "mkfs", "mount", "umount", "shutdown", "reboot", "halt",
         "poweroff", "chown", "chmod", "sh", "bash", "zsh", "dash", "fish", "env", "xargs", "eval",
         "exec", "nohup", "curl", "wget", "nc", "ncat", "ssh", "scp", "rsync", "ftp", "telnet",
-        "python", "python3", "perl", "ruby", "node",
+        "python", "python3", "perl", "ruby", "node", "rbash", "ksh", "csh", "tcsh",
     ]
     .map(String::from)
     .to_vec()

@@ -36,6 +36,7 @@
 pub mod builtin;
 mod command;
 mod config;
+pub mod confine;
 mod context;
 mod error;
 mod output;
@@ -47,7 +48,8 @@ mod tool;
 mod validate;
 
 pub use command::{CheckedCommand, Redirect};
-pub use config::{RateLimit, SandboxConfig};
+pub use config::{RateLimit, SandboxConfig, default_command_allowlist, default_command_denylist};
+pub use confine::{Confinement, ExecHelper};
 pub use context::ToolContext;
 pub use error::{ExecError, SandboxConfigError, ToolError};
 pub use output::{cap_output, redact_secrets};

@@ -107,11 +107,7 @@ impl Sandbox {
             &config.allowed_write_paths,
             &working_dir,
         )?;
-        let commands = CommandPolicy::new(
-            &config.command_allowlist,
-            &config.command_denylist,
-            config.allow_url_access,
-        );
+        let commands = CommandPolicy::from_config(&config);
         let mut prepared = HashMap::new();
         for tool in registry.iter() {
             let name = tool.name().to_string();

@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lsm_sandbox::{
-    Caller, ExecError, PermissionAsker, PermissionDecision, PermissionRequest, RateLimit,
-    RiskLevel, Sandbox, SandboxConfig, SandboxConfigError, Tool, ToolContext, ToolError, ToolEvent,
-    ToolEventKind, ToolOutput, ToolRegistry, builtin, schema_for,
+    Caller, ExecError, ExecHelper, PermissionAsker, PermissionDecision, PermissionRequest,
+    RateLimit, RiskLevel, Sandbox, SandboxConfig, SandboxConfigError, Tool, ToolContext, ToolError,
+    ToolEvent, ToolEventKind, ToolOutput, ToolRegistry, builtin, schema_for,
 };
 use serde_json::{Value, json};
 
@@ -47,6 +47,7 @@ impl Fixture {
     /// Confined to the workspace, no person needed for any built-in tool.
     fn open_config(&self) -> SandboxConfig {
         let mut config = SandboxConfig::confined_to(&self.ws);
+        config.exec_helper = ExecHelper::Path(env!("CARGO_BIN_EXE_lsm-confine").into());
         for name in ["write_file", "append_file", "create_folder", "bash"] {
             config.require_user_permission.insert(name.into(), false);
         }
@@ -763,7 +764,9 @@ async fn environment_is_scrubbed() {
         .find(|(k, _)| k == "CARGO_MANIFEST_DIR")
         .or_else(|| std::env::vars().find(|(k, _)| !passthrough.contains(k)))
         .expect("the test process has some environment variable outside the passthrough list");
-    let sb = f.sandbox(f.open_config());
+    let mut config = f.open_config();
+    config.command_allowlist.push("printenv".into());
+    let sb = f.sandbox(config.clone());
     let (text, _) = ok(sb.execute("bash", &json!({"command": "printenv"})).await);
     assert!(
         !text.contains(&format!("{name}=")),
@@ -772,7 +775,6 @@ async fn environment_is_scrubbed() {
     assert!(text.contains("PATH="), "{text}");
 
     // The same check passes the variable through when configured to: the test can fail.
-    let mut config = f.open_config();
     config.env_passthrough.push(name.clone());
     let sb = f.sandbox(config);
     let (text, _) = ok(sb
@@ -881,6 +883,7 @@ async fn timed_out_command_is_killed() {
     let f = fixture();
     let mut config = f.open_config();
     config.timeout_seconds = 0.3;
+    config.command_allowlist.push("sleep".into());
     let sb = f.sandbox(config);
     let started = Instant::now();
     let e = err(sb.execute("bash", &json!({"command": "sleep 5"})).await);

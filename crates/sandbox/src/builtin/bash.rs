@@ -11,6 +11,7 @@ use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use super::parse_args;
+use crate::confine::{self, Confinement};
 use crate::{Redirect, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, schema_for};
 
 /// Most bytes of stdout (and of stderr) kept; past it the pipe is closed, which stops a
@@ -56,9 +57,24 @@ impl Tool for Bash {
         let args: BashArgs = parse_args(&ctx)?;
         let checked = ctx.command()?;
         tracing::debug!(command = %args.command, program = %checked.program, "running");
-        let mut command = tokio::process::Command::new(&checked.program);
+        let (mut command, unconfined) = match &checked.confinement {
+            Confinement::Confined(confined) => {
+                tracing::debug!(confinement = confined.description(), "confined");
+                let command = confined.command(
+                    &checked.program,
+                    &checked.args,
+                    ctx.timeout,
+                    ctx.max_write_bytes,
+                );
+                (tokio::process::Command::from(command), None)
+            }
+            Confinement::Unconfined(reason) => {
+                let mut command = tokio::process::Command::new(&checked.program);
+                command.args(&checked.args);
+                (command, Some(reason))
+            }
+        };
         command
-            .args(&checked.args)
             .env_clear()
             .envs(ctx.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .current_dir(&ctx.working_dir)
@@ -106,6 +122,9 @@ impl Tool for Bash {
         );
         let status =
             status.map_err(|e| ToolError::Failed(format!("waiting for the program: {e}")))?;
+        if let Some(failure) = helper_failure(status, &err) {
+            return Err(ToolError::Failed(failure));
+        }
         let out = out?;
         let mut parts: Vec<String> = Vec::new();
         let mut artifacts = Vec::new();
@@ -120,6 +139,11 @@ impl Tool for Bash {
             parts.push(format!("[stderr]\n{text}"));
         }
         parts.push(describe_status(status));
+        if let Some(reason) = unconfined {
+            parts.push(format!(
+                "[ran unconfined, without the OS sandbox: {reason}]"
+            ));
+        }
         Ok(ToolOutput {
             text: parts.join("\n"),
             artifacts,
@@ -270,6 +294,17 @@ impl Sink {
     }
 }
 
+/// The sandbox helper's own error (it could not confine or start the program), which is a
+/// failure of the call rather than the program's output.
+fn helper_failure(status: ExitStatus, stderr: &Capture) -> Option<String> {
+    if status.code() != Some(confine::FAILURE_STATUS) {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&stderr.bytes);
+    let message = text.strip_prefix(confine::FAILURE_PREFIX)?;
+    Some(message.trim().to_string())
+}
+
 fn describe_status(status: ExitStatus) -> String {
     if let Some(code) = status.code() {
         return format!("[exit code: {code}]");
@@ -310,6 +345,7 @@ mod tests {
             args: args.iter().map(|s| s.to_string()).collect(),
             stdin: None,
             stdout: None,
+            confinement: Confinement::Unconfined("unit test".into()),
         }
     }
 
@@ -320,14 +356,17 @@ mod tests {
             .execute(ctx(tmp.path(), cmd("echo", &["hi", "there"])))
             .await
             .unwrap();
-        assert_eq!(out.text, "hi there\n[exit code: 0]");
+        assert_eq!(
+            out.text,
+            "hi there\n[exit code: 0]\n[ran unconfined, without the OS sandbox: unit test]"
+        );
         assert!(out.artifacts.is_empty());
         let out = Bash
             .execute(ctx(tmp.path(), cmd("ls", &["missing-file"])))
             .await
             .unwrap();
         assert!(out.text.contains("[stderr]"), "{}", out.text);
-        assert!(out.text.ends_with("[exit code: 2]"), "{}", out.text);
+        assert!(out.text.contains("[exit code: 2]"), "{}", out.text);
     }
 
     #[tokio::test]

@@ -1,0 +1,88 @@
+//! Finding out, once per helper, what the kernel lets the helper apply.
+//!
+//! The probe starts the helper with a plan that runs nothing: it applies every layer it can,
+//! as it would for a program, and reports. A helper that cannot apply Landlock fails the
+//! probe; one whose user namespace was refused reports that, and the policy decides whether
+//! the namespace was needed.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use super::HELPER_ARG;
+use super::plan::Plan;
+
+/// What the helper could apply on this machine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Probe {
+    /// The Landlock ABI in force.
+    pub landlock_abi: i32,
+    /// Whether a user namespace could be entered.
+    pub namespaces: bool,
+    /// Why not, when it could not.
+    pub namespace_error: Option<String>,
+}
+
+impl Probe {
+    /// `landlock abi 7 + user/mount/net namespaces + seccomp + rlimits`.
+    pub(crate) fn describe(&self, plan: &Plan) -> String {
+        let mut parts = vec![format!("landlock abi {}", self.landlock_abi)];
+        if self.namespaces {
+            parts.push(if plan.allow_network {
+                "user/mount namespaces".into()
+            } else {
+                "user/mount/net namespaces".into()
+            });
+        }
+        parts.push("seccomp".into());
+        parts.push("rlimits".into());
+        parts.join(" + ")
+    }
+}
+
+static PROBES: Mutex<Option<HashMap<PathBuf, Result<Probe, String>>>> = Mutex::new(None);
+
+/// The probe of `helper`, run on first use and remembered.
+pub(crate) fn probe(helper: &Path) -> Result<Probe, String> {
+    let mut probes = PROBES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let probes = probes.get_or_insert_with(HashMap::new);
+    if let Some(known) = probes.get(helper) {
+        return known.clone();
+    }
+    let result = run_probe(helper);
+    if let Err(reason) = &result {
+        tracing::warn!(helper = %helper.display(), %reason, "the OS sandbox is unavailable");
+    }
+    probes.insert(helper.to_path_buf(), result.clone());
+    result
+}
+
+fn run_probe(helper: &Path) -> Result<Probe, String> {
+    let plan = serde_json::to_string(&Plan::default())
+        .map_err(|e| format!("could not describe the probe: {e}"))?;
+    let output = std::process::Command::new(helper)
+        .arg(HELPER_ARG)
+        .arg(plan)
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| {
+            format!(
+                "could not start the sandbox helper {}: {e}",
+                helper.display()
+            )
+        })?;
+    if !output.status.success() {
+        return Err(String::from_utf8_lossy(&output.stderr).trim().to_string());
+    }
+    serde_json::from_slice(&output.stdout).map_err(|e| {
+        format!(
+            "the sandbox helper {} answered the probe with something else ({e}); is it this version's helper?",
+            helper.display()
+        )
+    })
+}
