@@ -509,6 +509,53 @@ fn escapes_and_denials_go_back_to_the_model_and_the_run_completes() {
 }
 
 #[test]
+fn bash_is_offered_only_when_allowed_and_the_kernel_confines_it() {
+    let script_lines = [
+        call("bash", json!({"command": "cat notes.md"})),
+        call("bash", json!({"command": "cat /etc/passwd"})),
+        text("done"),
+    ];
+    // Not on general's allowlist: refused before the sandbox.
+    let (dir, script) = workspace_with_script(&script_lines);
+    let out = agent_run(dir.path(), &script, &["--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let transcript = transcript_text(dir.path(), &stdout_json(&out));
+    assert!(
+        transcript.contains("is not allowed for this harness run"),
+        "{transcript}"
+    );
+    assert!(!transcript.contains("hello notes"), "{transcript}");
+
+    // Offered with --allow-tool: runs inside the roots, refused outside them.
+    let (dir, script) = workspace_with_script(&script_lines);
+    let out = agent_run(dir.path(), &script, &["--yes", "--allow-tool", "bash"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let transcript = transcript_text(dir.path(), &stdout_json(&out));
+    assert!(transcript.contains("hello notes"), "{transcript}");
+    assert!(!transcript.contains("root:x:0:0"), "{transcript}");
+
+    // The same through [agents.extra_tools]; `lsm tools list` says so.
+    std::fs::write(
+        dir.path().join("lsm.toml"),
+        "[agents.extra_tools]\ngeneral = [\"bash\"]\n",
+    )
+    .unwrap();
+    let out = run(lsm(dir.path()).args(["tools", "list", "--json"]));
+    assert_eq!(
+        tool_row(&stdout_json(&out), "bash")["agents"],
+        json!(["general"])
+    );
+
+    let out = agent_run(dir.path(), &script, &["--allow-tool", "no_such_tool"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--allow-tool no_such_tool"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn yes_approves_permission_requests_and_says_so() {
     let (dir, script) = workspace_with_script(&[
         call(
@@ -648,6 +695,14 @@ fn run_agent_with_task(
     let out = lsm_in(dir, &args);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     stdout_json(&out)
+}
+
+/// The transcript of the run whose `--json` summary is `summary`, as text.
+fn transcript_text(dir: &Path, summary: &Value) -> String {
+    transcript_of(dir, summary)
+        .iter()
+        .map(|line| format!("{line}\n"))
+        .collect()
 }
 
 fn transcript_of(dir: &Path, summary: &Value) -> Vec<Value> {

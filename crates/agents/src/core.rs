@@ -45,6 +45,9 @@ pub struct AgentContext {
     pub max_rounds: u32,
     /// Whether an `ask_user` tool is registered, so that it joins every allowlist.
     pub ask_user_available: bool,
+    /// Tools the person running the agent added to its allowlist (configuration's
+    /// `[agents.extra_tools]`, `lsm agent run --allow-tool`); offered only when registered.
+    pub extra_tools: Vec<String>,
     /// Where log lines go besides the agent's log file and `tracing`.
     pub log_sink: Option<Arc<dyn AgentLogSink>>,
 }
@@ -56,6 +59,7 @@ impl std::fmt::Debug for AgentContext {
             .field("max_iterations", &self.max_iterations)
             .field("max_rounds", &self.max_rounds)
             .field("ask_user_available", &self.ask_user_available)
+            .field("extra_tools", &self.extra_tools)
             .finish_non_exhaustive()
     }
 }
@@ -69,6 +73,7 @@ impl AgentContext {
             max_iterations: DEFAULT_MAX_ITERATIONS,
             max_rounds: DEFAULT_MAX_ROUNDS,
             ask_user_available: false,
+            extra_tools: Vec::new(),
             log_sink: None,
         }
     }
@@ -88,6 +93,16 @@ impl AgentContext {
     /// Set `ask_user_available`.
     pub fn with_ask_user(mut self, available: bool) -> Self {
         self.ask_user_available = available;
+        self
+    }
+
+    /// Add `tools` to the allowlist of every run made with this context.
+    pub fn with_extra_tools(mut self, tools: impl IntoIterator<Item = String>) -> Self {
+        for tool in tools {
+            if !self.extra_tools.contains(&tool) {
+                self.extra_tools.push(tool);
+            }
+        }
         self
     }
 
@@ -238,11 +253,21 @@ impl AgentCore {
         self.spec.tier
     }
 
-    /// The tools the agent may call: its card's list, plus `ask_user` when registered.
+    /// The tools the agent may call: its card's list, plus `ask_user` when registered, plus
+    /// the tools its context adds.
     pub fn tool_allowlist(&self) -> Vec<String> {
-        self.spec
-            .identity("", self.ctx.ask_user_available)
-            .tool_allowlist
+        self.identity("").tool_allowlist
+    }
+
+    /// The identity of a run about `topic`: the card's, with the context's extra tools.
+    fn identity(&self, topic: &str) -> lsm_phase::AgentIdentity {
+        let mut identity = self.spec.identity(topic, self.ctx.ask_user_available);
+        for tool in &self.ctx.extra_tools {
+            if !identity.tool_allowlist.contains(tool) {
+                identity.tool_allowlist.push(tool.clone());
+            }
+        }
+        identity
     }
 
     /// Iteration limit of the agent's long phases.
@@ -276,8 +301,8 @@ impl AgentCore {
     /// tool-only phase (`direct_tool_calls`) also creates or reuses the executor: its calls go
     /// through the same allowlist and sandbox as the model's.
     pub async fn run_phase(&mut self, system_prompt: &str, request: PhaseRequest) -> PhaseResult {
+        let identity = self.identity(&self.run.topic);
         let RunState {
-            topic,
             executor,
             system_prompt: first_prompt,
             ..
@@ -294,7 +319,6 @@ impl AgentCore {
                 existing
             }
             slot @ None => {
-                let identity = self.spec.identity(topic, self.ctx.ask_user_available);
                 tracing::debug!(agent = self.spec.name, "creating the run's executor");
                 *first_prompt = Some(system_prompt.to_string());
                 slot.insert(self.ctx.factory.create(&identity, system_prompt))

@@ -75,6 +75,11 @@ pub struct RunArgs {
     /// when stdin is not a terminal.
     #[arg(long)]
     pub yes: bool,
+
+    /// Offer the agent this tool too, beyond its allowlist (repeatable; e.g. `bash`). Same as
+    /// `[agents.extra_tools] <agent> = [...]`; the tool must exist (`lsm tools list`).
+    #[arg(long = "allow-tool", value_name = "TOOL")]
+    pub allow_tools: Vec<String>,
 }
 
 /// Run; returns the exit code.
@@ -113,6 +118,16 @@ async fn run_async(config_path: Option<&Path>, args: RunArgs) -> Result<u8> {
     if let Some(n) = args.max_tokens_budget {
         config.agents.max_tokens_budget = n;
     }
+    let known = crate::tools_cmd::known_tool_names(&config);
+    for tool in &args.allow_tools {
+        if !known.contains(tool) {
+            return Err(usage(format!(
+                "--allow-tool {tool}: there is no tool of that name; `lsm tools list` shows them"
+            )));
+        }
+    }
+    let mut extra_tools = config.agents.extra_tools_of(spec.name);
+    extra_tools.extend(args.allow_tools.iter().cloned());
     if config.sandbox.allowed_read_paths.is_empty() && config.sandbox.allowed_write_paths.is_empty()
     {
         // No policy configured: confine tools to the working directory.
@@ -169,6 +184,7 @@ async fn run_async(config_path: Option<&Path>, args: RunArgs) -> Result<u8> {
         max_iterations: config.agents.max_iterations,
         max_rounds: args.max_rounds,
         ask_user_available,
+        extra_tools,
         json: args.json,
         interactions: Some(Arc::clone(&channel)),
     };

@@ -179,6 +179,8 @@ pub struct AgentRunOptions {
     pub max_rounds: Option<u32>,
     /// Whether `ask_user` is registered.
     pub ask_user_available: bool,
+    /// Tools added to the agent's allowlist (`[agents.extra_tools]`, `--allow-tool`).
+    pub extra_tools: Vec<String>,
     /// `--json`: stdout carries only the run summary.
     pub json: bool,
     /// The run's interaction channel, whose events go to the run's transcript.
@@ -201,7 +203,8 @@ pub async fn run(
         opts.agents_folder.clone(),
     )
     .with_max_iterations(opts.max_iterations)
-    .with_ask_user(opts.ask_user_available);
+    .with_ask_user(opts.ask_user_available)
+    .with_extra_tools(opts.extra_tools.clone());
     if let Some(n) = opts.max_rounds {
         ctx = ctx.with_max_rounds(n);
     }

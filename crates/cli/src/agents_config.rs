@@ -5,6 +5,7 @@
 //! keys that belong to the runtime manager and the interaction channel are taken out of the
 //! table first, so each part still refuses what it does not know.
 
+use std::collections::BTreeMap;
 use std::ops::{Deref, DerefMut};
 
 use lsm_harness::HarnessConfig;
@@ -24,6 +25,10 @@ pub struct AgentsConfig {
     /// Log lines kept per run for live display; older ones are dropped and counted. At
     /// least 1.
     pub log_stream_queue_limit: usize,
+    /// `[agents.extra_tools]`: agent name → tools added to that agent's allowlist (offered
+    /// only when registered). The only way to offer an agent a tool its card does not name,
+    /// such as `bash`.
+    pub extra_tools: BTreeMap<String, Vec<String>>,
 }
 
 impl Default for AgentsConfig {
@@ -33,7 +38,15 @@ impl Default for AgentsConfig {
             interaction: InteractionConfig::default(),
             max_concurrent: 5,
             log_stream_queue_limit: 500,
+            extra_tools: BTreeMap::new(),
         }
+    }
+}
+
+impl AgentsConfig {
+    /// The tools configuration adds to `agent`'s allowlist.
+    pub fn extra_tools_of(&self, agent: &str) -> Vec<String> {
+        self.extra_tools.get(agent).cloned().unwrap_or_default()
     }
 }
 
@@ -57,6 +70,7 @@ struct RuntimeKeys {
     interaction: InteractionConfig,
     max_concurrent: usize,
     log_stream_queue_limit: usize,
+    extra_tools: BTreeMap<String, Vec<String>>,
 }
 
 impl Default for RuntimeKeys {
@@ -66,11 +80,17 @@ impl Default for RuntimeKeys {
             interaction: d.interaction,
             max_concurrent: d.max_concurrent,
             log_stream_queue_limit: d.log_stream_queue_limit,
+            extra_tools: d.extra_tools,
         }
     }
 }
 
-const RUNTIME_KEYS: [&str; 3] = ["interaction", "max_concurrent", "log_stream_queue_limit"];
+const RUNTIME_KEYS: [&str; 4] = [
+    "interaction",
+    "max_concurrent",
+    "log_stream_queue_limit",
+    "extra_tools",
+];
 
 impl<'de> Deserialize<'de> for AgentsConfig {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -109,11 +129,23 @@ impl<'de> Deserialize<'de> for AgentsConfig {
                 "[agents] log_stream_queue_limit must be at least 1",
             ));
         }
+        if let Some(unknown) = runtime
+            .extra_tools
+            .keys()
+            .find(|name| lsm_agents::find(name).is_none())
+        {
+            let known: Vec<&str> = lsm_agents::BUILTIN.iter().map(|a| a.name).collect();
+            return Err(D::Error::custom(format!(
+                "[agents.extra_tools] names '{unknown}', which is not an agent; the agents are: {}",
+                known.join(", ")
+            )));
+        }
         Ok(AgentsConfig {
             harness,
             interaction: runtime.interaction,
             max_concurrent: runtime.max_concurrent,
             log_stream_queue_limit: runtime.log_stream_queue_limit,
+            extra_tools: runtime.extra_tools,
         })
     }
 }
@@ -129,6 +161,15 @@ mod tests {
         toml::Value::Table(t)
             .try_into()
             .map_err(|e: toml::de::Error| e.to_string())
+    }
+
+    #[test]
+    fn extra_tools_are_read_per_agent_and_unknown_agents_refused() {
+        let c = parse("[extra_tools]\ngeneral = [\"bash\", \"load_url\"]\n").unwrap();
+        assert_eq!(c.extra_tools_of("general"), ["bash", "load_url"]);
+        assert!(c.extra_tools_of("research").is_empty());
+        let e = parse("[extra_tools]\ngenreal = [\"bash\"]\n").unwrap_err();
+        assert!(e.contains("'genreal', which is not an agent"), "{e}");
     }
 
     #[test]

@@ -44,11 +44,20 @@ struct Row {
 }
 
 /// The built-in agents offered `tool`: those whose allowlist names it (`ask_user` is added
-/// to every allowlist when it is registered, which every run of `lsm` does).
-fn agents_offered(tool: &str) -> Vec<&'static str> {
+/// to every allowlist when it is registered, which every run of `lsm` does), with the tools
+/// `[agents.extra_tools]` adds.
+fn agents_offered(config: &config::Config, tool: &str) -> Vec<&'static str> {
     lsm_agents::BUILTIN
         .iter()
-        .filter(|a| tool == "ask_user" || a.tools.contains(&tool))
+        .filter(|a| {
+            tool == "ask_user"
+                || a.tools.contains(&tool)
+                || config
+                    .agents
+                    .extra_tools_of(a.name)
+                    .iter()
+                    .any(|t| t == tool)
+        })
         .map(|a| a.name)
         .collect()
 }
@@ -75,43 +84,7 @@ pub fn list(config_path: Option<&Path>, agent: Option<&str>, json: bool) -> u8 {
         );
         return exit::USAGE;
     }
-    // The store is only named, never opened: listing touches no file.
-    let store = std::sync::Arc::new(lsm_memory::MemoryStore::new(lsm_memory::StoreLayout::new(
-        "Agents",
-    )));
-    let builtin = lsm_sandbox::builtin::registry();
-    let memory = crate::memory_wiring::with_memory_tools(lsm_sandbox::ToolRegistry::new(), &store);
-    let interaction = crate::interaction_wiring::run_channel(&config.agents.interaction)
-        .map(|channel| {
-            lsm_sandbox::ToolRegistry::new().with(std::sync::Arc::new(
-                lsm_interaction::AskUserTool::new(channel),
-            ))
-        })
-        .unwrap_or_default();
-    let sandbox = &config.sandbox;
-    let row = |t: &std::sync::Arc<dyn lsm_sandbox::Tool>, offered| Row {
-        name: t.name().to_string(),
-        risk: t.risk(),
-        needs_permission: sandbox.asks_permission(t.name(), t.risk(), t.needs_permission()),
-        description: t.description().to_string(),
-        offered,
-        agents: agents_offered(t.name()),
-    };
-    let mut rows: Vec<Row> = builtin.iter().map(|t| row(t, Offered::Always)).collect();
-    rows.extend(interaction.iter().map(|t| row(t, Offered::Always)));
-    rows.extend(memory.iter().map(|t| row(t, Offered::Memory)));
-    rows.extend(
-        lsm_tools_kb::tools::catalog(&config.kb.remote)
-            .into_iter()
-            .map(|t| Row {
-                needs_permission: sandbox.asks_permission(&t.name, t.risk, t.needs_permission),
-                agents: agents_offered(&t.name),
-                name: t.name,
-                risk: t.risk,
-                description: t.description,
-                offered: Offered::KnowledgeBase,
-            }),
-    );
+    let mut rows = rows(&config);
     if let Some(name) = agent {
         rows.retain(|r| r.agents.contains(&name));
     }
@@ -167,4 +140,52 @@ pub fn list(config_path: Option<&Path>, agent: Option<&str>, json: bool) -> u8 {
         }
     }
     exit::OK
+}
+
+/// Every tool a run of `lsm` can register, with the agents each is offered to under
+/// `config` (its `[agents.extra_tools]` included).
+fn rows(config: &config::Config) -> Vec<Row> {
+    // The store is only named, never opened: listing touches no file.
+    let store = std::sync::Arc::new(lsm_memory::MemoryStore::new(lsm_memory::StoreLayout::new(
+        "Agents",
+    )));
+    let builtin = lsm_sandbox::builtin::registry();
+    let memory = crate::memory_wiring::with_memory_tools(lsm_sandbox::ToolRegistry::new(), &store);
+    let interaction = crate::interaction_wiring::run_channel(&config.agents.interaction)
+        .map(|channel| {
+            lsm_sandbox::ToolRegistry::new().with(std::sync::Arc::new(
+                lsm_interaction::AskUserTool::new(channel),
+            ))
+        })
+        .unwrap_or_default();
+    let sandbox = &config.sandbox;
+    let row = |t: &std::sync::Arc<dyn lsm_sandbox::Tool>, offered| Row {
+        name: t.name().to_string(),
+        risk: t.risk(),
+        needs_permission: sandbox.asks_permission(t.name(), t.risk(), t.needs_permission()),
+        description: t.description().to_string(),
+        offered,
+        agents: agents_offered(config, t.name()),
+    };
+    let mut rows: Vec<Row> = builtin.iter().map(|t| row(t, Offered::Always)).collect();
+    rows.extend(interaction.iter().map(|t| row(t, Offered::Always)));
+    rows.extend(memory.iter().map(|t| row(t, Offered::Memory)));
+    rows.extend(
+        lsm_tools_kb::tools::catalog(&config.kb.remote)
+            .into_iter()
+            .map(|t| Row {
+                needs_permission: sandbox.asks_permission(&t.name, t.risk, t.needs_permission),
+                agents: agents_offered(config, &t.name),
+                name: t.name,
+                risk: t.risk,
+                description: t.description,
+                offered: Offered::KnowledgeBase,
+            }),
+    );
+    rows
+}
+
+/// The names of every tool a run of `lsm` can register under `config`.
+pub fn known_tool_names(config: &config::Config) -> Vec<String> {
+    rows(config).into_iter().map(|r| r.name).collect()
 }

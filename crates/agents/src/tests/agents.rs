@@ -567,3 +567,17 @@ async fn every_builtin_agent_uses_one_executor_per_run_and_a_fresh_one_per_run()
     }
     assert!(crate::create("nope", context(&Spy::new(|_| done(""))).1).is_none());
 }
+
+#[tokio::test]
+async fn extra_tools_from_the_context_join_the_allowlist_once() {
+    let spy = Spy::new(|_| done("ok"));
+    let (_dir, ctx) = context(&spy);
+    let ctx = ctx.with_extra_tools(["bash".to_string(), "read_file".to_string()]);
+    let mut agent = SimpleAgent::new(GENERAL, ctx);
+    agent.run("t").await;
+    let (identity, _) = spy.created.lock().unwrap()[0].clone();
+    let mut expected: Vec<String> = GENERAL.tools.iter().map(|s| s.to_string()).collect();
+    expected.push("bash".into()); // read_file is on the card already: not repeated
+    assert_eq!(identity.tool_allowlist, expected);
+    assert_eq!(agent.tool_allowlist(), expected);
+}

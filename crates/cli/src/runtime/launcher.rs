@@ -76,6 +76,7 @@ impl RunLauncher for HarnessLauncher {
         )
         .with_max_iterations(self.config.agents.max_iterations)
         .with_ask_user(parts.ask_user_available)
+        .with_extra_tools(self.config.agents.extra_tools_of(spec.name))
         .with_log_sink(Arc::new(LogStreamAgentLog(Arc::clone(&ctx.log))));
         let Some(mut agent) = lsm_agents::create(spec.name, agent_ctx) else {
             return Self::failed(format!(
