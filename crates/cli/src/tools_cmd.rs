@@ -47,7 +47,7 @@ pub fn list(config_path: Option<&Path>, json: bool) -> u8 {
     let config = match config::load(config_path, &config::lsm_env()) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", crate::secrets::clean(&format!("{e:#}")));
             return exit::USAGE;
         }
     };

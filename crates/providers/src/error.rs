@@ -285,7 +285,10 @@ impl ProviderError {
                 ..
             } => vec![provider, url, message],
             ProviderError::Timeout {
-                provider, url, what, ..
+                provider,
+                url,
+                what,
+                ..
             } => vec![provider, url, what],
             ProviderError::PreviousResponseNotFound {
                 provider,

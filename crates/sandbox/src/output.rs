@@ -41,8 +41,7 @@ static API_KEY_ASSIGNMENT: LazyLock<Option<Regex>> = LazyLock::new(|| {
 });
 /// OpenAI- and Anthropic-style keys (`sk-…`, `sk-proj-…`, `sk-ant-…`), also as servers echo
 /// them with the middle masked (`sk-proj-abc*****xyz`).
-static SK_KEY: LazyLock<Option<Regex>> =
-    LazyLock::new(|| compile(r"\bsk-[A-Za-z0-9_*-]{12,}"));
+static SK_KEY: LazyLock<Option<Regex>> = LazyLock::new(|| compile(r"\bsk-[A-Za-z0-9_*-]{12,}"));
 /// `Authorization: Bearer <token>`: the word stays, the token goes ([`looks_like_token`]
 /// decides, so that prose such as "Bearer authentication" is left alone).
 static BEARER: LazyLock<Option<Regex>> =
@@ -100,7 +99,7 @@ impl Redactor {
             return false;
         }
         self.values.push(value.to_string());
-        self.values.sort_by(|a, b| b.len().cmp(&a.len()));
+        self.values.sort_by_key(|v| std::cmp::Reverse(v.len()));
         true
     }
 
