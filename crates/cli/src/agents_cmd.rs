@@ -237,8 +237,8 @@ pub async fn run(
         }
     };
     if opts.json {
-        // Redacted when written; redacted again in case it was written by something else.
-        println!("{}", secrets::clean(raw.trim_end()));
+        // Redacted when written; checked again in case it was written by something else.
+        println!("{}", secrets::clean_json_text(raw.trim_end()));
     } else {
         print_human(&output, &summary, &dir);
     }

@@ -95,7 +95,7 @@ async fn ping_async(config_path: Option<&Path>, args: PingArgs) -> Result<u8> {
                     "latency_ms": latency_ms, "usage": r.usage, "cost_usd": cost,
                     "response_id": r.response_id, "reply": r.text,
                 });
-                println!("{}", secrets::clean(&out.to_string()));
+                println!("{}", secrets::clean_json(out));
             } else {
                 println!("provider: {}", p.name());
                 println!("model: {}", p.model());
@@ -121,7 +121,7 @@ async fn ping_async(config_path: Option<&Path>, args: PingArgs) -> Result<u8> {
                     "base_url": built.base_url, "tier": tier_name(args.tier),
                     "latency_ms": latency_ms, "error": e.to_string(),
                 });
-                println!("{}", secrets::clean(&out.to_string()));
+                println!("{}", secrets::clean_json(out));
             }
             eprintln!(
                 "{}",

@@ -64,6 +64,32 @@ pub fn clean(text: &str) -> Cow<'_, str> {
     redact_secrets(text)
 }
 
+/// `value` with every string redacted, as one line of JSON for stdout. Redacting the
+/// serialized text instead could cut an escaped quote in half and break the document.
+pub fn clean_json(mut value: serde_json::Value) -> String {
+    lsm_sandbox::redact_json_secrets(&mut value);
+    value.to_string()
+}
+
+/// A JSON document's text (a run summary as written), redacted. Unchanged in the usual case
+/// (the harness redacted it when writing it); otherwise the document is redacted string by
+/// string and printed pretty, so it stays valid JSON.
+pub fn clean_json_text(text: &str) -> Cow<'_, str> {
+    if let Cow::Borrowed(same) = redact_secrets(text) {
+        return Cow::Borrowed(same);
+    }
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(mut value) => {
+            lsm_sandbox::redact_json_secrets(&mut value);
+            serde_json::to_string_pretty(&value).map_or_else(
+                |_| Cow::Owned(redact_secrets(text).into_owned()),
+                Cow::Owned,
+            )
+        }
+        Err(_) => Cow::Owned(redact_secrets(text).into_owned()),
+    }
+}
+
 /// A log writer that redacts what it is given before it reaches `inner`. The subscriber
 /// makes one per event and writes the whole formatted line into it; the line is redacted
 /// and written when the writer is flushed or dropped, so a secret is never split across two
@@ -156,6 +182,24 @@ mod tests {
             clean("a env-secret-Ab12Cd34 b tier-secret-Ef56Gh78 c /home/someone-not-secret"),
             "a [REDACTED] b [REDACTED] c /home/someone-not-secret"
         );
+    }
+
+    #[test]
+    fn json_output_stays_valid_json_when_redacted() {
+        // An escaped quote right after a key-shaped value: text redaction would eat the
+        // backslash and end the string early.
+        let v = serde_json::json!({"error": "api_key=abc\\\"def sk-abcdefghijklmnop1234"});
+        let line = clean_json(v.clone());
+        let back: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert!(!line.contains("sk-abcdefghijklmnop1234"), "{line}");
+        assert!(back["error"].as_str().unwrap().contains("[REDACTED]"));
+        let pretty = serde_json::to_string_pretty(&v).unwrap();
+        let cleaned = clean_json_text(&pretty);
+        let back: serde_json::Value = serde_json::from_str(&cleaned).unwrap();
+        assert!(!cleaned.contains("sk-abcdefghijklmnop1234"), "{cleaned}");
+        assert!(back["error"].as_str().unwrap().contains("[REDACTED]"));
+        let plain = "{\n  \"run_id\": \"r1\"\n}";
+        assert!(matches!(clean_json_text(plain), Cow::Borrowed(_)));
     }
 
     #[test]
