@@ -1559,6 +1559,152 @@ async fn a_failing_provider_exits_1_and_still_writes_the_records() {
     assert!(transcript.contains("\"llm_error\"") && transcript.contains("401"));
 }
 
+// ---------- secrets ----------
+
+/// The provider key of the secret tests: distinctive, so that finding it anywhere is a leak.
+const LEAKY_KEY: &str = "sk-test-SECRETSECRET1234567890";
+/// Another configured key (`[llm.complex] api_key_env`), of no known key shape: only the
+/// configuration says it is a secret.
+const OTHER_KEY: &str = "plain-OTHER-Zq81x0Lm";
+
+/// A server refusing every call with `status`, echoing both keys the way OpenAI's 401 echoes
+/// the one it got.
+async fn key_echoing_server(status: u16) -> wiremock::MockServer {
+    let server = wiremock::MockServer::start().await;
+    let message = format!(
+        "Incorrect API key provided: {LEAKY_KEY}. You can find your API key at https://platform.openai.com/account/api-keys. (also tried {OTHER_KEY})"
+    );
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(wiremock::ResponseTemplate::new(status).set_body_json(
+            json!({"error": {"message": message, "type": "invalid_request_error", "code": "invalid_api_key"}}),
+        ))
+        .mount(&server)
+        .await;
+    server
+}
+
+/// A workspace whose `lsm.toml` names [`OTHER_KEY`]'s variable, and a command with both keys
+/// in its environment and fast retries (500 is retried).
+fn secret_workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("lsm.toml"),
+        "[llm]\nmax_retries = 1\nretry_base_delay_ms = 1\n\n[llm.complex]\napi_key_env = \"OTHER_GATEWAY_KEY\"\n",
+    )
+    .unwrap();
+    dir
+}
+
+fn with_keys(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    cmd.env("OPENAI_API_KEY", LEAKY_KEY)
+        .env("OTHER_GATEWAY_KEY", OTHER_KEY)
+}
+
+fn assert_no_key(what: &str, text: &str) {
+    for key in [LEAKY_KEY, OTHER_KEY] {
+        assert!(!text.contains(key), "{what} shows the key {key}:\n{text}");
+    }
+    // Nor a tell-tale piece of one.
+    assert!(!text.contains("SECRETSECRET"), "{what}:\n{text}");
+}
+
+#[tokio::test]
+async fn a_key_the_server_echoes_reaches_neither_the_terminal_nor_the_records() {
+    for (status, json_output) in [(401u16, true), (500, true), (401, false), (500, false)] {
+        let server = key_echoing_server(status).await;
+        let dir = secret_workspace();
+        let mut cmd = lsm(dir.path());
+        with_keys(&mut cmd)
+            // -v: the provider's retry and the harness's phase error are logged too.
+            .args(["-v", "agent", "run", "general", "--task", "t"])
+            .args(["--provider", "openai", "--model", "gpt-4o-mini"])
+            .args(["--agents-folder", "Agents"])
+            .args(["--base-url", &format!("{}/v1", server.uri())]);
+        if json_output {
+            cmd.arg("--json");
+        }
+        let out = run(&mut cmd);
+        let case = format!("{status} json={json_output}");
+        assert_eq!(out.status.code(), Some(1), "{case}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert_no_key(&format!("{case} stderr"), &err);
+        assert!(
+            err.contains("[REDACTED]"),
+            "{case}: the error is still shown: {err}"
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_no_key(&format!("{case} stdout"), &stdout);
+        if status == 500 {
+            assert_eq!(
+                server.received_requests().await.unwrap().len(),
+                2,
+                "{case}: retried once"
+            );
+        }
+        let logs = dir.path().join("Agents/general/logs");
+        let run_dir = std::fs::read_dir(&logs)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.is_dir())
+            .unwrap_or_else(|| panic!("{case}: no run folder in {}", logs.display()));
+        let transcript = std::fs::read_to_string(run_dir.join("transcript.jsonl")).unwrap();
+        assert_no_key(&format!("{case} transcript"), &transcript);
+        assert!(transcript.contains("\"llm_error\""), "{case}: {transcript}");
+        let summary = std::fs::read_to_string(run_dir.join("run_summary.json")).unwrap();
+        assert_no_key(&format!("{case} run_summary.json"), &summary);
+        if json_output {
+            let s = stdout_json(&out);
+            let error = s["error"].as_str().unwrap();
+            assert!(
+                error.contains(&status.to_string()) && error.contains("[REDACTED]"),
+                "{case}: {error}"
+            );
+        }
+        // Every other file the run left (the agent's log) too.
+        for entry in std::fs::read_dir(dir.path().join("Agents/general/logs")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_file() {
+                let text = std::fs::read_to_string(&path).unwrap();
+                assert_no_key(&format!("{case} {}", path.display()), &text);
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn llm_ping_never_prints_a_key() {
+    for status in [401u16, 500] {
+        let server = key_echoing_server(status).await;
+        let dir = secret_workspace();
+        for json_output in [false, true] {
+            let mut cmd = lsm(dir.path());
+            with_keys(&mut cmd)
+                .args(["-v", "llm", "ping", "--provider", "openai", "--model", "m"])
+                .args(["--base-url", &format!("{}/v1", server.uri())]);
+            if json_output {
+                cmd.arg("--json");
+            }
+            let out = run(&mut cmd);
+            let case = format!("{status} json={json_output}");
+            assert_eq!(out.status.code(), Some(1), "{case}: {}", stderr(&out));
+            let err = stderr(&out);
+            assert_no_key(&format!("{case} stderr"), &err);
+            assert!(err.contains("[REDACTED]"), "{case}: {err}");
+            assert_no_key(
+                &format!("{case} stdout"),
+                &String::from_utf8_lossy(&out.stdout),
+            );
+            if json_output {
+                let v = stdout_json(&out);
+                assert!(
+                    v["error"].as_str().unwrap().contains("[REDACTED]"),
+                    "{case}: {v}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn a_missing_key_or_model_is_a_usage_error_naming_what_to_set() {
     let dir = tempfile::tempdir().unwrap();

@@ -15,6 +15,7 @@ use lsm_phase::{AgentIdentity, ExecutorFactory, PhaseExecutor};
 
 use crate::agent_run::usage;
 use crate::exit;
+use crate::secrets;
 
 /// `lsm agent list [--json]`: name, tier, input, description and tools of every agent.
 pub fn list(json: bool) -> u8 {
@@ -164,7 +165,7 @@ struct StderrAgentLog;
 
 impl AgentLogSink for StderrAgentLog {
     fn line(&self, agent: &str, message: &str) {
-        eprintln!("[{agent}] {message}");
+        eprintln!("[{agent}] {}", secrets::clean(message));
     }
 }
 
@@ -217,7 +218,7 @@ pub async fn run(
     drop(agent);
 
     if let Some(error) = &output.error {
-        eprintln!("error: {error}");
+        eprintln!("error: {}", secrets::clean(error));
     }
     let records = match recording.run_dir() {
         Some(dir) => read_summary(&dir),
@@ -228,7 +229,10 @@ pub async fn run(
     let (raw, summary, dir) = match records {
         Ok(found) => found,
         Err(e) => {
-            eprintln!("error: the run's records could not be written: {e:#}");
+            eprintln!(
+                "error: the run's records could not be written: {}",
+                secrets::clean(&format!("{e:#}"))
+            );
             if !opts.json {
                 print_artifacts(&output);
             }
@@ -236,7 +240,8 @@ pub async fn run(
         }
     };
     if opts.json {
-        println!("{}", raw.trim_end());
+        // Redacted when written; checked again in case it was written by something else.
+        println!("{}", secrets::clean_json_text(raw.trim_end()));
     } else {
         print_human(&output, &summary, &dir);
     }
@@ -268,7 +273,7 @@ fn print_artifacts(output: &AgentOutput) {
 fn print_human(output: &AgentOutput, s: &RunSummary, dir: &Path) {
     println!();
     if !output.text.is_empty() {
-        println!("{}", output.text);
+        println!("{}", secrets::clean(&output.text));
         println!();
     }
     let cost = s

@@ -332,6 +332,8 @@ pub fn load(explicit: Option<&Path>, env: &[(String, String)]) -> Result<Config>
     config.memory = memory;
     resolve_paths(&mut config, &base);
     config.source = path;
+    // The keys it names are secrets from now on, wherever they would be printed or recorded.
+    crate::secrets::register_configured(&config, &|name| std::env::var(name).ok());
     Ok(config)
 }
 

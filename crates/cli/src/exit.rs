@@ -36,7 +36,7 @@ where
     match runtime.block_on(command) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", crate::secrets::clean(&format!("{e:#}")));
             if e.downcast_ref::<crate::config::ConfigError>().is_some() {
                 USAGE
             } else {

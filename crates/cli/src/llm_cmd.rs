@@ -12,6 +12,7 @@ use serde_json::json;
 
 use crate::config::{self, tier_name};
 use crate::exit;
+use crate::secrets;
 use crate::wiring::{self, ProviderFlags};
 
 /// Arguments of `lsm llm ping`.
@@ -94,7 +95,7 @@ async fn ping_async(config_path: Option<&Path>, args: PingArgs) -> Result<u8> {
                     "latency_ms": latency_ms, "usage": r.usage, "cost_usd": cost,
                     "response_id": r.response_id, "reply": r.text,
                 });
-                println!("{out}");
+                println!("{}", secrets::clean_json(out));
             } else {
                 println!("provider: {}", p.name());
                 println!("model: {}", p.model());
@@ -109,7 +110,7 @@ async fn ping_async(config_path: Option<&Path>, args: PingArgs) -> Result<u8> {
                 if let Some(c) = cost {
                     println!("cost: ${c:.6}");
                 }
-                println!("reply: {}", r.text.trim());
+                println!("reply: {}", secrets::clean(r.text.trim()));
             }
             Ok(exit::OK)
         }
@@ -120,9 +121,12 @@ async fn ping_async(config_path: Option<&Path>, args: PingArgs) -> Result<u8> {
                     "base_url": built.base_url, "tier": tier_name(args.tier),
                     "latency_ms": latency_ms, "error": e.to_string(),
                 });
-                println!("{out}");
+                println!("{}", secrets::clean_json(out));
             }
-            eprintln!("error: ping failed after {latency_ms} ms: {e}");
+            eprintln!(
+                "{}",
+                secrets::clean(&format!("error: ping failed after {latency_ms} ms: {e}"))
+            );
             Ok(exit::ERROR)
         }
     }

@@ -24,6 +24,7 @@ mod memory_wiring;
 mod progress;
 mod run_wiring;
 mod runtime;
+mod secrets;
 mod tools_cmd;
 mod tui;
 mod wiring;
@@ -138,6 +139,8 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    // Known before anything can print or record them.
+    secrets::register_environment(std::env::vars());
     // Log lines on stderr would tear the TUI's screen: it logs nothing.
     if !matches!(cli.command, Command::Tui(_)) {
         init_logging(cli.verbose);
@@ -169,7 +172,8 @@ fn init_logging(verbose: u8) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        // Provider errors and agent log lines are logged: redact every line.
+        .with_writer(|| secrets::RedactingWriter::new(std::io::stderr()))
         .with_ansi(use_color(
             std::io::stderr().is_terminal(),
             std::env::var_os("NO_COLOR").as_deref(),

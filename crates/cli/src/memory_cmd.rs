@@ -95,7 +95,7 @@ pub fn run(config_path: Option<&Path>, command: MemoryCommand) -> u8 {
     match run_inner(config_path, command) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", crate::secrets::clean(&format!("{e:#}")));
             if e.downcast_ref::<ConfigError>().is_some() {
                 exit::USAGE
             } else {

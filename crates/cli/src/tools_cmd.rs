@@ -70,7 +70,7 @@ pub fn list(config_path: Option<&Path>, agent: Option<&str>, json: bool) -> u8 {
     let config = match config::load(config_path, &config::lsm_env()) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", crate::secrets::clean(&format!("{e:#}")));
             return exit::USAGE;
         }
     };

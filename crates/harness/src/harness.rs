@@ -643,7 +643,11 @@ impl AgentHarness {
                     if e.breaks_chain() {
                         self.contexts.get_or_create(&label).last_response_id = None;
                     }
-                    let message = format!("LLM call failed: {e}");
+                    // Providers scrub their own key; this catches the rest (another
+                    // registered key, a masked echo) before the message becomes the phase's
+                    // error, the run's summary and the agent's log.
+                    let message =
+                        lsm_sandbox::redact_secrets(&format!("LLM call failed: {e}")).into_owned();
                     self.record("llm_error", json!({"label": lname, "error": message}))?;
                     return Err(message);
                 }

@@ -212,7 +212,12 @@ impl Recorder {
 
     /// Append one event as a JSON line: `{"seq", "ts", "run_id", "event", ...fields}`.
     /// Written with one `write` call per line, so a crash loses at most the line in flight.
-    pub fn append(&mut self, event: &str, fields: Value) -> Result<Value, String> {
+    ///
+    /// Every string of the event is redacted first ([`lsm_sandbox::redact_secrets`]: the
+    /// secret values the program registered and the usual key shapes), and the returned line
+    /// — what event sinks print and stream — is the redacted one.
+    pub fn append(&mut self, event: &str, mut fields: Value) -> Result<Value, String> {
+        lsm_sandbox::redact_json_secrets(&mut fields);
         self.seq += 1;
         let mut record = json!({
             "seq": self.seq,
@@ -250,7 +255,11 @@ impl Recorder {
             // Durability point: the transcript is complete before the summary claims the end.
             let _ = f.sync_data();
         }
-        let text = serde_json::to_vec_pretty(summary)
+        // Redacted like the transcript: the summary repeats the run's error, the topic, ….
+        let mut value = serde_json::to_value(summary)
+            .map_err(|e| format!("cannot serialize the run summary: {e}"))?;
+        lsm_sandbox::redact_json_secrets(&mut value);
+        let text = serde_json::to_vec_pretty(&value)
             .map_err(|e| format!("cannot serialize the run summary: {e}"))?;
         let path = self.summary_path();
         let tmp = self.run_dir.join("run_summary.json.tmp");
@@ -322,6 +331,52 @@ mod tests {
         assert_eq!(lines[0]["seq"], 1);
         assert_eq!(lines[1]["event"], "phase_end");
         assert_eq!(lines[1]["run_id"], "r1");
+    }
+
+    #[test]
+    fn secrets_never_reach_the_transcript_or_the_summary() {
+        let key = "records-secret-Vb52Qk0";
+        assert!(lsm_sandbox::register_secret(key));
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = Recorder::new(dir.path().join("run"), "r1".into(), true);
+        let written = r
+            .append(
+                "llm_error",
+                json!({"error": format!("refused {key} and sk-proj-abc*****************xyz")}),
+            )
+            .unwrap();
+        assert_eq!(
+            written["error"], "refused [REDACTED] and [REDACTED]",
+            "what event sinks get is redacted too"
+        );
+        let summary = RunSummary {
+            run_id: "r1".into(),
+            agent_name: "a".into(),
+            topic: format!("use {key}"),
+            status: "failed".into(),
+            run_outcome: "error".into(),
+            error: Some(format!("LLM call failed: {key}")),
+            started_at: String::new(),
+            finished_at: String::new(),
+            duration_seconds: 0.0,
+            provider: "openai".into(),
+            model: "m".into(),
+            tools_used: BTreeMap::new(),
+            tool_sequence: Vec::new(),
+            approvals_denials: ApprovalsDenials::default(),
+            artifacts_created: Vec::new(),
+            token_usage: TokenUsage::default(),
+            constraints: Vec::new(),
+            context_tracking: ContextTracking::default(),
+            memory: MemoryCounts::default(),
+        };
+        r.write_summary(&summary).unwrap();
+        for file in [r.transcript_path(), r.summary_path()] {
+            let text = std::fs::read_to_string(&file).unwrap();
+            assert!(!text.contains(key), "{}: {text}", file.display());
+            assert!(!text.contains("sk-proj"), "{}: {text}", file.display());
+            assert!(text.contains("[REDACTED]"), "{}: {text}", file.display());
+        }
     }
 
     #[test]

@@ -1,5 +1,9 @@
 //! [`ProviderError`]: why a model call failed, and what to do about it.
 
+/// The shortest key [`ProviderError::without_secret`] removes; the same minimum as the
+/// program's redactor (`lsm_sandbox::MIN_SECRET_LEN`), which this crate cannot name.
+pub(crate) const MIN_SCRUBBED_SECRET_LEN: usize = 8;
+
 /// Why a provider call failed. Each variant says how to recover.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -233,6 +237,78 @@ impl ProviderError {
                 ..
             } => Some(std::time::Duration::from_millis(*ms)),
             _ => None,
+        }
+    }
+
+    /// This error with every occurrence of `secret` in its text replaced by `[REDACTED]`.
+    ///
+    /// Servers echo a refused key in their error bodies (OpenAI's 401 names the key it got),
+    /// and the message of every error built from a response lands in logs, records and the
+    /// terminal: the provider that knows its key removes it here, where the error is made.
+    /// Values shorter than [`MIN_SCRUBBED_SECRET_LEN`] are left alone, so a test's one-letter
+    /// key does not blank out that letter in every message.
+    pub(crate) fn without_secret(mut self, secret: &str) -> Self {
+        let secret = secret.trim();
+        if secret.chars().count() < MIN_SCRUBBED_SECRET_LEN {
+            return self;
+        }
+        for text in self.texts_mut() {
+            if text.contains(secret) {
+                *text = text.replace(secret, "[REDACTED]");
+            }
+        }
+        self
+    }
+
+    /// Every free-text field of the error (names, URLs, messages).
+    fn texts_mut(&mut self) -> Vec<&mut String> {
+        match self {
+            ProviderError::ScriptExhausted { source_name, .. } => vec![source_name],
+            ProviderError::ScriptMalformed {
+                source_name,
+                message,
+                ..
+            } => vec![source_name, message],
+            ProviderError::ScriptUnreadable { path, message }
+            | ProviderError::ModelFile { path, message } => vec![path, message],
+            ProviderError::Call { provider, message }
+            | ProviderError::Config { provider, message }
+            | ProviderError::BadRequest { provider, message }
+            | ProviderError::Status {
+                provider, message, ..
+            }
+            | ProviderError::Malformed { provider, message } => vec![provider, message],
+            ProviderError::MissingApiKey { provider, env_var } => vec![provider, env_var],
+            ProviderError::Auth {
+                provider,
+                env_var,
+                message,
+                ..
+            } => vec![provider, env_var, message],
+            ProviderError::NotFound {
+                provider,
+                model,
+                url,
+                message,
+            } => vec![provider, model, url, message],
+            ProviderError::Connect {
+                provider,
+                url,
+                message,
+                ..
+            } => vec![provider, url, message],
+            ProviderError::Timeout {
+                provider,
+                url,
+                what,
+                ..
+            } => vec![provider, url, what],
+            ProviderError::PreviousResponseNotFound {
+                provider,
+                response_id,
+                message,
+            } => vec![provider, response_id, message],
+            ProviderError::ContextOverflow { provider, .. } => vec![provider],
         }
     }
 

@@ -178,7 +178,11 @@ impl HttpProvider {
         let max_delay = s.retry_max_delay;
         let result = (|| async {
             attempts.fetch_add(1, Ordering::SeqCst);
-            self.attempt(body, chained_from, observer).await
+            // Scrubbed before anything sees it: the retry log line and event below, the
+            // caller, and whatever it records or prints.
+            self.attempt(body, chained_from, observer)
+                .await
+                .map_err(|e| self.without_key(e))
         })
         .retry(backoff)
         .sleep(tokio::time::sleep)
@@ -298,6 +302,14 @@ impl HttpProvider {
                 message: format!("the server reported an error in the stream: {m}"),
             },
         })
+    }
+
+    /// `err` without this provider's key in its text (servers echo refused keys).
+    fn without_key(&self, err: ProviderError) -> ProviderError {
+        match &self.api_key {
+            Some(key) => err.without_secret(key),
+            None => err,
+        }
     }
 
     fn malformed(&self, message: String) -> ProviderError {

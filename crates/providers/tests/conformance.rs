@@ -1067,6 +1067,74 @@ async fn client_errors_are_not_retried_and_each_maps_to_its_own_error() {
     }
 }
 
+/// Keys a server might echo: one of the usual `sk-` shape, one of no known shape.
+const ECHOED_KEYS: [&str; 2] = ["sk-test-SECRETSECRET1234567890", "plain-SECRET-Zq81x0Lm"];
+
+#[tokio::test]
+async fn a_key_the_server_echoes_never_reaches_the_error() {
+    for f in ALL {
+        for key in ECHOED_KEYS {
+            let env = |name: &str| {
+                matches!(name, "OPENAI_API_KEY" | "ANTHROPIC_API_KEY" | "COMPAT_KEY")
+                    .then(|| key.to_string())
+            };
+            for status in [400u16, 401, 500] {
+                // OpenAI's own 401 wording, as JSON; and a proxy's plain-text page.
+                let bodies = [
+                    ResponseTemplate::new(status).set_body_json(json!({"error": {
+                        "message": format!("Incorrect API key provided: {key}. You can find your API key at https://platform.openai.com/account/api-keys."),
+                        "type": "invalid_request_error", "code": "invalid_api_key"}})),
+                    ResponseTemplate::new(status)
+                        .set_body_string(format!("upstream refused Authorization: Bearer {key}")),
+                ];
+                for body in bodies {
+                    let server = MockServer::start().await;
+                    answer_with(&server, f, body).await;
+                    let mut c = config(f, &server);
+                    if f == Flavour::Compatible {
+                        c.api_key_env = Some("COMPAT_KEY".into());
+                    }
+                    let observer = CollectingObserver::default();
+                    let e = c
+                        .build_http(&env)
+                        .unwrap()
+                        .complete_observed(&simple_request(), &observer)
+                        .await
+                        .unwrap_err();
+                    let shown = format!("{e} {e:?}");
+                    assert!(!shown.contains(key), "{f:?} {status}: {shown}");
+                    assert!(shown.contains("[REDACTED]"), "{f:?} {status}: {shown}");
+                    // 500 is retried: the retry events carry the error's text too.
+                    let events = format!("{:?}", observer.events());
+                    assert!(!events.contains(key), "{f:?} {status}: {events}");
+                    if status == 500 {
+                        assert!(events.contains("Retry"), "{f:?}: {events}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_short_key_is_not_scrubbed_out_of_every_message() {
+    let f = Flavour::Chat;
+    let server = MockServer::start().await;
+    answer_with(
+        &server,
+        f,
+        ResponseTemplate::new(401).set_body_json(json!({"error": {"message": "key k is invalid"}})),
+    )
+    .await;
+    let e = config(f, &server)
+        .build_http(&|_: &str| Some("k".to_string()))
+        .unwrap()
+        .complete(&simple_request())
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("key k is invalid"), "{e}");
+}
+
 #[tokio::test]
 async fn a_body_that_is_not_json_is_malformed() {
     for f in ALL {

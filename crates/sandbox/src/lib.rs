@@ -52,7 +52,10 @@ pub use config::{RateLimit, SandboxConfig, default_command_allowlist, default_co
 pub use confine::{Confinement, ExecHelper};
 pub use context::ToolContext;
 pub use error::{ExecError, SandboxConfigError, ToolError};
-pub use output::{cap_output, redact_secrets};
+pub use output::{
+    MIN_SECRET_LEN, REDACTED, Redactor, cap_output, redact_json_secrets, redact_secrets,
+    register_secret,
+};
 pub use permission::{PermissionAsker, PermissionDecision, PermissionEvent, PermissionRequest};
 pub use registry::ToolRegistry;
 pub use sandbox::{Execution, Sandbox};

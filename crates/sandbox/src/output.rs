@@ -1,8 +1,11 @@
 //! What happens to a tool's text before the model sees it: secrets are redacted, then the
 //! text is capped.
+//!
+//! The redaction here ([`Redactor`], [`redact_secrets`]) is the program's only one: the
+//! harness's records and the command line's output go through it too.
 
 use std::borrow::Cow;
-use std::sync::LazyLock;
+use std::sync::{LazyLock, PoisonError, RwLock};
 
 use regex::{Captures, Regex};
 
@@ -24,13 +27,25 @@ pub fn cap_output(mut text: String, max_bytes: usize) -> String {
 }
 
 /// The replacement for a secret.
-const REDACTED: &str = "[REDACTED]";
+pub const REDACTED: &str = "[REDACTED]";
 
-/// `NAME_API_KEY = value`: the name stays (it tells the reader what was there), the value goes.
-static API_KEY_ASSIGNMENT: LazyLock<Option<Regex>> =
-    LazyLock::new(|| compile(r"([A-Z0-9_]*API_KEY)(\s*=\s*)\S+"));
-/// OpenAI-style keys.
-static SK_KEY: LazyLock<Option<Regex>> = LazyLock::new(|| compile(r"sk-[A-Za-z0-9_-]{16,}"));
+/// The shortest value [`Redactor::add_value`] accepts as a secret. Shorter values (a test's
+/// `OPENAI_API_KEY=k`, a placeholder) would blank out ordinary letters and words everywhere.
+pub const MIN_SECRET_LEN: usize = 8;
+
+/// `NAME_API_KEY = value`, `api-key: value`, `"api_key": "value"`: the name stays (it tells
+/// the reader what was there), the value goes. A value starting with `<`, `$` or `[` is a
+/// placeholder (`export OPENAI_API_KEY=<your key>`, `$OPENAI_API_KEY`, `[REDACTED]`) and stays.
+static API_KEY_ASSIGNMENT: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    compile(r#"(?i)\b([a-z0-9_-]*api[_-]?key)(\s*["']?\s*[=:]\s*["']?)([^\s"'&,;<$\[][^\s"'&,;]*)"#)
+});
+/// OpenAI- and Anthropic-style keys (`sk-…`, `sk-proj-…`, `sk-ant-…`), also as servers echo
+/// them with the middle masked (`sk-proj-abc*****xyz`).
+static SK_KEY: LazyLock<Option<Regex>> = LazyLock::new(|| compile(r"\bsk-[A-Za-z0-9_*-]{12,}"));
+/// `Authorization: Bearer <token>`: the word stays, the token goes ([`looks_like_token`]
+/// decides, so that prose such as "Bearer authentication" is left alone).
+static BEARER: LazyLock<Option<Regex>> =
+    LazyLock::new(|| compile(r"(?i)\b(bearer)(\s+)([A-Za-z0-9._~+/=-]{8,})"));
 /// `key_…` style keys.
 static KEY_UNDERSCORE: LazyLock<Option<Regex>> = LazyLock::new(|| compile(r"key_[A-Za-z0-9]{16,}"));
 /// Candidates for long base64 secrets; [`looks_like_base64_secret`] decides.
@@ -47,16 +62,126 @@ fn compile(pattern: &str) -> Option<Regex> {
     }
 }
 
-/// Replace secrets with `[REDACTED]`: `sk-…` keys, `key_…` keys, the value of
-/// `…API_KEY=value` (the name is kept), and long base64 runs (≥ 40 characters).
+/// The one redaction step of the program: known secret values (the API keys the
+/// configuration names, as read from the environment) and the usual key shapes.
 ///
-/// A base64 run is only treated as a secret when it looks random: upper- and lower-case
-/// letters and a digit, and a high character entropy. Without that filter every SHA-256 hex
-/// digest (`hash_file`'s output), git commit id and long path would be redacted too.
+/// Every string that leaves the process — tool output for the model, run records, logs, the
+/// terminal — goes through [`Redactor::redact`], usually through the process-wide instance
+/// behind [`redact_secrets`] (values registered with [`register_secret`]).
 ///
-/// Returns `Cow::Borrowed` when nothing was redacted.
+/// `Debug` shows how many values it knows, never the values.
+#[derive(Clone, Default)]
+pub struct Redactor {
+    /// Known secret values, longest first (so a value that contains another is replaced
+    /// whole).
+    values: Vec<String>,
+}
+
+impl std::fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Redactor")
+            .field("known_values", &self.values.len())
+            .finish()
+    }
+}
+
+impl Redactor {
+    /// A redactor that knows no values yet (it still redacts the key shapes).
+    pub fn new() -> Self {
+        Redactor::default()
+    }
+
+    /// Know `value` (trimmed) as a secret: it is replaced wherever it occurs. Returns whether
+    /// it was added: values shorter than [`MIN_SECRET_LEN`] and values already known are not.
+    pub fn add_value(&mut self, value: &str) -> bool {
+        let value = value.trim();
+        if value.chars().count() < MIN_SECRET_LEN || self.values.iter().any(|v| v == value) {
+            return false;
+        }
+        self.values.push(value.to_string());
+        self.values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        true
+    }
+
+    /// How many secret values it knows.
+    pub fn known_values(&self) -> usize {
+        self.values.len()
+    }
+
+    /// `text` with every known value and every key shape replaced by `[REDACTED]`:
+    /// `sk-…` keys (also masked ones), `Bearer` tokens, `key_…` keys, the value of
+    /// `…api_key=value` / `api-key: value` (the name is kept), and long random base64 runs
+    /// (≥ 40 characters).
+    ///
+    /// A base64 run is only treated as a secret when it looks random: upper- and lower-case
+    /// letters and a digit, and a high character entropy. Without that filter every SHA-256
+    /// hex digest (`hash_file`'s output), git commit id and long path would be redacted too.
+    ///
+    /// Returns `Cow::Borrowed` when nothing was redacted.
+    pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let mut out = Cow::Borrowed(text);
+        for value in &self.values {
+            if out.contains(value.as_str()) {
+                out = Cow::Owned(out.replace(value.as_str(), REDACTED));
+            }
+        }
+        redact_shapes(out)
+    }
+
+    /// Redact every string in `value` (object keys stay: they are names, not data).
+    pub fn redact_json(&self, value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::String(s) => {
+                if let Cow::Owned(clean) = self.redact(s) {
+                    *s = clean;
+                }
+            }
+            serde_json::Value::Array(items) => {
+                items.iter_mut().for_each(|v| self.redact_json(v));
+            }
+            serde_json::Value::Object(map) => {
+                map.values_mut().for_each(|v| self.redact_json(v));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The process-wide redactor: what [`redact_secrets`] applies.
+static PROCESS: LazyLock<RwLock<Redactor>> = LazyLock::new(|| RwLock::new(Redactor::new()));
+
+/// Make `value` known as a secret to the process-wide redactor (see
+/// [`Redactor::add_value`]): from now on [`redact_secrets`] replaces it wherever it occurs.
+/// The program registers the API keys its configuration names as it reads them.
+pub fn register_secret(value: &str) -> bool {
+    // A panic while holding the lock cannot leave the list half-changed (push, then sort).
+    PROCESS
+        .write()
+        .unwrap_or_else(PoisonError::into_inner)
+        .add_value(value)
+}
+
+/// Redact `text` with the process-wide redactor: every value given to [`register_secret`],
+/// and the key shapes of [`Redactor::redact`]. Returns `Cow::Borrowed` when nothing was
+/// redacted.
 pub fn redact_secrets(text: &str) -> Cow<'_, str> {
-    let mut out = Cow::Borrowed(text);
+    PROCESS
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .redact(text)
+}
+
+/// [`redact_secrets`] applied to every string in `value`.
+pub fn redact_json_secrets(value: &mut serde_json::Value) {
+    PROCESS
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .redact_json(value);
+}
+
+/// The key shapes (no known values).
+fn redact_shapes(text: Cow<'_, str>) -> Cow<'_, str> {
+    let mut out = text;
     if let Some(re) = API_KEY_ASSIGNMENT.as_ref() {
         out = replace(out, re, |caps: &Captures<'_>| {
             format!("{}{}{REDACTED}", &caps[1], &caps[2])
@@ -67,6 +192,15 @@ pub fn redact_secrets(text: &str) -> Cow<'_, str> {
         .flatten()
     {
         out = replace(out, re, |_: &Captures<'_>| REDACTED.to_string());
+    }
+    if let Some(re) = BEARER.as_ref() {
+        out = replace(out, re, |caps: &Captures<'_>| {
+            if looks_like_token(&caps[3]) {
+                format!("{}{}{REDACTED}", &caps[1], &caps[2])
+            } else {
+                caps[0].to_string()
+            }
+        });
     }
     if let Some(re) = BASE64_RUN.as_ref() {
         out = replace(out, re, |caps: &Captures<'_>| {
@@ -79,6 +213,12 @@ pub fn redact_secrets(text: &str) -> Cow<'_, str> {
         });
     }
     out
+}
+
+/// Whether the word after `Bearer` is a token rather than prose: a digit in it, or too long
+/// for a word.
+fn looks_like_token(word: &str) -> bool {
+    word.bytes().any(|b| b.is_ascii_digit()) || word.len() >= 24
 }
 
 /// Apply one pattern, keeping the text borrowed when nothing changed.
@@ -136,6 +276,7 @@ mod tests {
     fn patterns_compile() {
         assert!(API_KEY_ASSIGNMENT.is_some());
         assert!(SK_KEY.is_some());
+        assert!(BEARER.is_some());
         assert!(KEY_UNDERSCORE.is_some());
         assert!(BASE64_RUN.is_some());
     }
@@ -205,5 +346,128 @@ mod tests {
         assert_eq!(redact_secrets(sha), sha);
         let path = "/home/user/projects/SomethingLong/src/components/Header2/index";
         assert_eq!(redact_secrets(path), path);
+    }
+
+    #[test]
+    fn redacts_masked_and_prefixed_sk_keys() {
+        // OpenAI echoes a refused key with its middle masked.
+        assert_eq!(
+            redact_secrets("Incorrect API key provided: sk-proj-abc*****************xyz. You can"),
+            "Incorrect API key provided: [REDACTED]. You can"
+        );
+        assert_eq!(
+            redact_secrets("x-api-key sk-ant-api03-AbCdEf012345"),
+            "x-api-key [REDACTED]"
+        );
+        // Not a key: part of a longer word.
+        assert_eq!(
+            redact_secrets("task-abcdefghijklmnop"),
+            "task-abcdefghijklmnop"
+        );
+    }
+
+    #[test]
+    fn redacts_bearer_tokens_but_not_prose() {
+        assert_eq!(
+            redact_secrets("Authorization: Bearer abc123def456ghi"),
+            "Authorization: Bearer [REDACTED]"
+        );
+        assert_eq!(
+            redact_secrets("uses Bearer authentication"),
+            "uses Bearer authentication"
+        );
+    }
+
+    #[test]
+    fn redacts_api_key_values_in_any_spelling_but_not_placeholders() {
+        assert_eq!(
+            redact_secrets(r#"{"api_key": "hunter2hunter2"}"#),
+            r#"{"api_key": "[REDACTED]"}"#
+        );
+        assert_eq!(
+            redact_secrets("https://h/v1?api-key=abc123&x=1"),
+            "https://h/v1?api-key=[REDACTED]&x=1"
+        );
+        for placeholder in [
+            "export OPENAI_API_KEY=<your key>",
+            "OPENAI_API_KEY=$OPENAI_API_KEY",
+            "[llm] api_key_env = \"MY_KEY\"",
+        ] {
+            assert_eq!(redact_secrets(placeholder), placeholder);
+        }
+    }
+
+    #[test]
+    fn known_values_are_redacted_anywhere() {
+        let mut r = Redactor::new();
+        assert!(r.add_value("  plain-token-Zq81x0  "));
+        assert!(!r.add_value("plain-token-Zq81x0"), "known already");
+        assert_eq!(r.known_values(), 1);
+        assert_eq!(
+            r.redact("a plain-token-Zq81x0 and xplain-token-Zq81x0y"),
+            "a [REDACTED] and x[REDACTED]y"
+        );
+        // Unknown to a fresh redactor, and not of any key shape.
+        assert_eq!(
+            Redactor::new().redact("plain-token-Zq81x0"),
+            "plain-token-Zq81x0"
+        );
+    }
+
+    #[test]
+    fn short_values_are_not_secrets() {
+        let mut r = Redactor::new();
+        assert!(!r.add_value("k"));
+        assert!(!r.add_value("1234567"));
+        assert!(!r.add_value("        "));
+        assert_eq!(r.known_values(), 0);
+        assert_eq!(r.redact("k is a letter"), "k is a letter");
+    }
+
+    #[test]
+    fn a_value_containing_another_is_replaced_whole() {
+        let mut r = Redactor::new();
+        r.add_value("abcdefgh");
+        r.add_value("abcdefgh-longer");
+        assert_eq!(r.redact("x abcdefgh-longer y"), "x [REDACTED] y");
+    }
+
+    #[test]
+    fn json_strings_are_redacted_and_keys_kept() {
+        let mut r = Redactor::new();
+        r.add_value("plain-token-Zq81x0");
+        let mut v = serde_json::json!({
+            "error": "refused plain-token-Zq81x0",
+            "nested": [{"k": "sk-abcdefghijklmnop1234"}],
+            "n": 3
+        });
+        r.redact_json(&mut v);
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "error": "refused [REDACTED]",
+                "nested": [{"k": "[REDACTED]"}],
+                "n": 3
+            })
+        );
+    }
+
+    #[test]
+    fn registered_values_reach_the_process_wide_redactor() {
+        let value = "process-wide-Qx7Lm2Pz9";
+        assert_eq!(redact_secrets(value), value);
+        assert!(register_secret(value));
+        assert_eq!(redact_secrets(&format!("<{value}>")), "<[REDACTED]>");
+        let mut v = serde_json::json!([value]);
+        redact_json_secrets(&mut v);
+        assert_eq!(v, serde_json::json!(["[REDACTED]"]));
+    }
+
+    #[test]
+    fn debug_never_shows_values() {
+        let mut r = Redactor::new();
+        r.add_value("plain-token-Zq81x0");
+        let shown = format!("{r:?}");
+        assert!(!shown.contains("Zq81x0") && shown.contains('1'), "{shown}");
     }
 }

@@ -52,7 +52,7 @@ pub fn run(config_path: Option<&Path>, args: TuiArgs) -> u8 {
     let manager = match manager(config_path, args, runtime.handle().clone()) {
         Ok(m) => m,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", crate::secrets::clean(&format!("{e:#}")));
             return if e.downcast_ref::<ConfigError>().is_some() {
                 exit::USAGE
             } else {
