@@ -309,6 +309,7 @@ impl ProviderError {
                 message,
             } => vec![provider, response_id, message],
             ProviderError::ContextOverflow { provider, .. } => vec![provider],
+            ProviderError::BudgetExhausted { reason } => vec![reason],
         }
     }
 
