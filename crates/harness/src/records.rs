@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+
+use crate::HarnessError;
+use crate::event::{EventEnvelope, RunEvent, SCHEMA_VERSION};
 
 /// Counts of approvals and denials for one tool.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -189,74 +191,91 @@ impl Recorder {
         self.run_dir.join("transcript.jsonl")
     }
 
-    fn open(&mut self) -> Result<&mut File, String> {
+    fn open(&mut self) -> Result<&mut File, HarnessError> {
         if self.transcript.is_none() {
-            std::fs::create_dir_all(&self.run_dir).map_err(|e| {
-                format!(
-                    "cannot create the run's log folder {}: {e}; check that the agents folder is writable",
-                    self.run_dir.display()
-                )
+            std::fs::create_dir_all(&self.run_dir).map_err(|e| HarnessError::CreateFolder {
+                path: self.run_dir.display().to_string(),
+                reason: e.to_string(),
             })?;
             let path = self.transcript_path();
             let file = OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(&path)
-                .map_err(|e| format!("cannot open the transcript {}: {e}", path.display()))?;
+                .map_err(|e| HarnessError::OpenTranscript {
+                    path: path.display().to_string(),
+                    reason: e.to_string(),
+                })?;
             self.transcript = Some(file);
         }
         self.transcript
             .as_mut()
-            .ok_or_else(|| "transcript not open".to_string())
+            .ok_or_else(|| HarnessError::OpenTranscript {
+                path: self.run_dir.join("transcript.jsonl").display().to_string(),
+                reason: "not open".into(),
+            })
     }
 
-    /// Append one event as a JSON line: `{"seq", "ts", "run_id", "event", ...fields}`.
-    /// Written with one `write` call per line, so a crash loses at most the line in flight.
-    pub fn append(&mut self, event: &str, fields: Value) -> Result<Value, String> {
-        self.seq += 1;
-        let mut record = json!({
-            "seq": self.seq,
-            "ts": timestamp(Utc::now()),
-            "run_id": self.run_id,
-            "event": event,
-        });
-        if let (Some(obj), Value::Object(extra)) = (record.as_object_mut(), fields) {
-            obj.extend(extra);
+    /// The envelope `event` would get now, without recording it (stream pieces: seq 0).
+    pub fn envelope(&self, event: RunEvent, seq: u64) -> EventEnvelope {
+        EventEnvelope {
+            seq,
+            ts: timestamp(Utc::now()),
+            run_id: self.run_id.clone(),
+            schema_version: SCHEMA_VERSION,
+            event,
         }
+    }
+
+    /// Append one event as a JSON line: `{"seq", "ts", "run_id", "schema_version", "event",
+    /// ...fields}`. The one place a transcript line is written; one `write` call per line,
+    /// so a crash loses at most the line in flight. The sequence number is used only when
+    /// the line is written.
+    pub fn append(&mut self, event: RunEvent) -> Result<EventEnvelope, HarnessError> {
+        let record = self.envelope(event, self.seq + 1);
         if self.enabled {
-            let mut line = serde_json::to_vec(&record)
-                .map_err(|e| format!("cannot serialize a transcript event: {e}"))?;
+            let mut line = serde_json::to_vec(&record).map_err(|e| HarnessError::Serialize {
+                what: "a transcript event",
+                reason: e.to_string(),
+            })?;
             line.push(b'\n');
             let path = self.transcript_path();
             self.open()?
                 .write_all(&line)
-                .map_err(|e| format!("cannot append to the transcript {}: {e}", path.display()))?;
+                .map_err(|e| HarnessError::Append {
+                    path: path.display().to_string(),
+                    reason: e.to_string(),
+                })?;
         }
+        self.seq += 1;
         Ok(record)
     }
 
     /// Write the summary atomically (temp file + rename), so a reader never sees half of it.
-    pub fn write_summary(&mut self, summary: &RunSummary) -> Result<(), String> {
+    pub fn write_summary(&mut self, summary: &RunSummary) -> Result<(), HarnessError> {
         if !self.enabled {
             return Ok(());
         }
-        std::fs::create_dir_all(&self.run_dir).map_err(|e| {
-            format!(
-                "cannot create the run's log folder {}: {e}",
-                self.run_dir.display()
-            )
+        std::fs::create_dir_all(&self.run_dir).map_err(|e| HarnessError::CreateFolder {
+            path: self.run_dir.display().to_string(),
+            reason: e.to_string(),
         })?;
         if let Some(f) = self.transcript.as_mut() {
             // Durability point: the transcript is complete before the summary claims the end.
             let _ = f.sync_data();
         }
-        let text = serde_json::to_vec_pretty(summary)
-            .map_err(|e| format!("cannot serialize the run summary: {e}"))?;
+        let text = serde_json::to_vec_pretty(summary).map_err(|e| HarnessError::Serialize {
+            what: "the run summary",
+            reason: e.to_string(),
+        })?;
         let path = self.summary_path();
         let tmp = self.run_dir.join("run_summary.json.tmp");
         std::fs::write(&tmp, text)
             .and_then(|()| std::fs::rename(&tmp, &path))
-            .map_err(|e| format!("cannot write the run summary {}: {e}", path.display()))
+            .map_err(|e| HarnessError::Summary {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            })
     }
 }
 
@@ -286,6 +305,7 @@ pub fn extract_constraints(task: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     #[test]
     fn constraints_are_rule_clauses_only_and_at_most_eight() {
@@ -309,10 +329,12 @@ mod tests {
     fn transcript_lines_are_numbered_json_objects() {
         let dir = tempfile::tempdir().unwrap();
         let mut r = Recorder::new(dir.path().join("run"), "r1".into(), true);
-        r.append("phase_start", json!({"label": "__default__"}))
-            .unwrap();
-        r.append("phase_end", json!({"stop_reason": "done"}))
-            .unwrap();
+        r.append(RunEvent::Artifact { path: "a".into() }).unwrap();
+        r.append(RunEvent::StopRequested {
+            label: None,
+            at: None,
+        })
+        .unwrap();
         let text = std::fs::read_to_string(r.transcript_path()).unwrap();
         let lines: Vec<Value> = text
             .lines()
@@ -320,8 +342,9 @@ mod tests {
             .collect();
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0]["seq"], 1);
-        assert_eq!(lines[1]["event"], "phase_end");
+        assert_eq!(lines[1]["event"], "stop_requested");
         assert_eq!(lines[1]["run_id"], "r1");
+        assert_eq!(lines[1]["schema_version"], SCHEMA_VERSION);
     }
 
     #[test]
@@ -330,7 +353,10 @@ mod tests {
         let file = dir.path().join("not_a_dir");
         std::fs::write(&file, "x").unwrap();
         let mut r = Recorder::new(file.join("run"), "r1".into(), true);
-        let e = r.append("x", json!({})).unwrap_err();
+        let e = r
+            .append(RunEvent::Artifact { path: "a".into() })
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("cannot create the run's log folder"), "{e}");
     }
 }
