@@ -171,7 +171,16 @@ impl AgentHarness {
             .join(&identity.name)
             .join("logs")
             .join(&run_id);
-        let recorder = Recorder::new(run_dir, run_id.clone(), config.write_records);
+        // Calls of these tools can change something outside the run: their start is made
+        // durable before they run.
+        let side_effects = sandbox
+            .registry()
+            .iter()
+            .filter(|t| t.risk() != lsm_sandbox::RiskLevel::ReadOnly)
+            .map(|t| t.name().to_string())
+            .collect();
+        let recorder = Recorder::new(run_dir, run_id.clone(), config.write_records)
+            .with_fsync(config.journal_fsync, side_effects);
         let limits = BudgetLimits::from_config(&config);
         let budget = RunBudget::new(limits);
         let tools = sandbox

@@ -45,7 +45,7 @@ pub use budget::{
     BudgetExhausted, BudgetLimits, BudgetSnapshot, BudgetedProvider, CallPermit, Grant, RunBudget,
     exhausted, gate,
 };
-pub use config::{ContextStrategy, HarnessConfig};
+pub use config::{ContextStrategy, HarnessConfig, JournalFsync};
 pub use contexts::ContextState;
 pub use core::BLOCK_TOOL;
 pub use error::HarnessError;
@@ -54,7 +54,7 @@ pub use factory::HarnessFactory;
 pub use harness::{AgentHarness, EventSink, RecordHandle, RunReport, ToolCallGuard};
 pub use memory::{MemoryProvider, NoMemory};
 pub use records::{
-    ApprovalsDenials, ContextTracking, LabelTracking, MemoryCounts, RunSummary, TokenUsage,
-    ToolApprovalCounts, extract_constraints,
+    ApprovalsDenials, ContextTracking, Journal, LabelTracking, MemoryCounts, RunSummary,
+    TokenUsage, ToolApprovalCounts, extract_constraints, read_journal,
 };
 pub use state::{RunState, RunUsage};

@@ -1,6 +1,6 @@
 //! Run records: the JSONL transcript (appended as things happen) and `run_summary.json`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::HarnessError;
 use crate::event::{EventEnvelope, RunEvent, SCHEMA_VERSION};
+use crate::{HarnessError, JournalFsync};
 
 /// Counts of approvals and denials for one tool.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -166,6 +166,10 @@ pub(crate) struct Recorder {
     enabled: bool,
     seq: u64,
     run_id: String,
+    fsync: JournalFsync,
+    /// Tools whose calls can have side effects: their `tool_call_started` is made durable
+    /// before they run (under the `batched` policy).
+    side_effects: HashSet<String>,
 }
 
 impl Recorder {
@@ -176,6 +180,29 @@ impl Recorder {
             enabled,
             seq: 0,
             run_id,
+            fsync: JournalFsync::default(),
+            side_effects: HashSet::new(),
+        }
+    }
+
+    /// Flush with `fsync` as `policy` says; `side_effects` names the tools whose calls count
+    /// as side effects.
+    pub fn with_fsync(mut self, policy: JournalFsync, side_effects: HashSet<String>) -> Self {
+        self.fsync = policy;
+        self.side_effects = side_effects;
+        self
+    }
+
+    /// Whether `event` must be on the disk before the loop goes on.
+    fn must_sync(&self, event: &RunEvent) -> bool {
+        match self.fsync {
+            JournalFsync::Always => true,
+            JournalFsync::Never => false,
+            JournalFsync::Batched => match event {
+                RunEvent::ToolCallStarted { tool, .. } => self.side_effects.contains(tool),
+                RunEvent::PhaseEnded { .. } | RunEvent::RunFinished { .. } => true,
+                _ => false,
+            },
         }
     }
 
@@ -232,6 +259,7 @@ impl Recorder {
     /// so a crash loses at most the line in flight. The sequence number is used only when
     /// the line is written.
     pub fn append(&mut self, event: RunEvent) -> Result<EventEnvelope, HarnessError> {
+        let sync = self.must_sync(&event);
         let record = self.envelope(event, self.seq + 1);
         if self.enabled {
             let mut line = serde_json::to_vec(&record).map_err(|e| HarnessError::Serialize {
@@ -240,8 +268,9 @@ impl Recorder {
             })?;
             line.push(b'\n');
             let path = self.transcript_path();
-            self.open()?
-                .write_all(&line)
+            let file = self.open()?;
+            file.write_all(&line)
+                .and_then(|()| if sync { file.sync_data() } else { Ok(()) })
                 .map_err(|e| HarnessError::Append {
                     path: path.display().to_string(),
                     reason: e.to_string(),
@@ -277,6 +306,61 @@ impl Recorder {
                 reason: e.to_string(),
             })
     }
+}
+
+/// A journal read back: its lines, and what was wrong with its end, if anything.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Journal {
+    /// Every complete line, in order.
+    pub events: Vec<EventEnvelope>,
+    /// Why the last line was ignored (a line torn by a crash while it was written).
+    pub warning: Option<String>,
+}
+
+/// Read a transcript back as a journal. A last line that is incomplete or does not parse
+/// (a crash while it was written) is left out and reported in [`Journal::warning`]; it is
+/// never an error.
+///
+/// # Errors
+/// When the file cannot be read, or a line before the last is not a run event of this
+/// schema (the message names the line).
+pub fn read_journal(path: &Path) -> Result<Journal, HarnessError> {
+    let bytes = std::fs::read(path).map_err(|e| HarnessError::ReadJournal {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.split_terminator('\n').collect();
+    let mut events = Vec::with_capacity(lines.len());
+    let mut warning = None;
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<EventEnvelope>(line) {
+            Ok(e) => events.push(e),
+            Err(e) if i + 1 == lines.len() => {
+                warning = Some(format!(
+                    "the last line ({}) of {} is incomplete and was ignored: {e}",
+                    i + 1,
+                    path.display()
+                ));
+            }
+            Err(e) => {
+                return Err(HarnessError::ReadJournal {
+                    path: path.display().to_string(),
+                    reason: format!(
+                        "line {} is not a run event of schema version {SCHEMA_VERSION}: {e}",
+                        i + 1
+                    ),
+                });
+            }
+        }
+    }
+    if let Some(w) = &warning {
+        tracing::warn!("{w}");
+    }
+    Ok(Journal { events, warning })
 }
 
 /// Up to 8 clauses of `task` that state a rule: those starting with avoid, must, should,
@@ -345,6 +429,72 @@ mod tests {
         assert_eq!(lines[1]["event"], "stop_requested");
         assert_eq!(lines[1]["run_id"], "r1");
         assert_eq!(lines[1]["schema_version"], SCHEMA_VERSION);
+    }
+
+    fn two_lines(dir: &Path) -> PathBuf {
+        let mut r = Recorder::new(dir.join("run"), "r1".into(), true);
+        r.append(RunEvent::Artifact { path: "a".into() }).unwrap();
+        r.append(RunEvent::Artifact { path: "b".into() }).unwrap();
+        r.transcript_path()
+    }
+
+    #[test]
+    fn a_journal_reads_back_as_the_envelopes_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = two_lines(dir.path());
+        let j = read_journal(&path).unwrap();
+        assert_eq!(j.warning, None);
+        assert_eq!(j.events.len(), 2);
+        assert_eq!(j.events[1].event, RunEvent::Artifact { path: "b".into() });
+        assert_eq!(j.events[1].seq, 2);
+    }
+
+    #[test]
+    fn a_torn_last_line_is_ignored_and_reported_never_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = two_lines(dir.path());
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(br#"{"seq":3,"ts":"x","run_id":"r1","schema_ver"#)
+            .unwrap();
+        let j = read_journal(&path).unwrap();
+        assert_eq!(j.events.len(), 2);
+        let w = j.warning.unwrap();
+        assert!(w.contains("last line (3)") && w.contains("ignored"), "{w}");
+    }
+
+    #[test]
+    fn a_broken_line_before_the_last_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        std::fs::write(&path, "garbage\n{}\n").unwrap();
+        let e = read_journal(&path).unwrap_err().to_string();
+        assert!(e.contains("line 1"), "{e}");
+    }
+
+    #[test]
+    fn the_batched_policy_syncs_before_side_effects_and_at_phase_and_run_end_only() {
+        let r = Recorder::new(PathBuf::new(), "r".into(), false)
+            .with_fsync(JournalFsync::Batched, ["write".to_string()].into());
+        let started = |tool: &str| RunEvent::ToolCallStarted {
+            label: None,
+            call_id: "c".into(),
+            tool: tool.into(),
+            arguments: serde_json::Value::Null,
+        };
+        assert!(r.must_sync(&started("write")));
+        assert!(!r.must_sync(&started("read")));
+        assert!(!r.must_sync(&RunEvent::Artifact { path: "a".into() }));
+        assert!(r.must_sync(&RunEvent::RunFinished {
+            status: "completed".into(),
+            run_outcome: "done".into(),
+            tokens_used: 0,
+        }));
+        let always = Recorder::new(PathBuf::new(), "r".into(), false)
+            .with_fsync(JournalFsync::Always, HashSet::new());
+        assert!(always.must_sync(&RunEvent::Artifact { path: "a".into() }));
+        let never = Recorder::new(PathBuf::new(), "r".into(), false)
+            .with_fsync(JournalFsync::Never, ["write".to_string()].into());
+        assert!(!never.must_sync(&started("write")));
     }
 
     #[test]
