@@ -237,8 +237,9 @@ fn the_bundled_example_reads_and_writes_in_its_workspace() {
                 .to_string()
         })
         .collect();
-    assert_eq!(events.first().map(String::as_str), Some("phase_start"));
-    assert_eq!(events.last().map(String::as_str), Some("run_end"));
+    assert_eq!(events.first().map(String::as_str), Some("run_started"));
+    assert_eq!(events.get(1).map(String::as_str), Some("phase_started"));
+    assert_eq!(events.last().map(String::as_str), Some("run_finished"));
     assert_eq!(events.iter().filter(|e| *e == "tool_result").count(), 2);
 }
 
@@ -2180,7 +2181,7 @@ fn an_agent_asks_the_knowledge_base_through_query_and_synthesize() {
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .find(|e| e["event"] == "tool_result")
         .unwrap();
-    let resp: Value = serde_json::from_str(first_result["result"].as_str().unwrap()).unwrap();
+    let resp: Value = serde_json::from_str(first_result["content"].as_str().unwrap()).unwrap();
     assert_eq!(resp["answer"], "An aeroelastic instability [S1].");
     assert!(
         resp["citations"][0]["path"]
@@ -2242,9 +2243,9 @@ fn knowledge_base_synthesis_stops_at_the_runs_token_budget() {
         .filter(|e| e["event"] == "tool_result")
         .collect();
     assert_eq!(results.len(), 4);
-    assert!(results[0]["result"].as_str().unwrap().contains("answer 0"));
+    assert!(results[0]["content"].as_str().unwrap().contains("answer 0"));
     for r in &results[1..] {
-        let error = r["error"].as_str().unwrap();
+        let error = r["content"].as_str().unwrap();
         assert!(
             error.contains(
                 "budget exhausted: the run's token budget (300) is spent; no further model calls are possible in this run"

@@ -140,7 +140,7 @@ fn headless_questions_get_the_auto_continue_answer_or_a_denial() {
     );
     assert_eq!(code, 0);
     assert_eq!(
-        find(&events, "tool_result")["result"],
+        find(&events, "tool_result")["content"],
         "Continue with your best judgment."
     );
     assert_eq!(
@@ -153,7 +153,10 @@ fn headless_questions_get_the_auto_continue_answer_or_a_denial() {
     assert_eq!(code, 0);
     let result = find(&events, "tool_result");
     assert!(
-        result["error"].as_str().unwrap().contains("did not answer"),
+        result["content"]
+            .as_str()
+            .unwrap()
+            .contains("did not answer"),
         "{result}"
     );
     assert_eq!(

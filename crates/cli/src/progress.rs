@@ -1,8 +1,8 @@
-//! Human progress on stderr, one line per transcript event worth seeing.
+//! Human progress on stderr, one line per run event worth seeing.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use lsm_harness::EventSink;
+use lsm_harness::{EventEnvelope, EventSink, RunEvent};
 use serde_json::Value;
 
 /// Prints a short line for each event of interest; streamed text as it arrives.
@@ -23,23 +23,29 @@ fn clip(s: &str, max: usize) -> String {
 }
 
 impl EventSink for StderrProgress {
-    fn event(&self, e: &Value) {
-        let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("");
-        if s("event") == "llm_stream" && s("kind") == "text_delta" {
+    fn event(&self, e: &EventEnvelope) {
+        if let RunEvent::LlmStream { label, data } = &e.event
+            && data.get("kind").and_then(Value::as_str) == Some("text_delta")
+        {
             if !self.mid_line.swap(true, Ordering::SeqCst) {
-                eprint!("[{}] model: ", s("label"));
+                eprint!("[{label}] model: ");
             }
-            eprint!("{}", s("text"));
+            eprint!("{}", data.get("text").and_then(Value::as_str).unwrap_or(""));
             return;
         }
         let streamed = self.mid_line.swap(false, Ordering::SeqCst);
         if streamed {
             eprintln!();
-            if s("event") == "llm_response" {
+            if let RunEvent::LlmResponse {
+                label, tool_calls, ..
+            } = &e.event
+            {
                 // The text is on screen already; say only what else the model asked for.
-                let calls = e["tool_calls"].as_array().map_or(0, Vec::len);
-                if calls > 0 {
-                    eprintln!("[{}] model requested {calls} tool call(s)", s("label"));
+                if !tool_calls.is_empty() {
+                    eprintln!(
+                        "[{label}] model requested {} tool call(s)",
+                        tool_calls.len()
+                    );
                 }
                 return;
             }
@@ -50,84 +56,106 @@ impl EventSink for StderrProgress {
     }
 }
 
-/// One human line for a transcript event worth seeing, or `None`.
-pub fn describe(e: &Value) -> Option<String> {
-    let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("");
-    let line = match s("event") {
-        "llm_request" => format!(
-            "[{}] llm call {} ({} messages, {} tools)",
-            s("label"),
-            e["iteration"],
-            e["messages"],
-            e["tools"].as_array().map_or(0, Vec::len)
+/// One human line for a run event worth seeing, or `None`.
+pub fn describe(e: &EventEnvelope) -> Option<String> {
+    let field = |m: &serde_json::Map<String, Value>, k: &str| -> String {
+        m.get(k).and_then(Value::as_str).unwrap_or("").to_string()
+    };
+    let line = match &e.event {
+        RunEvent::LlmRequest {
+            label,
+            iteration,
+            messages,
+            tools,
+            ..
+        } => format!(
+            "[{label}] llm call {iteration} ({messages} messages, {} tools)",
+            tools.len()
         ),
-        "llm_response" => {
-            let text = s("text");
-            let calls = e["tool_calls"].as_array().map_or(0, Vec::len);
+        RunEvent::LlmResponse {
+            label,
+            text,
+            tool_calls,
+            ..
+        } => {
             if text.is_empty() {
-                format!("[{}] model requested {calls} tool call(s)", s("label"))
+                format!(
+                    "[{label}] model requested {} tool call(s)",
+                    tool_calls.len()
+                )
             } else {
-                format!("[{}] model: {}", s("label"), clip(text, 160))
+                format!("[{label}] model: {}", clip(text, 160))
             }
         }
-        "tool_call" => format!(
-            "  -> {} {}",
-            s("tool"),
-            clip(&e["arguments"].to_string(), 160)
+        RunEvent::ToolCallStarted {
+            tool, arguments, ..
+        } => format!("  -> {tool} {}", clip(&arguments.to_string(), 160)),
+        RunEvent::ToolResult {
+            tool,
+            success,
+            summary,
+            ..
+        } => {
+            if *success {
+                format!("  <- {tool}: {}", clip(summary, 160))
+            } else {
+                format!("  <- {tool} failed: {}", clip(summary, 200))
+            }
+        }
+        RunEvent::ToolDenied { tool, reason, .. } => {
+            format!("  <- {tool} refused: {}", clip(reason, 200))
+        }
+        RunEvent::LlmError { error, .. } => format!("LLM error: {error}"),
+        RunEvent::LlmRetry {
+            label,
+            attempt,
+            delay_ms,
+            reason,
+        } => format!(
+            "[{label}] LLM call failed (attempt {attempt}), retrying in {delay_ms} ms: {}",
+            clip(reason, 200)
         ),
-        "tool_result" => match e.get("error") {
-            Some(err) => format!(
-                "  <- {} failed: {}",
-                s("tool"),
-                clip(err.as_str().unwrap_or(""), 200)
-            ),
-            None => format!("  <- {}: {}", s("tool"), clip(s("result"), 160)),
-        },
-        "tool_denied" => format!("  <- {} refused: {}", s("tool"), clip(s("reason"), 200)),
-        "llm_error" => format!("LLM error: {}", s("error")),
-        "llm_retry" => format!(
-            "[{}] LLM call failed (attempt {}), retrying in {} ms: {}",
-            s("label"),
-            e["attempt"],
-            e["delay_ms"],
-            clip(s("reason"), 200)
-        ),
-        "llm_chain_reset" => format!(
-            "[{}] the server lost the conversation; resending the full history",
-            s("label")
-        ),
-        "llm_stream" => match s("kind") {
-            "tool_call_started" => format!("[{}] model is calling {}…", s("label"), s("name")),
+        RunEvent::LlmChainReset { label, .. } => {
+            format!("[{label}] the server lost the conversation; resending the full history")
+        }
+        RunEvent::LlmStream { label, data } => match data.get("kind").and_then(Value::as_str) {
+            Some("tool_call_started") => {
+                format!("[{label}] model is calling {}…", field(data, "name"))
+            }
             // Text and argument pieces would flood a log one line each.
             _ => return None,
         },
-        "budget_exhausted" => {
-            format!("budget exhausted ({}); no further LLM calls", s("reason"))
+        RunEvent::BudgetExhausted { reason, .. } => {
+            format!("budget exhausted ({reason}); no further LLM calls")
         }
-        "stop_requested" => "stop requested".to_string(),
-        "blocked" => format!("blocked: {}", s("reason")),
-        "interaction_request" => format!(
+        RunEvent::StopRequested { .. } => "stop requested".to_string(),
+        RunEvent::Blocked { reason, .. } => format!("blocked: {reason}"),
+        RunEvent::InteractionRequest(m) => format!(
             "  ?? {} [{}] waiting for an answer: {}",
-            s("request_type"),
-            s("request_id"),
-            clip(s("prompt"), 160)
+            field(m, "request_type"),
+            field(m, "request_id"),
+            clip(&field(m, "prompt"), 160)
         ),
-        "interaction_acknowledged" => format!("  ?? [{}] shown to the user", s("request_id")),
-        "interaction_timeout" => {
-            format!("  ?? [{}] timed out after {}", s("request_id"), s("after"))
+        RunEvent::InteractionAcknowledged(m) => {
+            format!("  ?? [{}] shown to the user", field(m, "request_id"))
         }
-        "interaction_response" => {
-            let message = s("user_message");
+        RunEvent::InteractionTimeout(m) => format!(
+            "  ?? [{}] timed out after {}",
+            field(m, "request_id"),
+            field(m, "after")
+        ),
+        RunEvent::InteractionResponse(m) => {
+            let message = field(m, "user_message");
             let tail = if message.is_empty() {
                 String::new()
             } else {
-                format!(": {}", clip(message, 160))
+                format!(": {}", clip(&message, 160))
             };
             format!(
                 "  ?? [{}] {} ({}){tail}",
-                s("request_id"),
-                s("decision"),
-                s("source")
+                field(m, "request_id"),
+                field(m, "decision"),
+                field(m, "source")
             )
         }
         _ => return None,

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use lsm_harness::JournalFsync;
 use lsm_phase::{PhaseExecutor, PhaseRequest, StopReason};
 
 fn iteration(c: &mut Criterion) {
@@ -19,13 +20,23 @@ fn iteration(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let sandbox = common::sandbox(dir.path());
     let mut group = c.benchmark_group("harness_iteration");
-    for (name, records) in [("no_file_io", false), ("with_transcript", true)] {
+    for (name, records, fsync) in [
+        ("no_file_io", false, JournalFsync::Batched),
+        ("with_transcript", true, JournalFsync::Batched),
+        ("with_transcript_fsync_always", true, JournalFsync::Always),
+    ] {
         group.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 // One phase of `iters` iterations: every iteration is one LLM call and one
                 // tool call; the compact strategy keeps the history bounded as it would be.
                 let provider = Arc::new(common::noop_script(iters as usize));
-                let mut h = common::harness(dir.path(), provider, sandbox.clone(), records);
+                let mut h = common::harness_with_fsync(
+                    dir.path(),
+                    provider,
+                    sandbox.clone(),
+                    records,
+                    fsync,
+                );
                 let start = Instant::now();
                 let r = rt.block_on(
                     h.run_bounded(PhaseRequest::new("go").with_max_iterations(iters as u32)),

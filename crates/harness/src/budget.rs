@@ -107,53 +107,31 @@ impl RunBudget {
         self.ledger.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn tokens_left(&self, ledger: &Ledger) -> u64 {
-        self.limits.max_tokens.saturating_sub(
-            ledger
-                .spent
-                .tokens_used
-                .saturating_add(ledger.reserved_tokens),
-        )
+    fn snapshot_of(ledger: &Ledger) -> BudgetSnapshot {
+        BudgetSnapshot {
+            spent_tokens: ledger.spent.tokens_used,
+            spent_cost: ledger.spent.cost_usd,
+            reserved_tokens: ledger.reserved_tokens,
+            reserved_cost: ledger.reserved_cost,
+        }
     }
 
-    fn cost_left(&self, ledger: &Ledger) -> Option<f64> {
-        self.limits
-            .max_cost_usd
-            .map(|max| (max - ledger.spent.cost_usd.unwrap_or(0.0) - ledger.reserved_cost).max(0.0))
+    /// What is spent and held right now (the input of the pure [`gate`]).
+    pub fn snapshot(&self) -> BudgetSnapshot {
+        Self::snapshot_of(&self.lock())
     }
 
     /// Why no further call may be made at all, if that is so.
     pub fn exhausted(&self) -> Option<BudgetExhausted> {
-        self.exhausted_in(&self.lock())
-    }
-
-    fn exhausted_in(&self, ledger: &Ledger) -> Option<BudgetExhausted> {
-        if self.tokens_left(ledger) == 0 {
-            return Some(BudgetExhausted {
-                reason: format!(
-                    "the run's token budget ({}) is spent",
-                    self.limits.max_tokens
-                ),
-            });
-        }
-        if let (Some(max), Some(left)) = (self.limits.max_cost_usd, self.cost_left(ledger))
-            && left <= 0.0
-        {
-            return Some(BudgetExhausted {
-                reason: format!("the run's cost ceiling (max_cost_usd ${max}) is reached"),
-            });
-        }
-        None
+        exhausted(&self.limits, &self.snapshot())
     }
 
     /// Gate one call whose prompt is estimated at `estimate` tokens, on a model with
-    /// `pricing`, asking for at most `requested` output tokens (`None`: no limit of its own).
+    /// `pricing`, asking for at most `requested` output tokens (`None`: no limit of its own):
+    /// [`gate`] over the ledger as it is, and the grant reserved in the same step.
     ///
-    /// The permit's output cap is at most `requested`, at most the limits'
-    /// `max_output_tokens`, at most what is left of the token budget, and at most what is left
-    /// of the cost ceiling buys at the model's output price; with `reserve_prompt_estimate`,
-    /// the prompt estimate is taken out of both first. Until it is charged or dropped, the
-    /// permit holds its prompt estimate and output cap out of what is left.
+    /// Until it is charged or dropped, the permit holds its prompt estimate and output cap
+    /// out of what is left.
     ///
     /// # Errors
     /// [`BudgetExhausted`] when the budget or the cost ceiling is spent, or (reserving the
@@ -165,80 +143,42 @@ impl RunBudget {
         requested: Option<u64>,
     ) -> Result<CallPermit, BudgetExhausted> {
         let mut ledger = self.lock();
-        if let Some(e) = self.exhausted_in(&ledger) {
-            return Err(e);
-        }
-        let left = self.tokens_left(&ledger);
-        let reserve = self.limits.reserve_prompt_estimate;
-        let mut cap = left;
-        for limit in [requested, self.limits.max_output_tokens]
-            .into_iter()
-            .flatten()
-        {
-            cap = cap.min(limit);
-        }
-        if reserve {
-            if estimate >= left {
-                return Err(BudgetExhausted {
-                    reason: format!(
-                        "the next prompt (about {estimate} tokens) does not fit in the {left} tokens left of the run's token budget ({})",
-                        self.limits.max_tokens
-                    ),
-                });
-            }
-            cap = cap.min(left - estimate);
-        }
-        if let Some(cost_left) = self.cost_left(&ledger) {
-            match pricing {
-                Some(p) => {
-                    let mut dollars = cost_left;
-                    if reserve {
-                        let prompt = p.input_cost(estimate);
-                        if prompt >= dollars {
-                            return Err(BudgetExhausted {
-                                reason: format!(
-                                    "the next prompt (about {estimate} tokens, ${prompt:.6}) costs more than the ${dollars:.6} left of max_cost_usd"
-                                ),
-                            });
-                        }
-                        dollars -= prompt;
-                    }
-                    let affordable = p.output_tokens_for(dollars);
-                    if affordable == 0 {
-                        return Err(BudgetExhausted {
-                            reason: format!(
-                                "the ${dollars:.6} left of max_cost_usd buys no output token"
-                            ),
-                        });
-                    }
-                    cap = cap.min(affordable);
-                }
-                None => tracing::warn!(
-                    "max_cost_usd is set but the provider has no prices: the cost ceiling cannot be enforced for this call"
-                ),
-            }
-        }
-        let reserved_tokens = estimate.saturating_add(cap);
-        let reserved_cost = pricing.map_or(0.0, |p| {
-            p.cost(&Usage {
-                input_tokens: estimate,
-                output_tokens: cap,
-                ..Usage::default()
-            })
-        });
-        ledger.reserved_tokens = ledger.reserved_tokens.saturating_add(reserved_tokens);
-        ledger.reserved_cost += reserved_cost;
-        ledger.open_permits += 1;
-        drop(ledger);
-        Ok(CallPermit {
-            budget: self.clone(),
+        let grant = gate(
+            &self.limits,
+            &Self::snapshot_of(&ledger),
             estimate,
-            cap,
             pricing,
-            reserved_tokens,
-            reserved_cost,
+            requested,
+        )?;
+        Ok(self.reserve_in(&mut ledger, grant))
+    }
+
+    /// Reserve what [`gate`] granted on a [`RunBudget::snapshot`] taken with no other call
+    /// of the run in between (the harness loop: its core decides, this holds the share).
+    pub fn reserve(&self, grant: Grant) -> CallPermit {
+        let mut ledger = self.lock();
+        self.reserve_in(&mut ledger, grant)
+    }
+
+    fn reserve_in(&self, ledger: &mut Ledger, grant: Grant) -> CallPermit {
+        ledger.reserved_tokens = ledger.reserved_tokens.saturating_add(grant.reserved_tokens);
+        ledger.reserved_cost += grant.reserved_cost;
+        ledger.open_permits += 1;
+        CallPermit {
+            budget: self.clone(),
+            estimate: grant.estimate,
+            cap: grant.cap,
+            pricing: grant.pricing,
+            reserved_tokens: grant.reserved_tokens,
+            reserved_cost: grant.reserved_cost,
             open: true,
-        })
+        }
+    }
+
+    /// Make what an earlier process of this run spent part of this ledger (a resumed run
+    /// continues with the usage its journal records).
+    pub fn restore(&self, spent: RunUsage) {
+        self.lock().spent = spent;
     }
 
     fn release(ledger: &mut Ledger, tokens: u64, cost: f64) {
@@ -251,6 +191,148 @@ impl RunBudget {
             (ledger.reserved_cost - cost).max(0.0)
         };
     }
+}
+
+/// What a budget has spent and what calls in flight hold: all [`gate`] needs.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct BudgetSnapshot {
+    /// Tokens charged.
+    pub spent_tokens: u64,
+    /// Dollars charged (`None` while no call had a price).
+    pub spent_cost: Option<f64>,
+    /// Tokens held by calls in flight.
+    pub reserved_tokens: u64,
+    /// Dollars held by calls in flight.
+    pub reserved_cost: f64,
+}
+
+/// What [`gate`] lets one call have.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Grant {
+    /// The prompt estimate the decision used.
+    pub estimate: u64,
+    /// The call's `max_output_tokens`.
+    pub cap: u64,
+    /// The model's prices, when known.
+    pub pricing: Option<Pricing>,
+    /// Tokens held until the call is charged: the estimate and the cap.
+    pub reserved_tokens: u64,
+    /// Dollars held until the call is charged.
+    pub reserved_cost: f64,
+}
+
+fn tokens_left(limits: &BudgetLimits, s: &BudgetSnapshot) -> u64 {
+    limits
+        .max_tokens
+        .saturating_sub(s.spent_tokens.saturating_add(s.reserved_tokens))
+}
+
+fn cost_left(limits: &BudgetLimits, s: &BudgetSnapshot) -> Option<f64> {
+    limits
+        .max_cost_usd
+        .map(|max| (max - s.spent_cost.unwrap_or(0.0) - s.reserved_cost).max(0.0))
+}
+
+/// Why no further call may be made at all under `limits` after `snapshot`, if that is so.
+pub fn exhausted(limits: &BudgetLimits, snapshot: &BudgetSnapshot) -> Option<BudgetExhausted> {
+    if tokens_left(limits, snapshot) == 0 {
+        return Some(BudgetExhausted {
+            reason: format!("the run's token budget ({}) is spent", limits.max_tokens),
+        });
+    }
+    if let (Some(max), Some(left)) = (limits.max_cost_usd, cost_left(limits, snapshot))
+        && left <= 0.0
+    {
+        return Some(BudgetExhausted {
+            reason: format!("the run's cost ceiling (max_cost_usd ${max}) is reached"),
+        });
+    }
+    None
+}
+
+/// The budget gate, as a pure function: may a call whose prompt is estimated at `estimate`
+/// tokens, on a model with `pricing`, asking for at most `requested` output tokens, be made
+/// under `limits` after `snapshot`, and with what output cap?
+///
+/// The cap is at most `requested`, at most the limits' `max_output_tokens`, at most what is
+/// left of the token budget, and at most what is left of the cost ceiling buys at the
+/// model's output price; with `reserve_prompt_estimate`, the prompt estimate is taken out of
+/// both first.
+///
+/// # Errors
+/// [`BudgetExhausted`] when the budget or the cost ceiling is spent, or (reserving the
+/// estimate) the prompt does not fit in what is left.
+pub fn gate(
+    limits: &BudgetLimits,
+    snapshot: &BudgetSnapshot,
+    estimate: u64,
+    pricing: Option<Pricing>,
+    requested: Option<u64>,
+) -> Result<Grant, BudgetExhausted> {
+    if let Some(e) = exhausted(limits, snapshot) {
+        return Err(e);
+    }
+    let left = tokens_left(limits, snapshot);
+    let reserve = limits.reserve_prompt_estimate;
+    let mut cap = left;
+    for limit in [requested, limits.max_output_tokens].into_iter().flatten() {
+        cap = cap.min(limit);
+    }
+    if reserve {
+        if estimate >= left {
+            return Err(BudgetExhausted {
+                reason: format!(
+                    "the next prompt (about {estimate} tokens) does not fit in the {left} tokens left of the run's token budget ({})",
+                    limits.max_tokens
+                ),
+            });
+        }
+        cap = cap.min(left - estimate);
+    }
+    if let Some(cost_left) = cost_left(limits, snapshot) {
+        match pricing {
+            Some(p) => {
+                let mut dollars = cost_left;
+                if reserve {
+                    let prompt = p.input_cost(estimate);
+                    if prompt >= dollars {
+                        return Err(BudgetExhausted {
+                            reason: format!(
+                                "the next prompt (about {estimate} tokens, ${prompt:.6}) costs more than the ${dollars:.6} left of max_cost_usd"
+                            ),
+                        });
+                    }
+                    dollars -= prompt;
+                }
+                let affordable = p.output_tokens_for(dollars);
+                if affordable == 0 {
+                    return Err(BudgetExhausted {
+                        reason: format!(
+                            "the ${dollars:.6} left of max_cost_usd buys no output token"
+                        ),
+                    });
+                }
+                cap = cap.min(affordable);
+            }
+            None => tracing::warn!(
+                "max_cost_usd is set but the provider has no prices: the cost ceiling cannot be enforced for this call"
+            ),
+        }
+    }
+    let reserved_cost = pricing.map_or(0.0, |p| {
+        p.cost(&Usage {
+            input_tokens: estimate,
+            output_tokens: cap,
+            ..Usage::default()
+        })
+    });
+    Ok(Grant {
+        estimate,
+        cap,
+        pricing,
+        reserved_tokens: estimate.saturating_add(cap),
+        reserved_cost,
+    })
 }
 
 /// Leave to make one LLM call, from [`RunBudget::begin`]. Charge it with what the call

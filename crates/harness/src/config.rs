@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 /// How a context's history is trimmed before each call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ContextStrategy {
     /// Send only the last 6 messages.
@@ -14,6 +16,21 @@ pub enum ContextStrategy {
     /// note.
     #[default]
     Compact,
+}
+
+/// When the journal (the transcript) is flushed to the disk with `fsync`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum JournalFsync {
+    /// After every line.
+    Always,
+    /// Before every tool call that can have side effects (a tool whose risk is other than
+    /// `read_only`), and at the end of each phase and of the run. A crash may lose lines
+    /// after the last such point, never one that describes a side effect already started.
+    #[default]
+    Batched,
+    /// Never (the operating system writes when it likes): a crash can lose recent lines.
+    Never,
 }
 
 /// Everything the harness needs to know besides its provider and sandbox.
@@ -43,6 +60,8 @@ pub struct HarnessConfig {
     /// cap is what is left after it. Off: no call once the budget is used up, output capped to
     /// what is left, so a run overshoots by at most one call's prompt.
     pub reserve_prompt_estimate: bool,
+    /// When the journal is flushed to the disk (see [`JournalFsync`]).
+    pub journal_fsync: JournalFsync,
 }
 
 impl Default for HarnessConfig {
@@ -57,6 +76,7 @@ impl Default for HarnessConfig {
             offer_block_tool: true,
             max_cost_usd: None,
             reserve_prompt_estimate: false,
+            journal_fsync: JournalFsync::Batched,
         }
     }
 }

@@ -1,8 +1,7 @@
 //! Named conversation contexts and the history strategies.
 
-use std::collections::HashMap;
-
 use lsm_providers::{Message, Role};
+use serde::{Deserialize, Serialize};
 
 use crate::ContextStrategy;
 
@@ -10,30 +9,34 @@ use crate::ContextStrategy;
 pub(crate) const DEFAULT_LABEL: &str = "__default__";
 
 /// One conversation: its history and chain ids.
-#[derive(Debug, Clone)]
-pub(crate) struct ContextState {
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextState {
+    /// The messages so far (as stored: `compact` rewrites it).
     pub history: Vec<Message>,
+    /// The conversation's id.
     pub conversation_id: String,
+    /// The last response id the provider returned (chaining).
     pub last_response_id: Option<String>,
     /// LLM calls made in this context over the whole run.
     pub iterations: u32,
 }
 
 impl ContextState {
-    fn new() -> Self {
+    /// An empty conversation with this id.
+    pub fn new(conversation_id: String) -> Self {
         ContextState {
             history: Vec::new(),
-            conversation_id: new_conversation_id(),
+            conversation_id,
             last_response_id: None,
             iterations: 0,
         }
     }
 
-    /// Forget the conversation: empty history, new conversation id, no previous response.
+    /// Forget the conversation: empty history, a new conversation id, no previous response.
     /// The iteration count is kept: it counts the run's calls in this label.
-    pub fn reset(&mut self) {
+    pub fn reset(&mut self, conversation_id: String) {
         self.history.clear();
-        self.conversation_id = new_conversation_id();
+        self.conversation_id = conversation_id;
         self.last_response_id = None;
     }
 
@@ -47,31 +50,9 @@ impl ContextState {
     }
 }
 
-fn new_conversation_id() -> String {
+/// A fresh conversation id.
+pub(crate) fn new_conversation_id() -> String {
     format!("conv-{}", uuid::Uuid::new_v4().simple())
-}
-
-/// Every context of a run, keyed by label (`None` is the primary one).
-#[derive(Debug, Default)]
-pub(crate) struct Contexts {
-    map: HashMap<Option<String>, ContextState>,
-    /// Labels in the order first seen.
-    pub seen: Vec<Option<String>>,
-}
-
-impl Contexts {
-    pub fn get_or_create(&mut self, label: &Option<String>) -> &mut ContextState {
-        if !self.map.contains_key(label) {
-            self.seen.push(label.clone());
-        }
-        self.map
-            .entry(label.clone())
-            .or_insert_with(ContextState::new)
-    }
-
-    pub fn get(&self, label: &Option<String>) -> Option<&ContextState> {
-        self.map.get(label)
-    }
 }
 
 /// The record name of a label.
@@ -103,6 +84,17 @@ pub(crate) fn apply_strategy(strategy: ContextStrategy, history: &mut Vec<Messag
             let start = clean_start(history, history.len().saturating_sub(KEEP));
             &history[start..]
         }
+    }
+}
+
+/// The history part of a request under `strategy`: what [`apply_strategy`] would send,
+/// without rewriting the stored history (the rewrite is the `llm_request` event's to make).
+pub(crate) fn sent_messages(strategy: ContextStrategy, history: &[Message]) -> Vec<Message> {
+    let mut copy = history.to_vec();
+    let _ = apply_strategy(strategy, &mut copy);
+    match strategy {
+        ContextStrategy::Compact => copy,
+        ContextStrategy::Fresh => apply_strategy(strategy, &mut copy).to_vec(),
     }
 }
 
@@ -158,11 +150,11 @@ mod tests {
 
     #[test]
     fn reset_changes_the_conversation_id_and_clears_the_chain() {
-        let mut c = ContextState::new();
+        let mut c = ContextState::new(new_conversation_id());
         c.history.push(Message::user("x"));
         c.last_response_id = Some("r1".into());
         let before = c.conversation_id.clone();
-        c.reset();
+        c.reset(new_conversation_id());
         assert!(c.history.is_empty());
         assert_eq!(c.last_response_id, None);
         assert_ne!(c.conversation_id, before);

@@ -32,19 +32,29 @@
 mod budget;
 mod config;
 mod contexts;
+pub mod core;
+mod error;
+pub mod event;
 mod factory;
 mod harness;
 mod memory;
 mod records;
+pub mod state;
 
-pub use budget::{BudgetExhausted, BudgetLimits, BudgetedProvider, CallPermit, RunBudget};
-pub use config::{ContextStrategy, HarnessConfig};
-pub use factory::HarnessFactory;
-pub use harness::{
-    AgentHarness, BLOCK_TOOL, EventSink, RecordHandle, RunReport, RunUsage, ToolCallGuard,
+pub use budget::{
+    BudgetExhausted, BudgetLimits, BudgetSnapshot, BudgetedProvider, CallPermit, Grant, RunBudget,
+    exhausted, gate,
 };
+pub use config::{ContextStrategy, HarnessConfig, JournalFsync};
+pub use contexts::ContextState;
+pub use core::BLOCK_TOOL;
+pub use error::HarnessError;
+pub use event::{EventEnvelope, RunEvent, SCHEMA_VERSION};
+pub use factory::HarnessFactory;
+pub use harness::{AgentHarness, EventSink, RecordHandle, RunReport, ToolCallGuard};
 pub use memory::{MemoryProvider, NoMemory};
 pub use records::{
-    ApprovalsDenials, ContextTracking, LabelTracking, MemoryCounts, RunSummary, TokenUsage,
-    ToolApprovalCounts, extract_constraints,
+    ApprovalsDenials, ContextTracking, Journal, LabelTracking, MemoryCounts, RunSummary,
+    TokenUsage, ToolApprovalCounts, extract_constraints, read_journal,
 };
+pub use state::{RunState, RunUsage};

@@ -1,13 +1,15 @@
 //! Run records: the JSONL transcript (appended as things happen) and `run_summary.json`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+
+use crate::event::{EventEnvelope, RunEvent, SCHEMA_VERSION};
+use crate::{HarnessError, JournalFsync};
 
 /// Counts of approvals and denials for one tool.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -164,6 +166,10 @@ pub(crate) struct Recorder {
     enabled: bool,
     seq: u64,
     run_id: String,
+    fsync: JournalFsync,
+    /// Tools whose calls can have side effects: their `tool_call_started` is made durable
+    /// before they run (under the `batched` policy).
+    side_effects: HashSet<String>,
 }
 
 impl Recorder {
@@ -174,6 +180,29 @@ impl Recorder {
             enabled,
             seq: 0,
             run_id,
+            fsync: JournalFsync::default(),
+            side_effects: HashSet::new(),
+        }
+    }
+
+    /// Flush with `fsync` as `policy` says; `side_effects` names the tools whose calls count
+    /// as side effects.
+    pub fn with_fsync(mut self, policy: JournalFsync, side_effects: HashSet<String>) -> Self {
+        self.fsync = policy;
+        self.side_effects = side_effects;
+        self
+    }
+
+    /// Whether `event` must be on the disk before the loop goes on.
+    fn must_sync(&self, event: &RunEvent) -> bool {
+        match self.fsync {
+            JournalFsync::Always => true,
+            JournalFsync::Never => false,
+            JournalFsync::Batched => match event {
+                RunEvent::ToolCallStarted { tool, .. } => self.side_effects.contains(tool),
+                RunEvent::PhaseEnded { .. } | RunEvent::RunFinished { .. } => true,
+                _ => false,
+            },
         }
     }
 
@@ -189,84 +218,161 @@ impl Recorder {
         self.run_dir.join("transcript.jsonl")
     }
 
-    fn open(&mut self) -> Result<&mut File, String> {
+    fn open(&mut self) -> Result<&mut File, HarnessError> {
         if self.transcript.is_none() {
-            std::fs::create_dir_all(&self.run_dir).map_err(|e| {
-                format!(
-                    "cannot create the run's log folder {}: {e}; check that the agents folder is writable",
-                    self.run_dir.display()
-                )
+            std::fs::create_dir_all(&self.run_dir).map_err(|e| HarnessError::CreateFolder {
+                path: self.run_dir.display().to_string(),
+                reason: e.to_string(),
             })?;
             let path = self.transcript_path();
             let file = OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(&path)
-                .map_err(|e| format!("cannot open the transcript {}: {e}", path.display()))?;
+                .map_err(|e| HarnessError::OpenTranscript {
+                    path: path.display().to_string(),
+                    reason: e.to_string(),
+                })?;
             self.transcript = Some(file);
         }
         self.transcript
             .as_mut()
-            .ok_or_else(|| "transcript not open".to_string())
+            .ok_or_else(|| HarnessError::OpenTranscript {
+                path: self.run_dir.join("transcript.jsonl").display().to_string(),
+                reason: "not open".into(),
+            })
     }
 
-    /// Append one event as a JSON line: `{"seq", "ts", "run_id", "event", ...fields}`.
-    /// Written with one `write` call per line, so a crash loses at most the line in flight.
-    ///
-    /// Every string of the event is redacted first ([`lsm_sandbox::redact_secrets`]: the
-    /// secret values the program registered and the usual key shapes), and the returned line
-    /// — what event sinks print and stream — is the redacted one.
-    pub fn append(&mut self, event: &str, mut fields: Value) -> Result<Value, String> {
-        lsm_sandbox::redact_json_secrets(&mut fields);
-        self.seq += 1;
-        let mut record = json!({
-            "seq": self.seq,
-            "ts": timestamp(Utc::now()),
-            "run_id": self.run_id,
-            "event": event,
-        });
-        if let (Some(obj), Value::Object(extra)) = (record.as_object_mut(), fields) {
-            obj.extend(extra);
+    /// The envelope `event` would get now, without recording it (stream pieces: seq 0).
+    pub fn envelope(&self, event: RunEvent, seq: u64) -> EventEnvelope {
+        EventEnvelope {
+            seq,
+            ts: timestamp(Utc::now()),
+            run_id: self.run_id.clone(),
+            schema_version: SCHEMA_VERSION,
+            event,
+        }
+    }
+
+    /// Append one event as a JSON line: `{"seq", "ts", "run_id", "schema_version", "event",
+    /// ...fields}`. The one place a transcript line is written; one `write` call per line,
+    /// so a crash loses at most the line in flight. The sequence number is used only when
+    /// the line is written.
+    pub fn append(&mut self, event: RunEvent) -> Result<EventEnvelope, HarnessError> {
+        let sync = self.must_sync(&event);
+        let mut record = self.envelope(event, self.seq + 1);
+        let serialize = |e: serde_json::Error| HarnessError::Serialize {
+            what: "a transcript event",
+            reason: e.to_string(),
+        };
+        // Every string of the line is redacted ([`lsm_sandbox::redact_json_secrets`]: the
+        // secret values the program registered and the usual key shapes); what event sinks
+        // print and stream is the redacted line too.
+        let mut value = serde_json::to_value(&record).map_err(serialize)?;
+        if lsm_sandbox::redact_json_secrets(&mut value) {
+            record = serde_json::from_value(value.clone()).map_err(serialize)?;
         }
         if self.enabled {
-            let mut line = serde_json::to_vec(&record)
-                .map_err(|e| format!("cannot serialize a transcript event: {e}"))?;
+            let mut line = serde_json::to_vec(&value).map_err(serialize)?;
             line.push(b'\n');
             let path = self.transcript_path();
-            self.open()?
-                .write_all(&line)
-                .map_err(|e| format!("cannot append to the transcript {}: {e}", path.display()))?;
+            let file = self.open()?;
+            file.write_all(&line)
+                .and_then(|()| if sync { file.sync_data() } else { Ok(()) })
+                .map_err(|e| HarnessError::Append {
+                    path: path.display().to_string(),
+                    reason: e.to_string(),
+                })?;
         }
+        self.seq += 1;
         Ok(record)
     }
 
     /// Write the summary atomically (temp file + rename), so a reader never sees half of it.
-    pub fn write_summary(&mut self, summary: &RunSummary) -> Result<(), String> {
+    pub fn write_summary(&mut self, summary: &RunSummary) -> Result<(), HarnessError> {
         if !self.enabled {
             return Ok(());
         }
-        std::fs::create_dir_all(&self.run_dir).map_err(|e| {
-            format!(
-                "cannot create the run's log folder {}: {e}",
-                self.run_dir.display()
-            )
+        std::fs::create_dir_all(&self.run_dir).map_err(|e| HarnessError::CreateFolder {
+            path: self.run_dir.display().to_string(),
+            reason: e.to_string(),
         })?;
         if let Some(f) = self.transcript.as_mut() {
             // Durability point: the transcript is complete before the summary claims the end.
             let _ = f.sync_data();
         }
         // Redacted like the transcript: the summary repeats the run's error, the topic, ….
-        let mut value = serde_json::to_value(summary)
-            .map_err(|e| format!("cannot serialize the run summary: {e}"))?;
+        let serialize = |e: serde_json::Error| HarnessError::Serialize {
+            what: "the run summary",
+            reason: e.to_string(),
+        };
+        let mut value = serde_json::to_value(summary).map_err(serialize)?;
         lsm_sandbox::redact_json_secrets(&mut value);
-        let text = serde_json::to_vec_pretty(&value)
-            .map_err(|e| format!("cannot serialize the run summary: {e}"))?;
+        let text = serde_json::to_vec_pretty(&value).map_err(serialize)?;
         let path = self.summary_path();
         let tmp = self.run_dir.join("run_summary.json.tmp");
         std::fs::write(&tmp, text)
             .and_then(|()| std::fs::rename(&tmp, &path))
-            .map_err(|e| format!("cannot write the run summary {}: {e}", path.display()))
+            .map_err(|e| HarnessError::Summary {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            })
     }
+}
+
+/// A journal read back: its lines, and what was wrong with its end, if anything.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Journal {
+    /// Every complete line, in order.
+    pub events: Vec<EventEnvelope>,
+    /// Why the last line was ignored (a line torn by a crash while it was written).
+    pub warning: Option<String>,
+}
+
+/// Read a transcript back as a journal. A last line that is incomplete or does not parse
+/// (a crash while it was written) is left out and reported in [`Journal::warning`]; it is
+/// never an error.
+///
+/// # Errors
+/// When the file cannot be read, or a line before the last is not a run event of this
+/// schema (the message names the line).
+pub fn read_journal(path: &Path) -> Result<Journal, HarnessError> {
+    let bytes = std::fs::read(path).map_err(|e| HarnessError::ReadJournal {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.split_terminator('\n').collect();
+    let mut events = Vec::with_capacity(lines.len());
+    let mut warning = None;
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<EventEnvelope>(line) {
+            Ok(e) => events.push(e),
+            Err(e) if i + 1 == lines.len() => {
+                warning = Some(format!(
+                    "the last line ({}) of {} is incomplete and was ignored: {e}",
+                    i + 1,
+                    path.display()
+                ));
+            }
+            Err(e) => {
+                return Err(HarnessError::ReadJournal {
+                    path: path.display().to_string(),
+                    reason: format!(
+                        "line {} is not a run event of schema version {SCHEMA_VERSION}: {e}",
+                        i + 1
+                    ),
+                });
+            }
+        }
+    }
+    if let Some(w) = &warning {
+        tracing::warn!("{w}");
+    }
+    Ok(Journal { events, warning })
 }
 
 /// Up to 8 clauses of `task` that state a rule: those starting with avoid, must, should,
@@ -295,6 +401,7 @@ pub fn extract_constraints(task: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     #[test]
     fn constraints_are_rule_clauses_only_and_at_most_eight() {
@@ -318,10 +425,12 @@ mod tests {
     fn transcript_lines_are_numbered_json_objects() {
         let dir = tempfile::tempdir().unwrap();
         let mut r = Recorder::new(dir.path().join("run"), "r1".into(), true);
-        r.append("phase_start", json!({"label": "__default__"}))
-            .unwrap();
-        r.append("phase_end", json!({"stop_reason": "done"}))
-            .unwrap();
+        r.append(RunEvent::Artifact { path: "a".into() }).unwrap();
+        r.append(RunEvent::StopRequested {
+            label: None,
+            at: None,
+        })
+        .unwrap();
         let text = std::fs::read_to_string(r.transcript_path()).unwrap();
         let lines: Vec<Value> = text
             .lines()
@@ -329,8 +438,75 @@ mod tests {
             .collect();
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0]["seq"], 1);
-        assert_eq!(lines[1]["event"], "phase_end");
+        assert_eq!(lines[1]["event"], "stop_requested");
         assert_eq!(lines[1]["run_id"], "r1");
+        assert_eq!(lines[1]["schema_version"], SCHEMA_VERSION);
+    }
+
+    fn two_lines(dir: &Path) -> PathBuf {
+        let mut r = Recorder::new(dir.join("run"), "r1".into(), true);
+        r.append(RunEvent::Artifact { path: "a".into() }).unwrap();
+        r.append(RunEvent::Artifact { path: "b".into() }).unwrap();
+        r.transcript_path()
+    }
+
+    #[test]
+    fn a_journal_reads_back_as_the_envelopes_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = two_lines(dir.path());
+        let j = read_journal(&path).unwrap();
+        assert_eq!(j.warning, None);
+        assert_eq!(j.events.len(), 2);
+        assert_eq!(j.events[1].event, RunEvent::Artifact { path: "b".into() });
+        assert_eq!(j.events[1].seq, 2);
+    }
+
+    #[test]
+    fn a_torn_last_line_is_ignored_and_reported_never_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = two_lines(dir.path());
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(br#"{"seq":3,"ts":"x","run_id":"r1","schema_ver"#)
+            .unwrap();
+        let j = read_journal(&path).unwrap();
+        assert_eq!(j.events.len(), 2);
+        let w = j.warning.unwrap();
+        assert!(w.contains("last line (3)") && w.contains("ignored"), "{w}");
+    }
+
+    #[test]
+    fn a_broken_line_before_the_last_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        std::fs::write(&path, "garbage\n{}\n").unwrap();
+        let e = read_journal(&path).unwrap_err().to_string();
+        assert!(e.contains("line 1"), "{e}");
+    }
+
+    #[test]
+    fn the_batched_policy_syncs_before_side_effects_and_at_phase_and_run_end_only() {
+        let r = Recorder::new(PathBuf::new(), "r".into(), false)
+            .with_fsync(JournalFsync::Batched, ["write".to_string()].into());
+        let started = |tool: &str| RunEvent::ToolCallStarted {
+            label: None,
+            call_id: "c".into(),
+            tool: tool.into(),
+            arguments: serde_json::Value::Null,
+        };
+        assert!(r.must_sync(&started("write")));
+        assert!(!r.must_sync(&started("read")));
+        assert!(!r.must_sync(&RunEvent::Artifact { path: "a".into() }));
+        assert!(r.must_sync(&RunEvent::RunFinished {
+            status: "completed".into(),
+            run_outcome: "done".into(),
+            tokens_used: 0,
+        }));
+        let always = Recorder::new(PathBuf::new(), "r".into(), false)
+            .with_fsync(JournalFsync::Always, HashSet::new());
+        assert!(always.must_sync(&RunEvent::Artifact { path: "a".into() }));
+        let never = Recorder::new(PathBuf::new(), "r".into(), false)
+            .with_fsync(JournalFsync::Never, ["write".to_string()].into());
+        assert!(!never.must_sync(&started("write")));
     }
 
     #[test]
@@ -385,7 +561,10 @@ mod tests {
         let file = dir.path().join("not_a_dir");
         std::fs::write(&file, "x").unwrap();
         let mut r = Recorder::new(file.join("run"), "r1".into(), true);
-        let e = r.append("x", json!({})).unwrap_err();
+        let e = r
+            .append(RunEvent::Artifact { path: "a".into() })
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("cannot create the run's log folder"), "{e}");
     }
 }

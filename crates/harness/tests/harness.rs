@@ -1338,20 +1338,26 @@ async fn run_wraps_run_bounded_and_writes_a_complete_summary() {
     assert_eq!(
         events(&fx),
         [
-            "phase_start",
+            "run_started",
+            "phase_started",
             "llm_request",
             "llm_response",
-            "tool_call",
+            "tool_call_started",
             "tool_result",
             "llm_request",
             "llm_response",
-            "phase_end",
-            "run_end"
+            "phase_ended",
+            "run_finished"
         ]
     );
     let t = transcript(&fx);
     assert!(t.iter().all(|e| e["run_id"] == report.summary.run_id));
-    assert_eq!(t[4]["result"], "tool_a:x");
+    assert_eq!(t[5]["content"], "tool_a:x");
+    assert_eq!(t[5]["success"], true);
+    assert!(
+        t.iter()
+            .all(|e| e["schema_version"] == lsm_harness::SCHEMA_VERSION)
+    );
 }
 
 #[tokio::test]
@@ -1667,7 +1673,7 @@ async fn tool_events_become_transcript_events_and_summary_counts_and_tools_know_
     assert_ne!(written["seq"], 0);
     // Each event follows its tool call and precedes its result.
     let pos = |pred: &dyn Fn(&Value) -> bool| lines.iter().position(pred).unwrap();
-    let call = pos(&|e| e["event"] == "tool_call" && e["arguments"]["text"] == "forget");
+    let call = pos(&|e| e["event"] == "tool_call_started" && e["arguments"]["text"] == "forget");
     let removed = pos(&|e| e["event"] == "memory_removed");
     let result = pos(&|e| e["event"] == "tool_result" && e["seq"].as_u64() > Some(call as u64 + 1));
     assert!(
@@ -1826,8 +1832,11 @@ proptest! {
 struct Collect(std::sync::Mutex<Vec<Value>>);
 
 impl lsm_harness::EventSink for Collect {
-    fn event(&self, event: &Value) {
-        self.0.lock().unwrap().push(event.clone());
+    fn event(&self, event: &lsm_harness::EventEnvelope) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(serde_json::to_value(event).unwrap());
     }
 }
 
@@ -1849,7 +1858,7 @@ async fn a_record_handle_appends_to_the_same_numbered_transcript_and_sink() {
         .clone()
         .record("interaction_request", json!({"request_id": "perm-1"}))
         .unwrap();
-    assert_eq!(written["event"], "interaction_request");
+    assert_eq!(written.event.name(), "interaction_request");
     let t = transcript(&fx);
     let last = t.last().unwrap();
     assert_eq!(last["request_id"], "perm-1");
@@ -2103,8 +2112,11 @@ impl Provider for Eventful {
 struct Sink(std::sync::Mutex<Vec<Value>>);
 
 impl lsm_harness::EventSink for Sink {
-    fn event(&self, event: &Value) {
-        self.0.lock().unwrap().push(event.clone());
+    fn event(&self, event: &lsm_harness::EventEnvelope) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(serde_json::to_value(event).unwrap());
     }
 }
 
@@ -2210,4 +2222,135 @@ async fn a_broken_chain_error_clears_the_stored_response_id() {
         None
     );
     assert_eq!(s.status, "failed");
+}
+
+// ---------- the journal is the state ----------
+
+/// The run's journal, parsed line by line.
+fn journal(h: &AgentHarness) -> Vec<lsm_harness::EventEnvelope> {
+    let text = std::fs::read_to_string(h.run_dir().join("transcript.jsonl")).unwrap_or_default();
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+fn scripted_answer() -> impl Strategy<Value = ScriptedResponse> {
+    let tool_names = prop::sample::select(vec![
+        "tool_a",
+        "tool_b",
+        "tool_c",
+        "panicky",
+        "guarded",
+        "nope",
+        "ask_model",
+    ]);
+    let call =
+        (tool_names, "[a-z]{0,6}").prop_map(|(name, text)| lsm_providers::ScriptedToolCall {
+            id: None,
+            name: name.to_string(),
+            arguments: json!({"text": text}),
+        });
+    (
+        "[a-z ]{0,12}",
+        prop::collection::vec(call, 0..3),
+        prop::bool::weighted(0.05),
+        1u64..50,
+        1u64..20,
+    )
+        .prop_map(|(text, mut tool_calls, block, input, output)| {
+            if block {
+                tool_calls.push(lsm_providers::ScriptedToolCall {
+                    id: None,
+                    name: "block".into(),
+                    arguments: json!({"reason": "stuck"}),
+                });
+            }
+            ScriptedResponse {
+                text,
+                tool_calls,
+                ..ScriptedResponse::default()
+            }
+            .with_usage(input, output)
+        })
+}
+
+fn phase_request() -> impl Strategy<Value = PhaseRequest> {
+    let label = prop::option::of(prop::sample::select(vec!["x", "y"]));
+    let llm = (
+        "[a-z]{0,8}",
+        label,
+        1u32..4,
+        any::<bool>(),
+        prop::option::of(prop::sample::subsequence(vec!["tool_a", "tool_b"], 0..2)),
+    )
+        .prop_map(|(message, label, n, keep, names)| {
+            let mut r = PhaseRequest::new(message)
+                .with_context_label(label)
+                .with_max_iterations(n)
+                .with_continue_context(keep);
+            if let Some(names) = names {
+                r = r.with_tool_names(names);
+            }
+            r
+        });
+    let direct = prop::collection::vec(
+        prop::sample::select(vec!["tool_a", "tool_b", "tool_c", "panicky"]),
+        0..3,
+    )
+    .prop_map(|names| PhaseRequest::direct(names.into_iter().map(|n| direct(n, "d")).collect()));
+    prop_oneof![3 => llm, 1 => direct]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Folding the journal after every phase gives exactly the live state, whatever the
+    /// model answers, the tools do and the phases ask for; also after the run ends.
+    #[test]
+    fn folding_the_journal_gives_the_live_state_after_every_phase(
+        script in prop::collection::vec(scripted_answer(), 0..10),
+        tool_script in prop::collection::vec(scripted_answer(), 0..3),
+        phases in prop::collection::vec(phase_request(), 1..5),
+        budget in prop::sample::select(vec![1_000_000u64, 150]),
+    ) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let mut fx = fixture_with(script, Options { budget, tool_script, ..Options::default() });
+        rt.block_on(async {
+            for request in phases {
+                fx.harness.run_bounded(request).await;
+                let folded = lsm_harness::RunState::fold(&journal(&fx.harness));
+                prop_assert_eq!(&folded, fx.harness.state());
+            }
+            fx.harness.finish(RunOutcome::Completed).await;
+            let folded = lsm_harness::RunState::fold(&journal(&fx.harness));
+            prop_assert_eq!(&folded, fx.harness.state());
+            // The fold survives a round trip through JSON (it is what a resume would keep).
+            let text = serde_json::to_string(&folded).unwrap();
+            let back: lsm_harness::RunState = serde_json::from_str(&text).unwrap();
+            prop_assert_eq!(&back, &folded);
+            Ok(())
+        })?;
+    }
+}
+
+#[tokio::test]
+async fn the_live_state_is_the_fold_of_the_journal_in_a_run_with_every_kind_of_step() {
+    let mut fx = fixture(vec![
+        tool("tool_a", "x"),
+        tool("nope", "y"),
+        tool("guarded", "z"),
+        done("finished"),
+    ]);
+    fx.harness
+        .run_bounded(PhaseRequest::new("go").with_context_label(Some("a")))
+        .await;
+    fx.harness
+        .run_bounded(PhaseRequest::direct(vec![direct("tool_b", "d")]))
+        .await;
+    let state = fx.harness.state().clone();
+    assert_eq!(lsm_harness::RunState::fold(&journal(&fx.harness)), state);
+    assert_eq!(state.phases.len(), 2);
+    assert_eq!(state.tool_sequence, ["tool_a", "nope", "guarded", "tool_b"]);
+    assert_eq!(state.approvals.denials, 2, "{:?}", state.approvals);
+    assert!(state.current.is_none());
 }

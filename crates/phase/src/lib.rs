@@ -18,7 +18,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 /// Why a bounded phase stopped. Serialized in `snake_case` (`"budget_exhausted"`, …).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     /// The model finished: it answered without requesting a tool (or tool-only mode ran).
@@ -79,7 +79,7 @@ impl fmt::Display for StopReason {
 }
 
 /// How one tool call ended: `{"result": "..."}` or `{"error": "..."}` on the wire.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolOutcome {
     /// The tool ran; its (capped, redacted) output.
@@ -103,7 +103,7 @@ impl ToolOutcome {
 }
 
 /// One tool call made during a phase, whether it ran or was refused.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ToolCallRecord {
     /// The tool's name as requested.
@@ -115,7 +115,7 @@ pub struct ToolCallRecord {
 }
 
 /// The only thing a phase returns. Operational output, never accounting data.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PhaseResult {
     /// The last LLM response text of the phase (empty in tool-only mode).
@@ -138,7 +138,7 @@ impl PhaseResult {
 }
 
 /// A tool call given directly by the agent in tool-only mode (no LLM involved).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DirectToolCall {
     /// Tool name.
@@ -152,7 +152,7 @@ pub struct DirectToolCall {
 pub const DEFAULT_PHASE_MAX_ITERATIONS: u32 = 10;
 
 /// One bounded phase, as asked for by an agent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PhaseRequest {
     /// The user message that opens the phase (ignored in tool-only mode).

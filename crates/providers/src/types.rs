@@ -17,7 +17,7 @@ pub enum Role {
 }
 
 /// A tool call requested by the model.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolCall {
     /// Provider-assigned id, echoed back with the result.
     pub id: String,
@@ -121,7 +121,9 @@ pub struct LlmRequest {
 }
 
 /// Token usage reported by the provider for one call.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct Usage {
     /// Prompt tokens (cached ones included).
     #[serde(default)]

@@ -128,21 +128,24 @@ impl Redactor {
         redact_shapes(out)
     }
 
-    /// Redact every string in `value` (object keys stay: they are names, not data).
-    pub fn redact_json(&self, value: &mut serde_json::Value) {
+    /// Redact every string in `value` (object keys stay: they are names, not data). `true`
+    /// when anything was redacted.
+    pub fn redact_json(&self, value: &mut serde_json::Value) -> bool {
         match value {
             serde_json::Value::String(s) => {
                 if let Cow::Owned(clean) = self.redact(s) {
                     *s = clean;
+                    return true;
                 }
+                false
             }
-            serde_json::Value::Array(items) => {
-                items.iter_mut().for_each(|v| self.redact_json(v));
-            }
-            serde_json::Value::Object(map) => {
-                map.values_mut().for_each(|v| self.redact_json(v));
-            }
-            _ => {}
+            serde_json::Value::Array(items) => items
+                .iter_mut()
+                .fold(false, |changed, v| self.redact_json(v) | changed),
+            serde_json::Value::Object(map) => map
+                .values_mut()
+                .fold(false, |changed, v| self.redact_json(v) | changed),
+            _ => false,
         }
     }
 }
@@ -171,12 +174,12 @@ pub fn redact_secrets(text: &str) -> Cow<'_, str> {
         .redact(text)
 }
 
-/// [`redact_secrets`] applied to every string in `value`.
-pub fn redact_json_secrets(value: &mut serde_json::Value) {
+/// [`redact_secrets`] applied to every string in `value`; `true` when anything was redacted.
+pub fn redact_json_secrets(value: &mut serde_json::Value) -> bool {
     PROCESS
         .read()
         .unwrap_or_else(PoisonError::into_inner)
-        .redact_json(value);
+        .redact_json(value)
 }
 
 /// The key shapes (no known values).

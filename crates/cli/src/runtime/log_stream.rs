@@ -3,8 +3,7 @@
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use lsm_harness::EventSink;
-use serde_json::Value;
+use lsm_harness::{EventEnvelope, EventSink};
 
 /// One line of a run's log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,10 +87,9 @@ impl LogStream {
 }
 
 impl EventSink for LogStream {
-    fn event(&self, e: &Value) {
-        let name = e.get("event").and_then(Value::as_str).unwrap_or("event");
+    fn event(&self, e: &EventEnvelope) {
         if let Some(text) = crate::progress::describe(e) {
-            self.push(name, text);
+            self.push(e.event.name(), text);
         }
     }
 }
@@ -116,8 +114,22 @@ mod tests {
     #[test]
     fn transcript_events_become_human_lines() {
         let log = LogStream::new(10);
-        log.event(&serde_json::json!({"event": "tool_call", "tool": "read_file", "arguments": {"path": "a"}}));
-        log.event(&serde_json::json!({"event": "phase_start"}));
+        let envelope = |event| EventEnvelope {
+            seq: 1,
+            ts: String::new(),
+            run_id: "r".into(),
+            schema_version: lsm_harness::SCHEMA_VERSION,
+            event,
+        };
+        log.event(&envelope(lsm_harness::RunEvent::ToolCallStarted {
+            label: None,
+            call_id: "c1".into(),
+            tool: "read_file".into(),
+            arguments: serde_json::json!({"path": "a"}),
+        }));
+        log.event(&envelope(lsm_harness::RunEvent::Artifact {
+            path: "a".into(),
+        }));
         let s = log.snapshot();
         assert_eq!(s.lines.len(), 1, "{s:?}");
         assert!(s.lines[0].text.contains("-> read_file"));

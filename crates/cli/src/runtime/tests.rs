@@ -307,7 +307,7 @@ async fn a_scripted_agent_asks_to_write_and_the_manager_approves() {
     assert_eq!(
         names(&t),
         [
-            "tool_call",
+            "tool_call_started",
             "interaction_request",
             "interaction_acknowledged",
             "interaction_response",
@@ -353,7 +353,7 @@ async fn a_scripted_agent_asks_to_write_and_the_request_times_out_denied() {
     assert_eq!(
         names(&t),
         [
-            "tool_call",
+            "tool_call_started",
             "interaction_request",
             "interaction_timeout",
             "interaction_response",
@@ -405,7 +405,7 @@ async fn ask_user_is_answered_through_the_manager() {
     let info = m.wait(&run).await.unwrap();
     let t = transcript(dir.path(), &info);
     let result = t.iter().find(|e| e["event"] == "tool_result").unwrap();
-    assert_eq!(result["result"], "Rust notes");
+    assert_eq!(result["content"], "Rust notes");
     let _ = (
         AnswerSource::Person,
         std::marker::PhantomData::<InteractionEvent>,

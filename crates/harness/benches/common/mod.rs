@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use lsm_harness::{AgentHarness, HarnessConfig};
+use lsm_harness::{AgentHarness, HarnessConfig, JournalFsync};
 use lsm_phase::AgentIdentity;
 use lsm_providers::{Provider, ScriptedProvider, ScriptedResponse};
 use lsm_sandbox::{
@@ -59,11 +59,24 @@ pub fn noop_script(n: usize) -> ScriptedProvider {
 }
 
 /// A harness over `provider` and `sandbox`, writing records under `dir` when `records`.
+#[allow(dead_code)]
 pub fn harness(
     dir: &Path,
     provider: Arc<dyn Provider>,
     sandbox: Arc<Sandbox>,
     records: bool,
+) -> AgentHarness {
+    harness_with_fsync(dir, provider, sandbox, records, JournalFsync::default())
+}
+
+/// [`harness`] with the journal flushed to the disk as `fsync` says.
+#[allow(dead_code)]
+pub fn harness_with_fsync(
+    dir: &Path,
+    provider: Arc<dyn Provider>,
+    sandbox: Arc<Sandbox>,
+    records: bool,
+    fsync: JournalFsync,
 ) -> AgentHarness {
     AgentHarness::new(
         AgentIdentity {
@@ -77,6 +90,7 @@ pub fn harness(
             agents_folder: dir.join("Agents"),
             max_tokens_budget: u64::MAX,
             write_records: records,
+            journal_fsync: fsync,
             ..HarnessConfig::default()
         },
         provider,

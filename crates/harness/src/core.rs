@@ -1,0 +1,870 @@
+//! The pure core of the loop: given the [`RunState`] and one [`Input`], the events to record
+//! and the next [`Effect`]. No I/O, no clock, no randomness: the driver
+//! ([`crate::AgentHarness`]) supplies what it learned (a standing block, a model answer, a
+//! tool's outcome, a stop, the time, a fresh conversation id) and carries the effect out.
+//!
+//! Every event the core emits is applied to the state at once ([`RunState::apply`], the
+//! fold); the driver appends the same events to the journal before it performs the effect,
+//! so after each step the state is the fold of the journal.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use lsm_phase::{PhaseRequest, PhaseResult, StopReason};
+use lsm_providers::{
+    CallOptions, LlmRequest, LlmResponse, Message, Pricing, ProviderEvent, ToolDefinition, Usage,
+};
+use lsm_sandbox::{ToolEvent, ToolEventKind};
+use serde_json::{Value, json};
+
+use crate::budget::{BudgetLimits, BudgetSnapshot, Grant, exhausted, gate};
+use crate::contexts::{label_name, sent_messages};
+use crate::event::{Decision, PhaseMode, RunEvent, ToolSideEffect, summarize, without_reserved};
+use crate::state::{RunState, RunUsage};
+use crate::{ContextStrategy, ToolCallGuard};
+
+/// The reserved control tool: the model calls `block{reason}` to say it cannot proceed.
+pub const BLOCK_TOOL: &str = "block";
+
+/// What the core needs to know about the run that never changes while it runs.
+pub struct CoreConfig {
+    /// The agent.
+    pub agent: String,
+    /// The task or topic (recorded in `run_started`).
+    pub topic: String,
+    /// The run's system prompt.
+    pub system_prompt: String,
+    /// The tools the agent may ever call.
+    pub allowlist: HashSet<String>,
+    /// The allowlist in the agent's order (for the record).
+    pub allowlist_order: Vec<String>,
+    /// Every registered tool's definition (the sandbox's registry).
+    pub tools: Vec<ToolDefinition>,
+    /// Offer the `block` control tool.
+    pub offer_block_tool: bool,
+    /// History trimming.
+    pub strategy: ContextStrategy,
+    /// The run's budget ceilings.
+    pub limits: BudgetLimits,
+    /// Provider name.
+    pub provider: String,
+    /// Model.
+    pub model: String,
+    /// Argument checks run after the allowlist and `tool_names`.
+    pub guards: Vec<Arc<dyn ToolCallGuard>>,
+}
+
+impl std::fmt::Debug for CoreConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CoreConfig")
+            .field("agent", &self.agent)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the driver knows at the moment of a step, besides its input.
+pub struct Env<'a> {
+    /// A stop was requested.
+    pub stop: bool,
+    /// The budget as it is now.
+    pub budget: BudgetSnapshot,
+    /// The model's prices.
+    pub pricing: Option<Pricing>,
+    /// The provider's prompt-token estimate of a request (a pure computation).
+    pub estimate: &'a dyn Fn(&LlmRequest) -> u64,
+    /// Now (RFC 3339, UTC), for decisions' timestamps.
+    pub now: String,
+}
+
+/// What a tool call did, as the sandbox reported it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolRun {
+    /// The tool ran (or the sandbox refused it).
+    Ran {
+        /// The output, or why there is none and whether that is a denial.
+        outcome: Result<String, ToolFailure>,
+        /// Files the call wrote.
+        artifacts: Vec<String>,
+        /// The permission decision, if one was made.
+        permission: Option<Decision>,
+        /// Side effects the tool reported.
+        events: Vec<ToolEvent>,
+    },
+    /// A stop was requested while the tool ran; its outcome is unknown.
+    Interrupted,
+}
+
+/// Why a tool call has no output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolFailure {
+    /// The message the model gets.
+    pub message: String,
+    /// A permission or policy refusal (recorded as `tool_denied`).
+    pub denial: bool,
+}
+
+/// What the tool's own model calls charged to the run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ToolSpend {
+    /// Calls.
+    pub llm_calls: u64,
+    /// Their usage.
+    pub usage: Usage,
+    /// Their cost.
+    pub cost_usd: Option<f64>,
+    /// The run's totals after the tool.
+    pub totals: RunUsage,
+}
+
+/// One thing the driver learned.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// The agent asks for a phase; `conversation_id` is used if the phase starts a context.
+    Start {
+        /// The request.
+        request: PhaseRequest,
+        /// A fresh conversation id.
+        conversation_id: String,
+    },
+    /// The standing-memory block for the next call.
+    Standing(Option<String>),
+    /// The model answered; the call was charged `cost` and the run's totals are `totals`.
+    Answered {
+        /// The answer.
+        response: LlmResponse,
+        /// The call's cost.
+        cost: Option<f64>,
+        /// The run's totals after it.
+        totals: RunUsage,
+    },
+    /// The model call failed after the provider's retries.
+    ModelFailed {
+        /// What went wrong.
+        error: String,
+        /// The stored response id is no longer valid.
+        chain_broken: bool,
+    },
+    /// A stop was requested while the model call was in flight (the call was abandoned).
+    StoppedDuringCall,
+    /// A tool call ended.
+    ToolDone {
+        /// What it did.
+        run: ToolRun,
+        /// What its own model calls spent, if it made any.
+        spend: Option<ToolSpend>,
+    },
+    /// The driver could not record the last events: the phase ends as `error`.
+    RecordFailed(String),
+}
+
+/// What the driver must do next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Ask the memory provider for the standing block about `topic`.
+    FetchStanding {
+        /// The last user message of the phase's context.
+        topic: String,
+    },
+    /// Call the model with `request` (its output cap set), holding `grant` of the budget.
+    CallModel {
+        /// The request.
+        request: LlmRequest,
+        /// The budget share the call holds until charged.
+        grant: Grant,
+    },
+    /// Run the pending tool call through the sandbox.
+    RunTool {
+        /// Its id.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// Its arguments.
+        arguments: Value,
+    },
+    /// The phase is over.
+    Finish(PhaseResult),
+}
+
+/// The events of one step and what comes next.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// To record, in order (already applied to the state).
+    pub events: Vec<RunEvent>,
+    /// What to do next.
+    pub effect: Effect,
+}
+
+/// The loop's decisions. See the module documentation.
+#[derive(Debug)]
+pub struct Core {
+    config: CoreConfig,
+}
+
+/// Apply `event` to `state` and keep it for the journal.
+fn emit(state: &mut RunState, out: &mut Vec<RunEvent>, event: RunEvent) {
+    state.apply(&event);
+    out.push(event);
+}
+
+impl Core {
+    /// A core for one run.
+    pub fn new(config: CoreConfig) -> Self {
+        Core { config }
+    }
+
+    /// The run's fixed settings.
+    pub fn config(&self) -> &CoreConfig {
+        &self.config
+    }
+
+    /// Change the recorded topic before the run starts (`run` sets it to the task).
+    pub fn set_topic(&mut self, topic: &str) {
+        self.config.topic = topic.to_string();
+    }
+
+    /// The settings, while the driver is being built.
+    pub(crate) fn config_mut(&mut self) -> &mut CoreConfig {
+        &mut self.config
+    }
+
+    /// One step: the input's events and the next effect.
+    pub fn step(&self, state: &mut RunState, input: Input, env: &Env<'_>) -> Step {
+        let mut out = Vec::new();
+        let effect = self.decide(state, input, env, &mut out);
+        Step {
+            events: out,
+            effect,
+        }
+    }
+
+    /// A provider's progress during a call: retries and chain resets are recorded; other
+    /// progress goes to the event sink only (the driver's business).
+    pub fn progress(&self, state: &mut RunState, event: &ProviderEvent) -> Vec<RunEvent> {
+        let label = current_label(state);
+        let mut out = Vec::new();
+        match event {
+            ProviderEvent::Retry {
+                attempt,
+                delay,
+                reason,
+            } => emit(
+                state,
+                &mut out,
+                RunEvent::LlmRetry {
+                    label,
+                    attempt: *attempt,
+                    delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                    reason: reason.clone(),
+                },
+            ),
+            ProviderEvent::ChainReset { reason } => emit(
+                state,
+                &mut out,
+                RunEvent::LlmChainReset {
+                    label,
+                    reason: reason.clone(),
+                },
+            ),
+            _ => {}
+        }
+        out
+    }
+
+    fn decide(
+        &self,
+        st: &mut RunState,
+        input: Input,
+        env: &Env<'_>,
+        out: &mut Vec<RunEvent>,
+    ) -> Effect {
+        match input {
+            Input::Start {
+                request,
+                conversation_id,
+            } => self.start(st, request, conversation_id, env, out),
+            Input::Standing(block) => self.prepare_call(st, block, env, out),
+            Input::Answered {
+                response,
+                cost,
+                totals,
+            } => self.answered(st, response, cost, totals, env, out),
+            Input::ModelFailed {
+                error,
+                chain_broken,
+            } => {
+                let message = format!("LLM call failed: {error}");
+                emit(
+                    st,
+                    out,
+                    RunEvent::LlmError {
+                        label: current_label(st),
+                        error: message.clone(),
+                        chain_broken,
+                    },
+                );
+                finish_error(st, message, out)
+            }
+            Input::StoppedDuringCall => {
+                emit(
+                    st,
+                    out,
+                    RunEvent::StopRequested {
+                        label: Some(current_label(st)),
+                        at: Some("llm_call".into()),
+                    },
+                );
+                finish(st, StopReason::StopRequested, out)
+            }
+            Input::ToolDone { run, spend } => self.tool_done(st, run, spend, env, out),
+            Input::RecordFailed(message) => finish_error(st, message, out),
+        }
+    }
+
+    fn start(
+        &self,
+        st: &mut RunState,
+        request: PhaseRequest,
+        fresh_id: String,
+        env: &Env<'_>,
+        out: &mut Vec<RunEvent>,
+    ) -> Effect {
+        if !st.started {
+            let c = &self.config;
+            emit(
+                st,
+                out,
+                RunEvent::RunStarted {
+                    agent: c.agent.clone(),
+                    topic: c.topic.clone(),
+                    tool_allowlist: c.allowlist_order.clone(),
+                    provider: c.provider.clone(),
+                    model: c.model.clone(),
+                    max_tokens_budget: c.limits.max_tokens,
+                    max_cost_usd: c.limits.max_cost_usd,
+                    context_window_strategy: c.strategy,
+                },
+            );
+        }
+        let mode = if request.direct_tool_calls.is_some() {
+            PhaseMode::ToolOnly
+        } else {
+            PhaseMode::Llm
+        };
+        let conversation_id =
+            (mode == PhaseMode::Llm).then(|| match st.context(&request.context_label) {
+                Some(ctx) if request.continue_context => ctx.conversation_id.clone(),
+                _ => fresh_id,
+            });
+        emit(
+            st,
+            out,
+            RunEvent::PhaseStarted {
+                phase: st.phases_started,
+                label: label_name(&request.context_label).to_string(),
+                mode,
+                request,
+                conversation_id,
+            },
+        );
+        if mode == PhaseMode::ToolOnly && env.stop {
+            emit(
+                st,
+                out,
+                RunEvent::StopRequested {
+                    label: None,
+                    at: Some("tool_only".into()),
+                },
+            );
+            return finish(st, StopReason::StopRequested, out);
+        }
+        self.advance(st, env, out)
+    }
+
+    /// What comes after the last recorded event when nothing is in flight: the next call of
+    /// the batch, the next model call, or the end of the phase.
+    pub fn advance(&self, st: &mut RunState, env: &Env<'_>, out: &mut Vec<RunEvent>) -> Effect {
+        loop {
+            let Some(pos) = st.current.as_ref() else {
+                return Effect::Finish(PhaseResult::empty(StopReason::Error));
+            };
+            let llm = pos.mode == PhaseMode::Llm;
+            let label = llm.then(|| label_name(pos.label()).to_string());
+            if let Some(call) = pos.batch.front().cloned() {
+                if env.stop {
+                    let at = if llm { "tools" } else { "tool_only" };
+                    emit(
+                        st,
+                        out,
+                        RunEvent::StopRequested {
+                            label,
+                            at: Some(at.into()),
+                        },
+                    );
+                    return finish(st, StopReason::StopRequested, out);
+                }
+                let tool_names = if llm {
+                    pos.request.tool_names.clone()
+                } else {
+                    None
+                };
+                emit(
+                    st,
+                    out,
+                    RunEvent::ToolCallStarted {
+                        label: label.clone(),
+                        call_id: call.id.clone(),
+                        tool: call.name.clone(),
+                        arguments: call.arguments.clone(),
+                    },
+                );
+                match self.refusal(&call.name, &call.arguments, tool_names.as_deref()) {
+                    Some(reason) => emit(
+                        st,
+                        out,
+                        RunEvent::ToolDenied {
+                            label,
+                            call_id: call.id,
+                            tool: call.name.clone(),
+                            reason: reason.clone(),
+                            permission: Some(Decision {
+                                tool_name: call.name,
+                                allowed: false,
+                                reason,
+                                timestamp: env.now.clone(),
+                            }),
+                        },
+                    ),
+                    None => {
+                        return Effect::RunTool {
+                            call_id: call.id,
+                            tool: call.name,
+                            arguments: call.arguments,
+                        };
+                    }
+                }
+                continue;
+            }
+            if !llm {
+                return finish(st, StopReason::Done, out);
+            }
+            let label = label.unwrap_or_default();
+            if pos.iteration >= pos.request.max_iterations {
+                return finish(st, StopReason::MaxIterations, out);
+            }
+            if let Some(e) = exhausted(&self.config.limits, &env.budget) {
+                emit(st, out, self.exhausted_event(label, e.reason, None, env));
+                return finish(st, StopReason::BudgetExhausted, out);
+            }
+            if env.stop {
+                emit(
+                    st,
+                    out,
+                    RunEvent::StopRequested {
+                        label: Some(label),
+                        at: None,
+                    },
+                );
+                return finish(st, StopReason::StopRequested, out);
+            }
+            let topic = st
+                .context(pos.label())
+                .map(|c| c.last_user_message().to_string())
+                .unwrap_or_default();
+            return Effect::FetchStanding { topic };
+        }
+    }
+
+    /// Why the call of `name` with `arguments` is refused before it runs: not allowlisted,
+    /// not in the phase's `tool_names`, or refused by a guard.
+    pub fn refusal(
+        &self,
+        name: &str,
+        arguments: &Value,
+        tool_names: Option<&[String]>,
+    ) -> Option<String> {
+        if !self.config.allowlist.contains(name) {
+            Some(format!("Tool '{name}' is not allowed for this harness run"))
+        } else if tool_names.is_some_and(|names| !names.iter().any(|n| n == name)) {
+            Some(format!(
+                "Tool '{name}' is not in the requested tool_names list"
+            ))
+        } else {
+            self.config
+                .guards
+                .iter()
+                .find_map(|g| g.check(name, arguments).err())
+                .map(|reason| format!("Tool '{name}' was refused: {reason}"))
+        }
+    }
+
+    /// Tool definitions offered in a phase: allowlisted, registered, within `tool_names`,
+    /// and the `block` control tool when offered.
+    pub fn offered_tools(&self, tool_names: Option<&[String]>) -> Vec<ToolDefinition> {
+        let mut tools: Vec<ToolDefinition> = self
+            .config
+            .tools
+            .iter()
+            .filter(|t| self.config.allowlist.contains(&t.name))
+            .filter(|t| tool_names.is_none_or(|names| names.iter().any(|n| n == &t.name)))
+            .filter(|t| t.name != BLOCK_TOOL)
+            .cloned()
+            .collect();
+        if self.config.offer_block_tool {
+            tools.push(block_tool_definition());
+        }
+        tools
+    }
+
+    fn exhausted_event(
+        &self,
+        label: String,
+        reason: String,
+        estimate: Option<u64>,
+        env: &Env<'_>,
+    ) -> RunEvent {
+        RunEvent::BudgetExhausted {
+            label,
+            reason,
+            tokens_used: env.budget.spent_tokens,
+            max_tokens_budget: self.config.limits.max_tokens,
+            cost_usd: env.budget.spent_cost,
+            max_cost_usd: self.config.limits.max_cost_usd,
+            prompt_tokens_estimate: estimate,
+        }
+    }
+
+    /// The standing block is known: assemble the request, gate it, record it.
+    fn prepare_call(
+        &self,
+        st: &mut RunState,
+        standing: Option<String>,
+        env: &Env<'_>,
+        out: &mut Vec<RunEvent>,
+    ) -> Effect {
+        let Some(pos) = st.current.as_ref() else {
+            return Effect::Finish(PhaseResult::empty(StopReason::Error));
+        };
+        let label = pos.label().clone();
+        let lname = label_name(&label).to_string();
+        let iteration = pos.iteration + 1;
+        let tools = self.offered_tools(pos.request.tool_names.as_deref());
+        if standing != st.last_standing {
+            // What the model is told from memory is part of the record; written when it
+            // changes, not repeated with every call.
+            emit(
+                st,
+                out,
+                RunEvent::StandingContext {
+                    label: lname.clone(),
+                    iteration,
+                    text: standing.clone(),
+                },
+            );
+        }
+        let mut messages = Vec::new();
+        if !self.config.system_prompt.is_empty() {
+            messages.push(Message::system(self.config.system_prompt.clone()));
+        }
+        let has_standing = standing.is_some();
+        if let Some(block) = standing {
+            messages.push(Message::system(block));
+        }
+        let (history, previous_response_id) = st.context(&label).map_or_else(
+            || (Vec::new(), None),
+            |c| {
+                (
+                    sent_messages(self.config.strategy, &c.history),
+                    c.last_response_id.clone(),
+                )
+            },
+        );
+        messages.extend(history);
+        let mut request = LlmRequest {
+            messages,
+            tools,
+            options: CallOptions {
+                previous_response_id,
+                prompt_cache_key: Some(format!("{}:{}", self.config.agent, lname)),
+                ..CallOptions::default()
+            },
+        };
+        let estimate = (env.estimate)(&request);
+        // The same gate as a tool's calls: output capped to what is left (the config's
+        // max_output_tokens is the budget's per-call limit).
+        let grant = match gate(
+            &self.config.limits,
+            &env.budget,
+            estimate,
+            env.pricing,
+            None,
+        ) {
+            Ok(grant) => grant,
+            Err(e) => {
+                emit(
+                    st,
+                    out,
+                    self.exhausted_event(lname, e.reason, Some(estimate), env),
+                );
+                return finish(st, StopReason::BudgetExhausted, out);
+            }
+        };
+        request.options.max_output_tokens = Some(grant.cap);
+        emit(
+            st,
+            out,
+            RunEvent::LlmRequest {
+                label: lname,
+                iteration,
+                provider: self.config.provider.clone(),
+                model: self.config.model.clone(),
+                messages: request.messages.len(),
+                standing_context: has_standing,
+                tools: request.tools.iter().map(|t| t.name.clone()).collect(),
+                max_output_tokens: request.options.max_output_tokens,
+                previous_response_id: request.options.previous_response_id.clone(),
+                prompt_cache_key: request.options.prompt_cache_key.clone(),
+                prompt_tokens_estimate: estimate,
+            },
+        );
+        Effect::CallModel { request, grant }
+    }
+
+    fn answered(
+        &self,
+        st: &mut RunState,
+        response: LlmResponse,
+        cost: Option<f64>,
+        totals: RunUsage,
+        env: &Env<'_>,
+        out: &mut Vec<RunEvent>,
+    ) -> Effect {
+        let label = current_label(st);
+        let iteration = st.current.as_ref().map_or(0, |p| p.iteration);
+        let block_reason = response
+            .tool_calls
+            .iter()
+            .find(|c| c.name == BLOCK_TOOL)
+            .map(|block| {
+                block
+                    .arguments
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .unwrap_or("the model gave no reason")
+                    .to_string()
+            });
+        let no_calls = response.tool_calls.is_empty();
+        emit(
+            st,
+            out,
+            RunEvent::LlmResponse {
+                label: label.clone(),
+                iteration,
+                text: response.text,
+                tool_calls: response.tool_calls,
+                usage: response.usage,
+                response_id: response.response_id,
+                tokens_used: totals.tokens_used,
+                cost_usd: cost,
+                total_cost_usd: totals.cost_usd,
+            },
+        );
+        if let Some(reason) = block_reason {
+            emit(st, out, RunEvent::Blocked { label, reason });
+            return finish(st, StopReason::Blocked, out);
+        }
+        if no_calls {
+            return finish(st, StopReason::Done, out);
+        }
+        self.advance(st, env, out)
+    }
+
+    fn tool_done(
+        &self,
+        st: &mut RunState,
+        run: ToolRun,
+        spend: Option<ToolSpend>,
+        env: &Env<'_>,
+        out: &mut Vec<RunEvent>,
+    ) -> Effect {
+        let Some(pending) = st.current.as_ref().and_then(|p| p.pending.clone()) else {
+            return self.advance(st, env, out);
+        };
+        let label = st
+            .current
+            .as_ref()
+            .filter(|p| p.mode == PhaseMode::Llm)
+            .map(|p| label_name(p.label()).to_string());
+        let tool = pending.tool;
+        if let Some(s) = spend {
+            emit(
+                st,
+                out,
+                RunEvent::ToolUsage {
+                    label: label.clone(),
+                    tool: tool.clone(),
+                    llm_calls: s.llm_calls,
+                    tokens: s.usage.total(),
+                    usage: s.usage,
+                    cost_usd: s.cost_usd,
+                    tokens_used: s.totals.tokens_used,
+                    total_cost_usd: s.totals.cost_usd,
+                },
+            );
+        }
+        let event = match run {
+            ToolRun::Interrupted => {
+                let content = format!("Tool '{tool}' was interrupted: a stop was requested");
+                RunEvent::ToolResult {
+                    label,
+                    call_id: pending.call_id,
+                    tool,
+                    success: false,
+                    summary: summarize(&content),
+                    content,
+                    artifacts: Vec::new(),
+                    permission: None,
+                }
+            }
+            ToolRun::Ran {
+                outcome,
+                artifacts,
+                permission,
+                events,
+            } => {
+                for e in &events {
+                    emit(st, out, side_effect(label.clone(), &tool, e));
+                }
+                match outcome {
+                    Ok(content) => RunEvent::ToolResult {
+                        label,
+                        call_id: pending.call_id,
+                        tool,
+                        success: true,
+                        summary: summarize(&content),
+                        content,
+                        artifacts,
+                        permission,
+                    },
+                    Err(f) if f.denial => RunEvent::ToolDenied {
+                        label,
+                        call_id: pending.call_id,
+                        tool,
+                        reason: f.message,
+                        permission,
+                    },
+                    Err(f) => RunEvent::ToolResult {
+                        label,
+                        call_id: pending.call_id,
+                        tool,
+                        success: false,
+                        summary: summarize(&f.message),
+                        content: f.message,
+                        artifacts,
+                        permission,
+                    },
+                }
+            }
+        };
+        emit(st, out, event);
+        self.advance(st, env, out)
+    }
+}
+
+/// A tool's side effect as an event named after its kind.
+fn side_effect(label: Option<String>, tool: &str, event: &ToolEvent) -> RunEvent {
+    let data = match &event.data {
+        // The record's own keys are not the tool's to set.
+        Value::Object(map) => {
+            let mut m = without_reserved(map);
+            m.remove("label");
+            m.remove("tool");
+            m
+        }
+        Value::Null => serde_json::Map::new(),
+        other => {
+            let mut m = serde_json::Map::new();
+            m.insert("data".into(), other.clone());
+            m
+        }
+    };
+    let fields = ToolSideEffect {
+        label,
+        tool: tool.to_string(),
+        data,
+    };
+    match event.kind {
+        ToolEventKind::MemoryWritten => RunEvent::MemoryWritten(fields),
+        ToolEventKind::MemoryApproved => RunEvent::MemoryApproved(fields),
+        ToolEventKind::MemoryRemoved => RunEvent::MemoryRemoved(fields),
+        // A kind this release does not know: kept, under its own name.
+        other => RunEvent::ToolEvent {
+            kind: other.as_str().to_string(),
+            fields,
+        },
+    }
+}
+
+fn current_label(st: &RunState) -> String {
+    st.current
+        .as_ref()
+        .map_or_else(String::new, |p| label_name(p.label()).to_string())
+}
+
+/// End the phase with `reason` and what it has so far.
+fn finish(st: &mut RunState, reason: StopReason, out: &mut Vec<RunEvent>) -> Effect {
+    end_phase(st, reason, None, out)
+}
+
+/// End the phase as `error`: its text is the message.
+fn finish_error(st: &mut RunState, message: String, out: &mut Vec<RunEvent>) -> Effect {
+    end_phase(st, StopReason::Error, Some(message), out)
+}
+
+fn end_phase(
+    st: &mut RunState,
+    stop_reason: StopReason,
+    error: Option<String>,
+    out: &mut Vec<RunEvent>,
+) -> Effect {
+    let Some(pos) = st.current.as_ref() else {
+        return Effect::Finish(PhaseResult {
+            final_text: error.unwrap_or_default(),
+            tool_calls: Vec::new(),
+            stop_reason,
+        });
+    };
+    let result = PhaseResult {
+        final_text: error.clone().unwrap_or_else(|| pos.final_text.clone()),
+        tool_calls: pos.tool_calls.clone(),
+        stop_reason,
+    };
+    emit(
+        st,
+        out,
+        RunEvent::PhaseEnded {
+            phase: pos.phase,
+            label: label_name(pos.label()).to_string(),
+            result: result.clone(),
+            error,
+        },
+    );
+    Effect::Finish(result)
+}
+
+fn block_tool_definition() -> ToolDefinition {
+    ToolDefinition {
+        name: BLOCK_TOOL.to_string(),
+        description: "Call this when you cannot proceed with the task at all (missing \
+                      information, a contradiction, no permitted way forward). Give the reason."
+            .to_string(),
+        parameters: json!({
+            "type": "object",
+            "properties": {"reason": {"type": "string", "description": "Why you cannot proceed."}},
+            "required": ["reason"],
+            "additionalProperties": false
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests;

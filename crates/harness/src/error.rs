@@ -1,0 +1,65 @@
+//! [`HarnessError`]: what can go wrong in the harness itself (as opposed to a tool or the
+//! model, whose failures are values fed back to the model).
+
+use crate::event::UnknownEvent;
+
+/// A failure of the harness: its records, or a model call that ends the phase.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HarnessError {
+    /// The run's log folder cannot be created.
+    #[error(
+        "cannot create the run's log folder {path}: {reason}; check that the agents folder is writable"
+    )]
+    CreateFolder {
+        /// The folder.
+        path: String,
+        /// The operating system's reason.
+        reason: String,
+    },
+    /// The transcript cannot be opened.
+    #[error("cannot open the transcript {path}: {reason}")]
+    OpenTranscript {
+        /// The file.
+        path: String,
+        /// The operating system's reason.
+        reason: String,
+    },
+    /// A line cannot be appended to (or flushed to) the transcript.
+    #[error("cannot append to the transcript {path}: {reason}")]
+    Append {
+        /// The file.
+        path: String,
+        /// The operating system's reason.
+        reason: String,
+    },
+    /// An event or the summary cannot be serialized.
+    #[error("cannot serialize {what}: {reason}")]
+    Serialize {
+        /// What.
+        what: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// The run summary cannot be written.
+    #[error("cannot write the run summary {path}: {reason}")]
+    Summary {
+        /// The file.
+        path: String,
+        /// The operating system's reason.
+        reason: String,
+    },
+    /// The transcript cannot be read back.
+    #[error("cannot read the transcript {path}: {reason}")]
+    ReadJournal {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// A model call failed after the provider's retries; the phase ends as `error`.
+    #[error("LLM call failed: {0}")]
+    Llm(String),
+    /// An event given by name is not one of the schema.
+    #[error(transparent)]
+    UnknownEvent(#[from] UnknownEvent),
+}
