@@ -516,14 +516,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut r = Recorder::new(dir.path().join("run"), "r1".into(), true);
         let written = r
-            .append(
-                "llm_error",
-                json!({"error": format!("refused {key} and sk-proj-abc*****************xyz")}),
-            )
+            .append(RunEvent::LlmError {
+                label: "__default__".into(),
+                error: format!("refused {key} and sk-proj-abc*****************xyz"),
+                chain_broken: false,
+            })
             .unwrap();
-        assert_eq!(
-            written["error"], "refused [REDACTED] and [REDACTED]",
-            "what event sinks get is redacted too"
+        assert!(
+            matches!(&written.event, RunEvent::LlmError { error, .. }
+                if error == "refused [REDACTED] and [REDACTED]"),
+            "what event sinks get is redacted too: {written:?}"
         );
         let summary = RunSummary {
             run_id: "r1".into(),
