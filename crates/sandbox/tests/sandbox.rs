@@ -48,7 +48,13 @@ impl Fixture {
     fn open_config(&self) -> SandboxConfig {
         let mut config = SandboxConfig::confined_to(&self.ws);
         config.exec_helper = ExecHelper::Path(env!("CARGO_BIN_EXE_lsm-confine").into());
-        for name in ["write_file", "append_file", "create_folder", "bash"] {
+        for name in [
+            "write_file",
+            "append_file",
+            "create_folder",
+            "edit_file",
+            "bash",
+        ] {
             config.require_user_permission.insert(name.into(), false);
         }
         config
