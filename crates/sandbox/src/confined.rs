@@ -389,7 +389,10 @@ fn info_of(meta: &cap_std::fs::Metadata) -> EntryInfo {
     EntryInfo {
         kind,
         len: meta.len(),
-        modified: meta.modified().ok().map(cap_std::time::SystemTime::into_std),
+        modified: meta
+            .modified()
+            .ok()
+            .map(cap_std::time::SystemTime::into_std),
         readonly: meta.permissions().readonly(),
     }
 }
@@ -408,5 +411,102 @@ pub(crate) fn not_regular_kind(ft: &std::fs::FileType) -> Option<&'static str> {
         Some("block device")
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    /// A path under `root` with no name checks at all: only the handle-level ones apply.
+    fn confined(root: &Path, relative: &str, protected: Vec<PathBuf>) -> ConfinedPath {
+        let dir = Dir::open_ambient_dir(root, cap_std::ambient_authority()).unwrap();
+        ConfinedPath::new(
+            Arc::new(dir),
+            PathBuf::from(relative),
+            root.join(relative),
+            Arc::new(Protected::new(protected)),
+        )
+    }
+
+    #[test]
+    fn a_named_pipe_is_refused_on_the_handle_without_blocking() {
+        let tmp = tempfile::tempdir().unwrap();
+        let status = std::process::Command::new("mkfifo")
+            .arg(tmp.path().join("pipe"))
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let pipe = confined(tmp.path(), "pipe", Vec::new());
+        let started = Instant::now();
+        let err = pipe.open_read().unwrap_err().to_string();
+        assert!(err.contains("not a regular file"), "{err}");
+        for mode in [WriteMode::Create, WriteMode::Existing, WriteMode::Append] {
+            let err = pipe.open_write(mode).unwrap_err().to_string();
+            assert!(err.contains("not a regular file"), "{mode:?}: {err}");
+        }
+        let dir = Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority()).unwrap();
+        let err = open_entry(&dir, Path::new("pipe")).unwrap_err().to_string();
+        assert!(err.contains("not a regular file"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn writes_beneath_a_protected_folder_are_refused_on_the_handle() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("agents/a")).unwrap();
+        std::fs::write(root.join("lsm.toml"), "x").unwrap();
+        std::os::unix::fs::symlink(root.join("agents"), root.join("link")).unwrap();
+        let protected = vec![root.join("agents"), root.join("lsm.toml")];
+        for relative in ["agents/a/new.txt", "agents/new.txt", "lsm.toml"] {
+            let path = confined(&root, relative, protected.clone());
+            let err = path.open_write(WriteMode::Create).unwrap_err().to_string();
+            assert!(err.contains("is protected"), "{relative}: {err}");
+        }
+        let err = confined(&root, "agents/b/c", protected.clone())
+            .create_folder()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("is protected"), "{err}");
+        // A link on the way is never followed when writing.
+        let err = confined(&root, "link/new.txt", protected.clone())
+            .open_write(WriteMode::Create)
+            .unwrap_err();
+        assert!(matches!(err, ToolError::Io { .. }), "{err}");
+        assert!(!root.join("agents/new.txt").exists());
+        assert!(!root.join("agents/b").exists());
+        assert_eq!(std::fs::read_to_string(root.join("lsm.toml")).unwrap(), "x");
+        // Unprotected siblings are fine, parents created.
+        confined(&root, "work/deep/ok.txt", protected.clone())
+            .open_write(WriteMode::Create)
+            .unwrap();
+        assert!(root.join("work/deep/ok.txt").is_file());
+    }
+
+    #[test]
+    fn reads_follow_links_beneath_the_root_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().canonicalize().unwrap();
+        let root = base.join("root");
+        std::fs::create_dir_all(root.join("a")).unwrap();
+        std::fs::write(root.join("a/f.txt"), "in").unwrap();
+        std::fs::write(base.join("secret.txt"), "out").unwrap();
+        std::os::unix::fs::symlink("a", root.join("inside")).unwrap();
+        std::os::unix::fs::symlink(&base, root.join("outside")).unwrap();
+        let mut text = String::new();
+        confined(&root, "inside/f.txt", Vec::new())
+            .open_read()
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
+        assert_eq!(text, "in");
+        assert!(
+            confined(&root, "outside/secret.txt", Vec::new())
+                .open_read()
+                .is_err()
+        );
     }
 }

@@ -102,15 +102,13 @@ impl ToolContext {
     ) -> Self {
         use std::sync::Arc;
         let root = Arc::new(
-            cap_std::fs::Dir::open_ambient_dir(&working_dir, cap_std::ambient_authority())
-                .unwrap(),
+            cap_std::fs::Dir::open_ambient_dir(&working_dir, cap_std::ambient_authority()).unwrap(),
         );
         let paths = paths
             .into_iter()
             .map(|(k, v)| {
                 let relative = v.strip_prefix(&working_dir).unwrap().to_path_buf();
-                let confined =
-                    ConfinedPath::new(Arc::clone(&root), relative, v, Arc::default());
+                let confined = ConfinedPath::new(Arc::clone(&root), relative, v, Arc::default());
                 (k.to_string(), confined)
             })
             .collect();

@@ -55,8 +55,14 @@ impl PathPolicy {
         working_dir: &Path,
     ) -> Result<Self, SandboxConfigError> {
         Ok(PathPolicy {
-            read_roots: read.iter().map(|p| open_root(p)).collect::<Result<_, _>>()?,
-            write_roots: write.iter().map(|p| open_root(p)).collect::<Result<_, _>>()?,
+            read_roots: read
+                .iter()
+                .map(|p| open_root(p))
+                .collect::<Result<_, _>>()?,
+            write_roots: write
+                .iter()
+                .map(|p| open_root(p))
+                .collect::<Result<_, _>>()?,
             working_dir: canonical_root(working_dir)?,
             protected: Arc::new(Protected::default()),
         })
@@ -139,10 +145,7 @@ impl PathPolicy {
                 PathAccess::Read => "read",
                 PathAccess::Write => "write",
             };
-            let allowed: Vec<String> = roots
-                .iter()
-                .map(|r| r.path.display().to_string())
-                .collect();
+            let allowed: Vec<String> = roots.iter().map(|r| r.path.display().to_string()).collect();
             return Err(format!(
                 "it resolves to '{}', which is outside the allowed {kind} paths ({})",
                 resolved.display(),

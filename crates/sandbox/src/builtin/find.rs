@@ -197,7 +197,8 @@ impl Walk<'_> {
             }
             self.visited += 1;
             if self.visited == MAX_VISITED {
-                self.found.stopped = Some(format!("stopped after looking at {MAX_VISITED} entries"));
+                self.found.stopped =
+                    Some(format!("stopped after looking at {MAX_VISITED} entries"));
                 return false;
             }
             let relative = format!("{prefix}{name}");
@@ -214,9 +215,7 @@ impl Walk<'_> {
             } else {
                 match &self.query.content {
                     // Only regular files, opened without following a link.
-                    Some(needle) if kind.is_file() => {
-                        content_lines(dir, &name, &relative, needle)
-                    }
+                    Some(needle) if kind.is_file() => content_lines(dir, &name, &relative, needle),
                     Some(_) => None,
                     None if kind.is_dir() => Some(vec![format!("{relative}/")]),
                     None if kind.is_file() || kind.is_symlink() => Some(vec![relative.clone()]),
@@ -225,7 +224,8 @@ impl Walk<'_> {
             };
             if let Some(lines) = hit {
                 if self.results == MAX_RESULTS {
-                    self.found.stopped = Some(format!("stopped after {MAX_RESULTS} matching files"));
+                    self.found.stopped =
+                        Some(format!("stopped after {MAX_RESULTS} matching files"));
                     return false;
                 }
                 self.results += 1;

@@ -153,10 +153,7 @@ impl Tool for AppendFile {
         })
         .await?;
         Ok(ToolOutput::wrote(
-            format!(
-                "Appended {len} bytes to {} (now {after} bytes)",
-                args.path
-            ),
+            format!("Appended {len} bytes to {} (now {after} bytes)", args.path),
             written,
         ))
     }
@@ -280,9 +277,8 @@ impl Tool for EditFile {
             }
             let mut bytes = Vec::new();
             file.read_to_end(&mut bytes).map_err(io_err(&path))?;
-            let text = String::from_utf8(bytes).map_err(|_| {
-                ToolError::InvalidArguments(format!("'{shown}' is not UTF-8 text"))
-            })?;
+            let text = String::from_utf8(bytes)
+                .map_err(|_| ToolError::InvalidArguments(format!("'{shown}' is not UTF-8 text")))?;
             let edit = replace_lines(&text, start, end, &new_text)?;
             if edit.text.len() > limit {
                 return Err(over_limit(
@@ -428,12 +424,20 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let file = tmp.path().join("deep/new/f.txt");
         let out = WriteFile
-            .execute(ctx_in(tmp.path(), json!({"path": "f.txt", "content": "one\n"}), &file))
+            .execute(ctx_in(
+                tmp.path(),
+                json!({"path": "f.txt", "content": "one\n"}),
+                &file,
+            ))
             .await
             .unwrap();
         assert_eq!(out.artifacts, std::slice::from_ref(&file));
         let out = AppendFile
-            .execute(ctx_in(tmp.path(), json!({"path": "f.txt", "content": "two\n"}), &file))
+            .execute(ctx_in(
+                tmp.path(),
+                json!({"path": "f.txt", "content": "two\n"}),
+                &file,
+            ))
             .await
             .unwrap();
         assert_eq!(out.artifacts, std::slice::from_ref(&file));
