@@ -1523,8 +1523,10 @@ fn protected_paths_cannot_be_set_from_toml() {
         from_toml.is_err(),
         "protected_paths must not be a configuration key"
     );
-    let mut config = SandboxConfig::default();
-    config.protected_paths = vec![PathBuf::from("/x")];
+    let config = SandboxConfig {
+        protected_paths: vec![PathBuf::from("/x")],
+        ..SandboxConfig::default()
+    };
     let round = serde_json::to_value(&config).unwrap();
     assert!(round.get("protected_paths").is_none(), "{round}");
 }
