@@ -42,7 +42,7 @@ pub mod builtin;
 mod command;
 mod config;
 pub mod confine;
-mod confined;
+mod confined_path;
 mod context;
 mod error;
 mod output;
@@ -56,7 +56,7 @@ mod validate;
 pub use command::{CheckedCommand, Redirect};
 pub use config::{RateLimit, SandboxConfig, default_command_allowlist, default_command_denylist};
 pub use confine::{Confinement, ExecHelper};
-pub use confined::{ConfinedPath, EntryInfo, EntryKind, WriteMode};
+pub use confined_path::{ConfinedPath, EntryInfo, EntryKind, WriteMode};
 pub use context::ToolContext;
 pub use error::{ExecError, SandboxConfigError, ToolError};
 pub use output::{

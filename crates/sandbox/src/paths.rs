@@ -14,7 +14,7 @@
 //! points. A path that does not exist yet is judged by its deepest existing ancestor plus
 //! the rest, which contains no `..` (refused up front). Writes to protected paths (lsm's own
 //! configuration and run records) are refused here by name and again by handle when the
-//! file is opened ([`crate::confined`]).
+//! file is opened ([`crate::confined_path`]).
 
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -23,7 +23,7 @@ use std::sync::Arc;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 
-use crate::confined::{ConfinedPath, Protected, not_regular_kind};
+use crate::confined_path::{ConfinedPath, Protected, not_regular_kind};
 use crate::{PathAccess, SandboxConfigError};
 
 /// An allowlisted folder: its canonical path (for the name checks and messages) and an open

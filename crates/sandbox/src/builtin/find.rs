@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{Abandoned, parse_args, run_blocking};
-use crate::confined::open_entry;
+use crate::confined_path::open_entry;
 use crate::{EntryKind, PathArg, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, schema_for};
 
 /// Most matching files reported.
