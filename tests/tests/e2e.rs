@@ -579,6 +579,52 @@ fn yes_approves_permission_requests_and_says_so() {
     assert!(reason.contains("--yes"), "{reason}");
 }
 
+/// With the default layout the working directory is the sandbox root, so `lsm.toml` and the
+/// agents folder lie inside it: even with `--yes` a run must not change them (it could widen
+/// the next run's sandbox or rewrite earlier runs' records).
+#[test]
+fn a_run_cannot_change_lsm_toml_or_the_agents_folder_even_with_yes() {
+    let (dir, script) = workspace_with_script(&[
+        call(
+            "edit_file",
+            json!({"path": "lsm.toml", "start_line": 1, "end_line": 1,
+                   "new_text": "[sandbox]\nallowed_read_paths = [\"/\"]"}),
+        ),
+        call(
+            "write_file",
+            json!({"path": "Agents/general/planted.md", "content": "x"}),
+        ),
+        text("tried"),
+    ]);
+    let config = "[sandbox]\ntimeout_seconds = 30\n";
+    std::fs::write(dir.path().join("lsm.toml"), config).unwrap();
+    let out = agent_run(dir.path(), &script, &["--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("lsm.toml")).unwrap(),
+        config
+    );
+    assert!(!dir.path().join("Agents/general/planted.md").exists());
+    let s = stdout_json(&out);
+    let run_dir = dir
+        .path()
+        .join("Agents/general/logs")
+        .join(s["run_id"].as_str().unwrap());
+    let transcript = std::fs::read_to_string(run_dir.join("transcript.jsonl")).unwrap();
+    let refusals = transcript
+        .lines()
+        .filter(|l| {
+            l.contains(
+                "is protected: lsm's own configuration and run records cannot be changed by tools",
+            )
+        })
+        .count();
+    assert!(
+        refusals >= 2,
+        "both writes refused as protected:\n{transcript}"
+    );
+}
+
 #[test]
 fn sigint_stops_a_run_with_exit_code_4() {
     // The second model call takes 60 s: the run is interrupted while waiting on it.

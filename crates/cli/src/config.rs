@@ -255,6 +255,29 @@ impl Config {
             |p| p.display().to_string(),
         )
     }
+
+    /// lsm's own files, which no tool may change whatever the sandbox's allowlists say: the
+    /// configuration file in use, `./lsm.toml` (the file the next run would load), and the
+    /// agents folder (transcripts, run summaries, memory databases, logs). Absolute, so they
+    /// do not depend on the sandbox's working directory.
+    pub fn protected_paths(&self) -> Vec<PathBuf> {
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let mut paths = vec![cwd.join(DEFAULT_CONFIG_FILE)];
+        if let Some(source) = &self.source {
+            paths.push(cwd.join(source));
+        }
+        paths.push(cwd.join(&self.agents.agents_folder));
+        paths.dedup();
+        paths
+    }
+
+    /// The sandbox policy of an agent run: `[sandbox]` plus [`Config::protected_paths`],
+    /// which only this code sets (configuration cannot lift it).
+    pub fn run_sandbox(&self) -> SandboxConfig {
+        let mut sandbox = self.sandbox.clone();
+        sandbox.protected_paths = self.protected_paths();
+        sandbox
+    }
 }
 
 /// A configuration error: exit code 2.
@@ -842,5 +865,28 @@ read_timeout_seconds = 600
         let c = load_text("[llm]\nread_timeout_seconds = -1\n", &[]).unwrap();
         let e = c.llm.resolve(LlmTier::Normal).unwrap_err().to_string();
         assert!(e.contains("[llm] read_timeout_seconds"), "{e}");
+    }
+
+    #[test]
+    fn runs_protect_the_config_file_and_agents_folder_which_configuration_cannot_lift() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("custom.toml");
+        std::fs::write(&f, "[agents]\nagents_folder = \"out\"\n").unwrap();
+        let c = load(Some(&f), &[]).unwrap();
+        let sandbox = c.run_sandbox();
+        assert!(sandbox.protected_paths.contains(&f), "{sandbox:?}");
+        assert!(
+            sandbox.protected_paths.contains(&dir.path().join("out")),
+            "{sandbox:?}"
+        );
+        let cwd = std::env::current_dir().unwrap();
+        assert!(sandbox.protected_paths.contains(&cwd.join("lsm.toml")));
+        // Neither the file nor the environment can set the list.
+        std::fs::write(&f, "[sandbox]\nprotected_paths = []\n").unwrap();
+        let e = load(Some(&f), &[]).unwrap_err().to_string();
+        assert!(e.contains("protected_paths"), "{e}");
+        std::fs::write(&f, "").unwrap();
+        let env = [("LSM_SANDBOX_PROTECTED_PATHS".to_string(), "[]".to_string())];
+        assert!(load(Some(&f), &env).is_err());
     }
 }

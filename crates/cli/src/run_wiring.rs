@@ -49,7 +49,9 @@ pub fn build_run(
     if let Some(store) = &memory {
         registry = memory_wiring::with_memory_tools(registry, store);
     }
-    let sandbox = interaction_wiring::sandbox_with_channel(&config.sandbox, registry, channel)?;
+    // Every run's sandbox refuses writes to lsm's own configuration and run records.
+    let sandbox =
+        interaction_wiring::sandbox_with_channel(&config.run_sandbox(), registry, channel)?;
     let ask_user_available = sandbox.registry().contains("ask_user");
     let mut factory =
         HarnessFactory::new(config.agents.harness.clone(), provider, Arc::new(sandbox))

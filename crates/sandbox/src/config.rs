@@ -56,8 +56,11 @@ pub struct SandboxConfig {
     /// Run programs without the OS sandbox where it is unavailable (no Landlock, user
     /// namespaces refused) instead of refusing them; the result then says so.
     pub allow_unconfined_exec: bool,
-    /// Paths no tool may ever write (the configuration file, the agents folder), even inside
-    /// a write root. Set by the composition root, not read from `lsm.toml`.
+    /// Paths no tool may change, whatever the allowlists say: lsm's own configuration files
+    /// and run records (the agents folder). Every write-type access to one of them or to
+    /// anything beneath it is refused (file tools by name and again on the opened handle);
+    /// reading stays allowed. Not settable from TOML or the environment (a configuration could
+    /// lift it): only the composition root sets it, in code.
     #[serde(skip)]
     pub protected_paths: Vec<PathBuf>,
     /// Which executable applies the OS sandbox to executed programs. Set by the composition

@@ -1,17 +1,17 @@
 //! What a tool receives for one call: validated arguments, confined paths, a checked command.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::{Caller, CheckedCommand, ToolError};
+use crate::{Caller, CheckedCommand, ConfinedPath, ToolError};
 
 /// The inputs of one call, prepared by the sandbox.
 #[derive(Debug, Clone)]
 pub struct ToolContext {
     /// The arguments, already validated against the tool's schema.
     pub args: serde_json::Value,
-    pub(crate) paths: HashMap<String, PathBuf>,
+    pub(crate) paths: HashMap<String, ConfinedPath>,
     pub(crate) command: Option<CheckedCommand>,
     /// Largest file the tool may write, in bytes.
     pub max_write_bytes: usize,
@@ -26,21 +26,22 @@ pub struct ToolContext {
 }
 
 impl ToolContext {
-    /// The confined, resolved path of the path argument `name`.
+    /// The confined path of the path argument `name`: its root folder's handle plus the
+    /// path beneath it. Open, list, create and stat only through it; it resolves every
+    /// component beneath the root, so nothing swapped in after the check can lead out.
     ///
     /// # Errors
     /// When `name` is not a declared path argument or was absent from the call: a tool can
     /// only ever open paths the sandbox checked.
-    pub fn path(&self, name: &str) -> Result<&Path, ToolError> {
+    pub fn path(&self, name: &str) -> Result<&ConfinedPath, ToolError> {
         self.paths
             .get(name)
-            .map(PathBuf::as_path)
             .ok_or_else(|| ToolError::InvalidArguments(format!("missing path argument '{name}'")))
     }
 
     /// The confined path of `name`, or `None` when the optional argument was not given.
-    pub fn optional_path(&self, name: &str) -> Option<&Path> {
-        self.paths.get(name).map(PathBuf::as_path)
+    pub fn optional_path(&self, name: &str) -> Option<&ConfinedPath> {
+        self.paths.get(name)
     }
 
     /// Who the call is made for (agent and run), when the sandbox was told
@@ -91,17 +92,29 @@ impl ToolContext {
         self.args.get(name).and_then(serde_json::Value::as_bool)
     }
 
-    /// A context for calling a tool directly in tests of the tool itself (no sandbox checks:
-    /// the given paths are used as they are).
+    /// A context for calling a tool directly in tests of the tool itself (no sandbox checks):
+    /// each path must lie under `working_dir`, which serves as their root folder.
     #[cfg(test)]
     pub(crate) fn for_test(
         args: serde_json::Value,
         paths: impl IntoIterator<Item = (&'static str, PathBuf)>,
         working_dir: PathBuf,
     ) -> Self {
+        use std::sync::Arc;
+        let root = Arc::new(
+            cap_std::fs::Dir::open_ambient_dir(&working_dir, cap_std::ambient_authority()).unwrap(),
+        );
+        let paths = paths
+            .into_iter()
+            .map(|(k, v)| {
+                let relative = v.strip_prefix(&working_dir).unwrap().to_path_buf();
+                let confined = ConfinedPath::new(Arc::clone(&root), relative, v, Arc::default());
+                (k.to_string(), confined)
+            })
+            .collect();
         ToolContext {
             args,
-            paths: paths.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            paths,
             command: None,
             max_write_bytes: 10 * 1024 * 1024,
             timeout: Duration::from_secs(30),

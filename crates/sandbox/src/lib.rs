@@ -12,7 +12,9 @@
 //! 3. argument validation against the schema (missing, unexpected, wrong JSON type, oversize
 //!    strings);
 //! 4. read/write path allowlists for every declared path argument (empty, NUL, `..` before and
-//!    after resolving, escaping symlinks, anything outside the allowlists are refused);
+//!    after resolving, escaping symlinks, anything outside the allowlists, named pipes, devices
+//!    and sockets are refused; writes to [`SandboxConfig::protected_paths`] too, whatever the
+//!    allowlists say);
 //! 5. command policy for a declared command argument (chaining and substitution refused,
 //!    allow/deny lists on the base command name, network programs refused without network
 //!    access, programs that run other programs refused, path arguments and redirections
@@ -22,8 +24,11 @@
 //!    channel bounds that wait), panics caught, an output cap with `[TRUNCATED n bytes]`,
 //!    secrets redacted.
 //!
-//! Tools receive their checked paths and command through [`ToolContext`]: a built-in tool has
-//! no way to open a path the sandbox has not confined.
+//! Tools receive their checked paths and command through [`ToolContext`]: a path is a
+//! [`ConfinedPath`] — the allowlisted root's open directory handle plus the path beneath it —
+//! and tools open, create and list only through it, so nothing swapped in on the path after
+//! the check can lead outside the root, only regular files are ever opened (non-blocking), and
+//! protected files and folders are refused again on the opened handle.
 //!
 //! # What this crate must never do
 //!
@@ -37,6 +42,7 @@ pub mod builtin;
 mod command;
 mod config;
 pub mod confine;
+mod confined_path;
 mod context;
 mod error;
 mod output;
@@ -50,6 +56,7 @@ mod validate;
 pub use command::{CheckedCommand, Redirect};
 pub use config::{RateLimit, SandboxConfig, default_command_allowlist, default_command_denylist};
 pub use confine::{Confinement, ExecHelper};
+pub use confined_path::{ConfinedPath, EntryInfo, EntryKind, WriteMode};
 pub use context::ToolContext;
 pub use error::{ExecError, SandboxConfigError, ToolError};
 pub use output::{

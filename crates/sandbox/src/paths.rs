@@ -1,33 +1,54 @@
-//! Path confinement: every path a tool touches must resolve inside the read or write
-//! allowlist.
+//! Path confinement: every path a tool touches must lie inside the read or write allowlist,
+//! and is then opened *through a handle of its root folder*, never by name.
 //!
-//! Resolution follows symlinks (via `canonicalize`), so a link inside a root that points
-//! outside is judged by where it points. A path that does not exist yet is judged by its
-//! deepest existing ancestor plus the rest, which contains no `..` (refused up front), so
-//! creating it cannot land anywhere else.
+//! Checking a name and opening it later is a race: between the two, another process can swap
+//! a folder on the path for a symbolic link to somewhere else. So a check here yields a
+//! [`ConfinedPath`]: the opened root folder (a `cap_std::fs::Dir`) plus the path relative to
+//! it. Tools open files only through it, and the kernel resolves every component beneath
+//! the root handle (`openat2(RESOLVE_BENEATH)`), refusing anything that would leave it,
+//! whatever was swapped in meanwhile.
 //!
-//! These checks are synchronous: they are a handful of `stat`/`readlink` calls, far cheaper
-//! than moving the work to a blocking thread.
+//! The name checks here come first and give the friendly messages: NUL, `..`, `~`, empty;
+//! then the path is resolved by name (following symlinks, via `canonicalize`) to decide
+//! which root it is under — a link inside a root that points outside is judged by where it
+//! points. A path that does not exist yet is judged by its deepest existing ancestor plus
+//! the rest, which contains no `..` (refused up front). Writes to protected paths (lsm's own
+//! configuration and run records) are refused here by name and again by handle when the
+//! file is opened ([`crate::confined_path`]).
 
 use std::io;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+
+use crate::confined_path::{ConfinedPath, Protected, not_regular_kind};
 use crate::{PathAccess, SandboxConfigError};
 
-/// The read and write allowlists, resolved once.
+/// An allowlisted folder: its canonical path (for the name checks and messages) and an open
+/// handle (for every access).
+#[derive(Debug)]
+struct Root {
+    path: PathBuf,
+    dir: Arc<Dir>,
+}
+
+/// The read and write allowlists, opened once.
 #[derive(Debug)]
 pub(crate) struct PathPolicy {
-    read_roots: Vec<PathBuf>,
-    write_roots: Vec<PathBuf>,
+    read_roots: Vec<Root>,
+    write_roots: Vec<Root>,
     working_dir: PathBuf,
+    protected: Arc<Protected>,
 }
 
 impl PathPolicy {
-    /// Canonicalize the allowlist roots and the working directory.
+    /// Canonicalize and open the allowlist roots, and canonicalize the working directory.
     ///
     /// # Errors
     /// [`SandboxConfigError::BadAllowlistPath`] when one of them does not exist or cannot be
-    /// resolved.
+    /// resolved or opened.
     pub(crate) fn new(
         read: &[PathBuf],
         write: &[PathBuf],
@@ -36,14 +57,32 @@ impl PathPolicy {
         Ok(PathPolicy {
             read_roots: read
                 .iter()
-                .map(|p| canonical_root(p))
+                .map(|p| open_root(p))
                 .collect::<Result<_, _>>()?,
             write_roots: write
                 .iter()
-                .map(|p| canonical_root(p))
+                .map(|p| open_root(p))
                 .collect::<Result<_, _>>()?,
             working_dir: canonical_root(working_dir)?,
+            protected: Arc::new(Protected::default()),
         })
+    }
+
+    /// The same policy, refusing every write to `protected` paths and anything beneath them.
+    /// A relative entry is relative to the working directory; one that does not exist yet is
+    /// protected by its resolved name (and by handle once it exists).
+    pub(crate) fn protecting(mut self, protected: &[PathBuf]) -> Self {
+        let entries = protected
+            .iter()
+            .flat_map(|p| {
+                let joined = self.working_dir.join(p);
+                // Both the name as given and the resolved one: either may be asked for.
+                let resolved = resolve(&joined).unwrap_or_else(|_| joined.clone());
+                [joined, resolved]
+            })
+            .collect();
+        self.protected = Arc::new(Protected::new(entries));
+        self
     }
 
     /// The canonical working directory (base of relative paths).
@@ -52,8 +91,14 @@ impl PathPolicy {
     }
 
     /// Resolve `raw` (relative to the working directory) and confine it to the roots for
-    /// `access`. Returns the absolute, symlink-free path. Err: the reason, for the model.
+    /// `access`. Returns the absolute, symlink-free path, for display and for commands (which
+    /// a child process opens by name). Err: the reason, for the model.
     pub(crate) fn check(&self, raw: &str, access: PathAccess) -> Result<PathBuf, String> {
+        self.confine(raw, access).map(|c| c.shown().to_path_buf())
+    }
+
+    /// Like [`PathPolicy::check`], returning the handle-relative path tools open through.
+    pub(crate) fn confine(&self, raw: &str, access: PathAccess) -> Result<ConfinedPath, String> {
         if raw.is_empty() {
             return Err("the path is empty".into());
         }
@@ -90,20 +135,46 @@ impl PathPolicy {
                 resolved.display()
             ));
         }
-        if roots.iter().any(|root| resolved.starts_with(root)) {
-            Ok(resolved)
-        } else {
+        // The most specific root that holds it (roots may nest).
+        let Some(root) = roots
+            .iter()
+            .filter(|root| resolved.starts_with(&root.path))
+            .max_by_key(|root| root.path.components().count())
+        else {
             let kind = match access {
                 PathAccess::Read => "read",
                 PathAccess::Write => "write",
             };
-            let allowed: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
-            Err(format!(
+            let allowed: Vec<String> = roots.iter().map(|r| r.path.display().to_string()).collect();
+            return Err(format!(
                 "it resolves to '{}', which is outside the allowed {kind} paths ({})",
                 resolved.display(),
                 allowed.join(", ")
-            ))
+            ));
+        };
+        if access == PathAccess::Write {
+            self.protected.check_name(&resolved)?;
         }
+        // Refused before anything opens it (a named pipe would block an open for good).
+        // The opening code checks again on the handle, so this is the friendly message only.
+        if let Ok(meta) = std::fs::metadata(&resolved) {
+            if let Some(kind) = not_regular_kind(&meta.file_type()) {
+                return Err(format!(
+                    "'{}' is a {kind}; only regular files and folders can be used",
+                    resolved.display()
+                ));
+            }
+        }
+        let relative = resolved
+            .strip_prefix(&root.path)
+            .map_err(|_| format!("'{}' is not under its root", resolved.display()))?
+            .to_path_buf();
+        Ok(ConfinedPath::new(
+            Arc::clone(&root.dir),
+            relative,
+            resolved,
+            Arc::clone(&self.protected),
+        ))
     }
 }
 
@@ -111,6 +182,20 @@ fn canonical_root(path: &Path) -> Result<PathBuf, SandboxConfigError> {
     std::fs::canonicalize(path).map_err(|e| SandboxConfigError::BadAllowlistPath {
         path: path.to_path_buf(),
         message: format!("{e}; create the folder or fix the path in the sandbox configuration"),
+    })
+}
+
+fn open_root(path: &Path) -> Result<Root, SandboxConfigError> {
+    let canonical = canonical_root(path)?;
+    let dir = Dir::open_ambient_dir(&canonical, ambient_authority()).map_err(|e| {
+        SandboxConfigError::BadAllowlistPath {
+            path: path.to_path_buf(),
+            message: format!("{e}; the allowlist entries must be folders that can be opened"),
+        }
+    })?;
+    Ok(Root {
+        path: canonical,
+        dir: Arc::new(dir),
     })
 }
 

@@ -106,7 +106,8 @@ impl Sandbox {
             &config.allowed_read_paths,
             &config.allowed_write_paths,
             &working_dir,
-        )?;
+        )?
+        .protecting(&config.protected_paths);
         let commands = CommandPolicy::from_config(&config);
         let mut prepared = HashMap::new();
         for tool in registry.iter() {
@@ -297,7 +298,7 @@ impl Sandbox {
                     permission,
                 );
             };
-            match self.paths.check(raw, arg.access) {
+            match self.paths.confine(raw, arg.access) {
                 Ok(resolved) => {
                     paths.insert(arg.name.to_string(), resolved);
                 }

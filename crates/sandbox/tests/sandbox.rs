@@ -48,7 +48,13 @@ impl Fixture {
     fn open_config(&self) -> SandboxConfig {
         let mut config = SandboxConfig::confined_to(&self.ws);
         config.exec_helper = ExecHelper::Path(env!("CARGO_BIN_EXE_lsm-confine").into());
-        for name in ["write_file", "append_file", "create_folder", "bash"] {
+        for name in [
+            "write_file",
+            "append_file",
+            "create_folder",
+            "edit_file",
+            "bash",
+        ] {
             config.require_user_permission.insert(name.into(), false);
         }
         config
@@ -1267,4 +1273,260 @@ mod confinement {
             prop_assert_eq!(outside_entries, 1);
         }
     }
+}
+
+// ------------------------------------------------------------------------------------------
+// 11. Confinement by handle: a path component swapped for a link while tools use it
+
+/// `ws/flip` swaps atomically, as fast as a thread can, between a real folder (holding
+/// `secret.txt` = "INSIDE") and a link to the outside folder (holding `secret.txt` =
+/// "TOPSECRET" and `victim.txt`), while the sandbox reads `flip/secret.txt` and writes
+/// `flip/victim.txt` and `flip/new.txt`. Checking the name and opening it later lets some
+/// calls through to the outside; opening through the root's handle lets none.
+#[test]
+fn a_component_swapped_for_a_link_never_leads_out() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let f = fixture();
+    let parked_dir = f.ws.join("parked_dir");
+    std::fs::create_dir(&parked_dir).unwrap();
+    std::fs::write(parked_dir.join("secret.txt"), "INSIDE").unwrap();
+    std::fs::write(f.outside.join("victim.txt"), "ORIGINAL").unwrap();
+    std::os::unix::fs::symlink(&f.outside, f.ws.join("flip")).unwrap();
+    let mut config = f.open_config();
+    config.rate_limit = RateLimit {
+        calls: 1_000_000,
+        per_seconds: 1,
+    };
+    let sb = f.sandbox(config);
+    let stop = Arc::new(AtomicBool::new(false));
+    let flipper = {
+        let stop = Arc::clone(&stop);
+        let (a, b) = (f.ws.join("flip"), parked_dir.clone());
+        std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                rustix::fs::renameat_with(
+                    rustix::fs::CWD,
+                    &a,
+                    rustix::fs::CWD,
+                    &b,
+                    rustix::fs::RenameFlags::EXCHANGE,
+                )
+                .unwrap();
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (mut leaked_reads, mut inside_reads) = (0, 0);
+    for i in 0..10_000 {
+        let exec = rt.block_on(sb.execute("read_file", &json!({"path": "flip/secret.txt"})));
+        match exec.outcome.as_deref() {
+            Ok("TOPSECRET") => leaked_reads += 1,
+            Ok(_) => inside_reads += 1,
+            Err(_) => {}
+        }
+        // A write every third round: 3,334 in all, interleaved with the reads.
+        if i % 3 == 0 {
+            let path = if i % 2 == 0 {
+                "flip/victim.txt"
+            } else {
+                "flip/new.txt"
+            };
+            rt.block_on(sb.execute("write_file", &json!({"path": path, "content": "PWNED"})));
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let swaps = flipper.join().unwrap();
+    assert!(swaps > 1_000, "the folder was swapped only {swaps} times");
+    assert!(inside_reads > 0, "no read ever reached the inside file");
+    assert_eq!(leaked_reads, 0, "reads returned the outside secret");
+    assert_eq!(
+        std::fs::read_to_string(f.outside.join("victim.txt")).unwrap(),
+        "ORIGINAL",
+        "a write landed outside"
+    );
+    assert!(
+        !f.outside.join("new.txt").exists(),
+        "a write created a file outside"
+    );
+}
+
+// ------------------------------------------------------------------------------------------
+// 12. Named pipes, devices and sockets are never opened
+
+fn mkfifo(path: &Path) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_tools_refuse_a_named_pipe_at_once() {
+    let f = fixture();
+    mkfifo(&f.ws.join("pipe"));
+    let mut config = f.open_config();
+    config.timeout_seconds = 20.0;
+    let sb = f.sandbox(config);
+    for (tool, args) in [
+        ("read_file", json!({"path": "pipe"})),
+        ("read_file", json!({"path": "pipe", "start_line": 1})),
+        ("hash_file", json!({"path": "pipe"})),
+        ("write_file", json!({"path": "pipe", "content": "x"})),
+        ("append_file", json!({"path": "pipe", "content": "x"})),
+        (
+            "edit_file",
+            json!({"path": "pipe", "start_line": 1, "end_line": 1, "new_text": "x"}),
+        ),
+    ] {
+        let started = Instant::now();
+        let e = err(sb.execute(tool, &args).await);
+        let took = started.elapsed();
+        assert!(
+            !matches!(e, ExecError::Timeout { .. }),
+            "{tool} waited for the timeout: {e}"
+        );
+        assert!(e.to_string().contains("named pipe"), "{tool}: {e}");
+        assert!(
+            took < Duration::from_secs(5),
+            "{tool} took {took:?}, not well before the 20 s timeout"
+        );
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// 13. Protected paths: lsm's own configuration and run records
+
+/// A workspace holding `lsm.toml` and `agents/`, both protected, plus links to them.
+fn protected_fixture() -> (Fixture, Sandbox) {
+    let f = fixture();
+    std::fs::write(f.ws.join("lsm.toml"), "[sandbox]\n").unwrap();
+    std::fs::create_dir_all(f.ws.join("agents/a/logs")).unwrap();
+    std::fs::write(f.ws.join("agents/a/logs/transcript.jsonl"), "{}\n").unwrap();
+    std::os::unix::fs::symlink(f.ws.join("lsm.toml"), f.ws.join("cfg_link")).unwrap();
+    std::os::unix::fs::symlink(f.ws.join("agents"), f.ws.join("agents_link")).unwrap();
+    let mut config = f.open_config();
+    config.protected_paths = vec![f.ws.join("lsm.toml"), PathBuf::from("agents")];
+    let sb = f.sandbox(config);
+    (f, sb)
+}
+
+#[tokio::test]
+async fn writes_to_protected_paths_are_refused_whatever_the_roots_say() {
+    let (f, sb) = protected_fixture();
+    let edit = |path: &str| json!({"path": path, "start_line": 1, "end_line": 1, "new_text": "allowed_read_paths = [\"/\"]"});
+    for (tool, args) in [
+        ("write_file", json!({"path": "lsm.toml", "content": "x"})),
+        ("append_file", json!({"path": "lsm.toml", "content": "x"})),
+        ("edit_file", edit("lsm.toml")),
+        ("edit_file", edit("cfg_link")),
+        ("write_file", json!({"path": "cfg_link", "content": "x"})),
+        (
+            "write_file",
+            json!({"path": "agents/new.txt", "content": "x"}),
+        ),
+        (
+            "append_file",
+            json!({"path": "agents/a/logs/transcript.jsonl", "content": "x"}),
+        ),
+        ("edit_file", edit("agents/a/logs/transcript.jsonl")),
+        ("create_folder", json!({"path": "agents/b"})),
+        ("create_folder", json!({"path": "agents"})),
+        (
+            "write_file",
+            json!({"path": "agents_link/a/new.txt", "content": "x"}),
+        ),
+        ("create_folder", json!({"path": "agents_link/c"})),
+        (
+            "write_file",
+            json!({"path": f.ws.join("lsm.toml"), "content": "x"}),
+        ),
+        ("bash", json!({"command": "echo x > lsm.toml"})),
+        ("bash", json!({"command": "touch agents/x"})),
+    ] {
+        let e = err(sb.execute(tool, &args).await);
+        let text = e.to_string();
+        assert!(
+            text.contains(
+                "is protected: lsm's own configuration and run records cannot be changed by tools"
+            ),
+            "{tool} {args}: {text}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("lsm.toml")).unwrap(),
+        "[sandbox]\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("agents/a/logs/transcript.jsonl")).unwrap(),
+        "{}\n"
+    );
+    let entries: Vec<_> = std::fs::read_dir(f.ws.join("agents"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(entries, ["a"]);
+    // Reading stays allowed.
+    let (text, _) = ok(sb.execute("read_file", &json!({"path": "lsm.toml"})).await);
+    assert_eq!(text, "[sandbox]\n");
+    let (text, _) = ok(sb
+        .execute(
+            "read_file",
+            &json!({"path": "agents_link/a/logs/transcript.jsonl"}),
+        )
+        .await);
+    assert_eq!(text, "{}\n");
+}
+
+/// A hard link has a name of its own, so only the check on the opened handle (device and
+/// inode) can tell it is the protected file.
+#[tokio::test]
+async fn a_hard_link_to_a_protected_file_is_refused_by_handle() {
+    let (f, sb) = protected_fixture();
+    std::fs::hard_link(f.ws.join("lsm.toml"), f.ws.join("innocent.toml")).unwrap();
+    for (tool, args) in [
+        (
+            "write_file",
+            json!({"path": "innocent.toml", "content": "x"}),
+        ),
+        (
+            "append_file",
+            json!({"path": "innocent.toml", "content": "x"}),
+        ),
+        (
+            "edit_file",
+            json!({"path": "innocent.toml", "start_line": 1, "end_line": 1, "new_text": "x"}),
+        ),
+    ] {
+        let text = err(sb.execute(tool, &args).await).to_string();
+        assert!(text.contains("is protected"), "{tool}: {text}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("lsm.toml")).unwrap(),
+        "[sandbox]\n"
+    );
+}
+
+#[test]
+fn protected_paths_cannot_be_set_from_toml() {
+    let from_toml: Result<SandboxConfig, _> =
+        serde_json::from_value(json!({"protected_paths": ["/"]}));
+    assert!(
+        from_toml.is_err(),
+        "protected_paths must not be a configuration key"
+    );
+    let config = SandboxConfig {
+        protected_paths: vec![PathBuf::from("/x")],
+        ..SandboxConfig::default()
+    };
+    let round = serde_json::to_value(&config).unwrap();
+    assert!(round.get("protected_paths").is_none(), "{round}");
 }

@@ -911,6 +911,9 @@ pub struct FindSectionArgs {
 
 const FIND_SECTION_PATHS: &[PathArg] = &[PathArg::read("path")];
 
+/// Most bytes of a file `find_section` reads (the knowledge base's default file limit).
+const FIND_SECTION_MAX_FILE_BYTES: u64 = 50 * 1024 * 1024;
+
 /// What `FindSection` tells the model it does.
 const FIND_SECTION_DESCRIPTION: &str = "Return one section of a document (Markdown, \
     reStructuredText, HTML, text, PDF page, or a top-level item of source code) by its heading, \
@@ -935,12 +938,12 @@ impl Tool for FindSection {
     }
     async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         let a: FindSectionArgs = parse(&ctx)?;
-        let path = ctx.path("path")?.to_path_buf();
+        let path = ctx.path("path")?;
         let max = a.max_chars.unwrap_or(8000).clamp(100, 50_000) as usize;
-        let bytes = tokio::fs::read(&path)
-            .await
-            .map_err(|e| ToolError::io(&path, e))?;
-        let ext = crate::extract::extension_of(&path);
+        // Through the sandbox root's handle: only a regular file beneath the root, never a
+        // named pipe that would block.
+        let bytes = path.read_bytes(FIND_SECTION_MAX_FILE_BYTES).await?;
+        let ext = crate::extract::extension_of(path.shown());
         let ct = crate::extract::ContentType::for_extension(&ext)
             .unwrap_or(crate::extract::ContentType::Text);
         let doc = crate::extract::extract(ct, &bytes).map_err(ToolError::Failed)?;

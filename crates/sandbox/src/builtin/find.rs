@@ -1,13 +1,19 @@
 //! `find_file`: files under a folder by name (glob) and/or content (substring).
 
-use std::path::{Path, PathBuf};
+use std::io::Read;
+use std::path::Path;
 
+use cap_fs_ext::DirExt;
+use cap_std::fs::Dir;
 use globset::{GlobBuilder, GlobMatcher};
+use ignore::Match;
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{Abandoned, parse_args, relative_display, run_blocking};
-use crate::{PathArg, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, schema_for};
+use super::{Abandoned, parse_args, run_blocking};
+use crate::confined_path::open_entry;
+use crate::{EntryKind, PathArg, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, schema_for};
 
 /// Most matching files reported.
 const MAX_RESULTS: usize = 200;
@@ -59,7 +65,13 @@ impl Tool for FindFile {
 
     async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         let args: FindFileArgs = parse_args(&ctx)?;
-        let root = ctx.path("path")?.to_path_buf();
+        let root = ctx.path("path")?.clone();
+        if root.info()?.kind != EntryKind::Folder {
+            return Err(ToolError::InvalidArguments(format!(
+                "'{}' is not a folder; find_file searches a folder tree",
+                args.path
+            )));
+        }
         let name = match args.name.as_deref().filter(|n| !n.is_empty()) {
             Some(glob) => Some(NameFilter::new(glob)?),
             None => None,
@@ -67,7 +79,11 @@ impl Tool for FindFile {
         let content = args.content.filter(|c| !c.is_empty());
         let query = Query { name, content };
         let shown_root = args.path;
-        let found = run_blocking(move |abandoned| search(&root, &query, &abandoned)).await?;
+        let found = run_blocking(move |abandoned| {
+            let dir = root.open_dir()?;
+            Ok(search(&dir, &query, &abandoned))
+        })
+        .await?;
         let mut text = if found.lines.is_empty() {
             format!("No files matched under {shown_root}")
         } else {
@@ -119,76 +135,157 @@ struct Found {
     stopped: Option<String>,
 }
 
-/// Walk `root` (no symlinks followed, `.gitignore` respected, `.git` skipped). Runs on a
-/// blocking thread.
-fn search(root: &Path, query: &Query, abandoned: &Abandoned) -> Result<Found, ToolError> {
-    let walker = ignore::WalkBuilder::new(root)
-        .hidden(false)
-        .follow_links(false)
-        .require_git(false)
-        .sort_by_file_name(|a, b| a.cmp(b))
-        .filter_entry(|e| e.file_name() != ".git")
-        .build();
-    let mut found = Found {
-        lines: Vec::new(),
-        stopped: None,
+/// Walk the folder `root` (no symlinks followed, `.gitignore` files respected, `.git`
+/// skipped). Every folder is opened through its parent's handle, so the walk cannot leave the
+/// root. Runs on a blocking thread.
+fn search(root: &Dir, query: &Query, abandoned: &Abandoned) -> Found {
+    let mut walk = Walk {
+        query,
+        abandoned,
+        found: Found {
+            lines: Vec::new(),
+            stopped: None,
+        },
+        results: 0,
+        visited: 0,
+        ignores: Vec::new(),
     };
-    let mut results = 0;
-    for (visited, entry) in walker.enumerate() {
-        if abandoned.is_set() {
-            break;
-        }
-        if visited == MAX_VISITED {
-            found.stopped = Some(format!("stopped after looking at {MAX_VISITED} entries"));
-            break;
-        }
-        let Ok(entry) = entry else { continue }; // unreadable entries are skipped
-        let Some(kind) = entry.file_type() else {
-            continue;
-        };
-        if entry.depth() == 0 && kind.is_dir() {
-            continue;
-        }
-        let relative = match relative_display(entry.path(), root) {
-            r if r.is_empty() => entry.file_name().to_string_lossy().into_owned(),
-            r => r,
-        };
-        let file_name = entry.file_name().to_string_lossy();
-        if let Some(filter) = &query.name {
-            if !filter.matches(&relative, &file_name) {
-                continue;
-            }
-        }
-        let hit = match &query.content {
-            // Only regular files: `kind` does not follow links, so a link pointing outside
-            // the allowlist is never opened.
-            Some(needle) if kind.is_file() => content_lines(entry.path(), &relative, needle),
-            Some(_) => None,
-            None if kind.is_dir() => Some(vec![format!("{relative}/")]),
-            None if kind.is_file() || kind.is_symlink() => Some(vec![relative]),
-            None => None,
-        };
-        if let Some(lines) = hit {
-            if results == MAX_RESULTS {
-                found.stopped = Some(format!("stopped after {MAX_RESULTS} matching files"));
-                break;
-            }
-            results += 1;
-            found.lines.extend(lines);
-        }
-    }
-    Ok(found)
+    walk.dir(root, "");
+    walk.found
 }
 
-/// The lines of `path` containing `needle` (as `relative:line: text`), or `None` when it has
+struct Walk<'a> {
+    query: &'a Query,
+    abandoned: &'a Abandoned,
+    found: Found,
+    results: usize,
+    visited: usize,
+    /// The `.gitignore` matchers of the folders from the root down to the current one.
+    ignores: Vec<Gitignore>,
+}
+
+impl Walk<'_> {
+    /// Search `dir` (shown as `prefix`, empty or ending in '/'). Returns false to stop.
+    fn dir(&mut self, dir: &Dir, prefix: &str) -> bool {
+        let pushed = match gitignore(dir, prefix) {
+            Some(matcher) => {
+                self.ignores.push(matcher);
+                true
+            }
+            None => false,
+        };
+        let go_on = self.entries(dir, prefix);
+        if pushed {
+            self.ignores.pop();
+        }
+        go_on
+    }
+
+    fn entries(&mut self, dir: &Dir, prefix: &str) -> bool {
+        let Ok(list) = dir.entries() else {
+            return true; // unreadable folders are skipped
+        };
+        let mut entries: Vec<(String, cap_std::fs::FileType)> = list
+            .filter_map(Result::ok)
+            .filter_map(|e| Some((e.file_name().into_string().ok()?, e.file_type().ok()?)))
+            .filter(|(name, _)| name != ".git")
+            .collect();
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, kind) in entries {
+            if self.abandoned.is_set() {
+                return false;
+            }
+            self.visited += 1;
+            if self.visited == MAX_VISITED {
+                self.found.stopped =
+                    Some(format!("stopped after looking at {MAX_VISITED} entries"));
+                return false;
+            }
+            let relative = format!("{prefix}{name}");
+            if self.ignored(&relative, kind.is_dir()) {
+                continue;
+            }
+            let name_ok = self
+                .query
+                .name
+                .as_ref()
+                .is_none_or(|filter| filter.matches(&relative, &name));
+            let hit = if !name_ok {
+                None
+            } else {
+                match &self.query.content {
+                    // Only regular files, opened without following a link.
+                    Some(needle) if kind.is_file() => content_lines(dir, &name, &relative, needle),
+                    Some(_) => None,
+                    None if kind.is_dir() => Some(vec![format!("{relative}/")]),
+                    None if kind.is_file() || kind.is_symlink() => Some(vec![relative.clone()]),
+                    None => None,
+                }
+            };
+            if let Some(lines) = hit {
+                if self.results == MAX_RESULTS {
+                    self.found.stopped =
+                        Some(format!("stopped after {MAX_RESULTS} matching files"));
+                    return false;
+                }
+                self.results += 1;
+                self.found.lines.extend(lines);
+            }
+            if kind.is_dir() {
+                // A folder swapped for a link meanwhile is not opened.
+                if let Ok(sub) = dir.open_dir_nofollow(&name) {
+                    if !self.dir(&sub, &format!("{relative}/")) {
+                        return false;
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// Whether `.gitignore` rules exclude `relative`: the deepest folder's rule that matches
+    /// decides (a `!pattern` re-includes).
+    fn ignored(&self, relative: &str, is_dir: bool) -> bool {
+        let path = Path::new("/").join(relative);
+        for matcher in self.ignores.iter().rev() {
+            match matcher.matched(&path, is_dir) {
+                Match::None => {}
+                Match::Ignore(_) => return true,
+                Match::Whitelist(_) => return false,
+            }
+        }
+        false
+    }
+}
+
+/// The `.gitignore` of `dir` (shown as `prefix`), read through its handle, as a matcher of
+/// paths written `/<relative>`.
+fn gitignore(dir: &Dir, prefix: &str) -> Option<Gitignore> {
+    let mut file = open_entry(dir, Path::new(".gitignore")).ok()?;
+    let mut text = String::new();
+    (&mut file)
+        .take(MAX_CONTENT_FILE_BYTES)
+        .read_to_string(&mut text)
+        .ok()?;
+    let mut builder = GitignoreBuilder::new(Path::new("/").join(prefix));
+    for line in text.lines() {
+        // A malformed line is skipped, as git does.
+        let _ = builder.add_line(None, line);
+    }
+    builder.build().ok()
+}
+
+/// The lines of the file `name` in `dir` containing `needle` (as `relative:line: text`), or `None` when it has
 /// none or is too large or binary.
-fn content_lines(path: &Path, relative: &str, needle: &str) -> Option<Vec<String>> {
-    // std::fs is fine here: this runs on a blocking thread.
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    if !meta.is_file() || meta.len() > MAX_CONTENT_FILE_BYTES {
+fn content_lines(dir: &Dir, name: &str, relative: &str, needle: &str) -> Option<Vec<String>> {
+    let file = open_entry(dir, Path::new(name)).ok()?;
+    if file.metadata().ok()?.len() > MAX_CONTENT_FILE_BYTES {
         return None;
     }
-    let bytes = std::fs::read(PathBuf::from(path)).ok()?;
+    let mut bytes = Vec::new();
+    file.take(MAX_CONTENT_FILE_BYTES)
+        .read_to_end(&mut bytes)
+        .ok()?;
     if bytes.iter().take(8192).any(|&b| b == 0) {
         return None; // binary
     }

@@ -1,8 +1,9 @@
 //! Built-in file and shell tools.
 //!
 //! Every tool takes its paths only from [`ToolContext::path`] (confined by the sandbox) and
-//! does its file I/O with `tokio::fs`; directory walks run on a blocking thread that stops
-//! when the call is abandoned (timeout).
+//! opens, lists and creates only through that [`crate::ConfinedPath`]'s root handle; file
+//! I/O and directory walks run on a blocking thread, and walks stop when the call is
+//! abandoned (timeout). No open can block: only regular files are opened, non-blocking.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -75,16 +76,6 @@ async fn run_blocking<T: Send + 'static>(
     }
 }
 
-/// `path` relative to `root`, with `/` separators, for listings.
-fn relative_display(path: &std::path::Path, root: &std::path::Path) -> String {
-    let rel = path.strip_prefix(root).unwrap_or(path);
-    let parts: Vec<String> = rel
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect();
-    parts.join("/")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,7 +129,7 @@ mod tests {
             ("append_file", WritesWorkspace, true),
             ("bash", Exec, true),
             ("create_folder", WritesWorkspace, true),
-            ("edit_file", WritesWorkspace, false),
+            ("edit_file", WritesWorkspace, true),
             ("file_metadata", ReadOnly, false),
             ("find_file", ReadOnly, false),
             ("hash_file", ReadOnly, false),

@@ -1,15 +1,19 @@
 //! Read-only file tools: `read_file`, `read_folder`, `file_metadata`, `hash_file`.
 
-use std::path::Path;
+use std::io::{BufRead, BufReader, Read};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use cap_fs_ext::DirExt;
+use cap_std::fs::Dir;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
-use super::{parse_args, relative_display, run_blocking};
-use crate::{PathArg, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, schema_for};
+use super::{Abandoned, parse_args, run_blocking};
+use crate::{
+    ConfinedPath, EntryKind, PathArg, RiskLevel, Tool, ToolContext, ToolError, ToolOutput,
+    schema_for,
+};
 
 /// Most bytes `read_file` returns in one call (the sandbox caps the text further).
 const MAX_READ_BYTES: u64 = 8 * 1024 * 1024;
@@ -56,18 +60,17 @@ impl Tool for ReadFile {
 
     async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         let args: ReadFileArgs = parse_args(&ctx)?;
-        let path = ctx.path("path")?;
-        let meta = tokio::fs::metadata(path)
-            .await
-            .map_err(|e| ToolError::io(path, e))?;
-        if meta.is_dir() {
+        let path = ctx.path("path")?.clone();
+        if path.info()?.kind == EntryKind::Folder {
             return Err(ToolError::InvalidArguments(format!(
                 "'{}' is a folder; use read_folder to list it",
                 args.path
             )));
         }
         if args.start_line.is_none() && args.end_line.is_none() {
-            return read_whole(path, meta.len()).await.map(ToolOutput::text);
+            return run_blocking(move |_| read_whole(&path))
+                .await
+                .map(ToolOutput::text);
         }
         let start = args.start_line.unwrap_or(1);
         let end = args.end_line.unwrap_or(u64::MAX);
@@ -81,19 +84,23 @@ impl Tool for ReadFile {
                 "end_line ({end}) is before start_line ({start})"
             )));
         }
-        read_lines(path, start, end).await.map(ToolOutput::text)
+        run_blocking(move |_| read_lines(&path, start, end))
+            .await
+            .map(ToolOutput::text)
     }
 }
 
-async fn read_whole(path: &Path, size: u64) -> Result<String, ToolError> {
-    let file = tokio::fs::File::open(path)
-        .await
-        .map_err(|e| ToolError::io(path, e))?;
+/// Blocking: run it with [`run_blocking`].
+fn read_whole(path: &ConfinedPath) -> Result<String, ToolError> {
+    let file = path.open_read()?;
+    let size = file
+        .metadata()
+        .map_err(|e| ToolError::io(path.shown(), e))?
+        .len();
     let mut bytes = Vec::new();
     file.take(MAX_READ_BYTES)
         .read_to_end(&mut bytes)
-        .await
-        .map_err(|e| ToolError::io(path, e))?;
+        .map_err(|e| ToolError::io(path.shown(), e))?;
     let mut text = String::from_utf8_lossy(&bytes).into_owned();
     if size > MAX_READ_BYTES {
         text.push_str(&format!(
@@ -103,10 +110,9 @@ async fn read_whole(path: &Path, size: u64) -> Result<String, ToolError> {
     Ok(text)
 }
 
-async fn read_lines(path: &Path, start: u64, end: u64) -> Result<String, ToolError> {
-    let file = tokio::fs::File::open(path)
-        .await
-        .map_err(|e| ToolError::io(path, e))?;
+/// Blocking: run it with [`run_blocking`].
+fn read_lines(path: &ConfinedPath, start: u64, end: u64) -> Result<String, ToolError> {
+    let file = path.open_read()?;
     let mut reader = BufReader::new(file);
     let mut out = Vec::new();
     let mut line = Vec::new();
@@ -115,8 +121,7 @@ async fn read_lines(path: &Path, start: u64, end: u64) -> Result<String, ToolErr
         line.clear();
         let n = reader
             .read_until(b'\n', &mut line)
-            .await
-            .map_err(|e| ToolError::io(path, e))?;
+            .map_err(|e| ToolError::io(path.shown(), e))?;
         if n == 0 {
             break;
         }
@@ -179,21 +184,22 @@ impl Tool for ReadFolder {
 
     async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         let args: ReadFolderArgs = parse_args(&ctx)?;
-        let path = ctx.path("path")?.to_path_buf();
-        let meta = tokio::fs::metadata(&path)
-            .await
-            .map_err(|e| ToolError::io(&path, e))?;
-        if !meta.is_dir() {
+        let path = ctx.path("path")?.clone();
+        if path.info()?.kind != EntryKind::Folder {
             return Err(ToolError::InvalidArguments(format!(
                 "'{}' is not a folder; use read_file or file_metadata",
                 args.path
             )));
         }
-        let (entries, more) = if args.recursive.unwrap_or(false) {
-            list_recursive(path).await?
-        } else {
-            list_flat(&path).await?
-        };
+        let recursive = args.recursive.unwrap_or(false);
+        let (entries, more) = run_blocking(move |abandoned| {
+            let dir = path.open_dir()?;
+            let mut listing = Listing::default();
+            list(&dir, "", recursive, &mut listing, &abandoned)
+                .map_err(|e| ToolError::io(path.shown(), e))?;
+            Ok((listing.entries, listing.more))
+        })
+        .await?;
         let mut text = if entries.is_empty() {
             format!("'{}' is empty", args.path)
         } else {
@@ -206,56 +212,52 @@ impl Tool for ReadFolder {
     }
 }
 
-async fn list_flat(path: &Path) -> Result<(Vec<String>, bool), ToolError> {
-    let mut dir = tokio::fs::read_dir(path)
-        .await
-        .map_err(|e| ToolError::io(path, e))?;
-    let mut entries = Vec::new();
-    let mut more = false;
-    while let Some(entry) = dir.next_entry().await.map_err(|e| ToolError::io(path, e))? {
-        if entries.len() == MAX_ENTRIES {
-            more = true;
-            break;
-        }
-        let mut name = entry.file_name().to_string_lossy().into_owned();
-        // file_type does not follow symlinks: a link to a folder is listed as a plain entry.
-        if entry.file_type().await.is_ok_and(|t| t.is_dir()) {
-            name.push('/');
-        }
-        entries.push(name);
-    }
-    entries.sort();
-    Ok((entries, more))
+#[derive(Default)]
+struct Listing {
+    entries: Vec<String>,
+    more: bool,
 }
 
-async fn list_recursive(root: std::path::PathBuf) -> Result<(Vec<String>, bool), ToolError> {
-    run_blocking(move |abandoned| {
-        let walker = ignore::WalkBuilder::new(&root)
-            .standard_filters(false)
-            .follow_links(false)
-            .sort_by_file_name(|a, b| a.cmp(b))
-            .build();
-        let mut entries = Vec::new();
-        for entry in walker {
-            if abandoned.is_set() {
-                break;
-            }
-            let Ok(entry) = entry else { continue }; // unreadable entries are skipped
-            if entry.depth() == 0 {
-                continue;
-            }
-            if entries.len() == MAX_ENTRIES {
-                return Ok((entries, true));
-            }
-            let mut name = relative_display(entry.path(), &root);
-            if entry.file_type().is_some_and(|t| t.is_dir()) {
-                name.push('/');
-            }
-            entries.push(name);
+/// List `dir` (shown as `prefix`), sorted by name, folders marked with `/`; with
+/// `recursive`, each sub-folder's entries follow it. Sub-folders are opened through their
+/// parent's handle without following links, so the walk cannot leave the root.
+fn list(
+    dir: &Dir,
+    prefix: &str,
+    recursive: bool,
+    out: &mut Listing,
+    abandoned: &Abandoned,
+) -> std::io::Result<()> {
+    let mut entries: Vec<(String, bool)> = Vec::new();
+    for entry in dir.entries()? {
+        let Ok(entry) = entry else { continue }; // unreadable entries are skipped
+        // file_type does not follow symlinks: a link to a folder is listed as a plain entry.
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        entries.push((entry.file_name().to_string_lossy().into_owned(), is_dir));
+    }
+    entries.sort();
+    for (name, is_dir) in entries {
+        if abandoned.is_set() || out.more {
+            return Ok(());
         }
-        Ok((entries, false))
-    })
-    .await
+        if out.entries.len() == MAX_ENTRIES {
+            out.more = true;
+            return Ok(());
+        }
+        let shown = format!("{prefix}{name}");
+        if is_dir {
+            out.entries.push(format!("{shown}/"));
+            if recursive {
+                // A folder swapped for a link meanwhile is not opened; skip what cannot be.
+                if let Ok(sub) = dir.open_dir_nofollow(&name) {
+                    list(&sub, &format!("{shown}/"), true, out, abandoned)?;
+                }
+            }
+        } else {
+            out.entries.push(shown);
+        }
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -293,28 +295,23 @@ impl Tool for FileMetadata {
     async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         let args: FileMetadataArgs = parse_args(&ctx)?;
         let path = ctx.path("path")?;
-        tracing::debug!(path = %args.path, resolved = %path.display(), "file metadata");
-        let meta = tokio::fs::symlink_metadata(path)
-            .await
-            .map_err(|e| ToolError::io(path, e))?;
-        let kind = if meta.is_dir() {
-            "folder"
-        } else if meta.is_file() {
-            "file"
-        } else if meta.is_symlink() {
-            "symlink"
-        } else {
-            "other"
+        tracing::debug!(path = %args.path, resolved = %path.shown().display(), "file metadata");
+        let meta = path.symlink_info()?;
+        let kind = match meta.kind {
+            EntryKind::Folder => "folder",
+            EntryKind::File => "file",
+            EntryKind::Symlink => "symlink",
+            _ => "other",
         };
         let modified = meta
-            .modified()
+            .modified
             .map(rfc3339)
-            .unwrap_or_else(|_| "unknown".to_string());
+            .unwrap_or_else(|| "unknown".to_string());
         Ok(ToolOutput::text(format!(
             "path: {}\nkind: {kind}\nsize: {} bytes\nmodified: {modified}\nreadonly: {}",
-            path.display(),
-            meta.len(),
-            meta.permissions().readonly()
+            path.shown().display(),
+            meta.len,
+            meta.readonly
         )))
     }
 }
@@ -383,34 +380,31 @@ impl Tool for HashFile {
 
     async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         let args: HashFileArgs = parse_args(&ctx)?;
-        let path = ctx.path("path")?;
-        if tokio::fs::metadata(path)
-            .await
-            .map_err(|e| ToolError::io(path, e))?
-            .is_dir()
-        {
+        let path = ctx.path("path")?.clone();
+        if path.info()?.kind == EntryKind::Folder {
             return Err(ToolError::InvalidArguments(format!(
                 "'{}' is a folder; only files can be hashed",
                 args.path
             )));
         }
-        let mut file = tokio::fs::File::open(path)
-            .await
-            .map_err(|e| ToolError::io(path, e))?;
-        let mut hasher = Sha256::new();
-        let mut buf = vec![0u8; 64 * 1024];
-        let mut total = 0u64;
-        loop {
-            let n = file
-                .read(&mut buf)
-                .await
-                .map_err(|e| ToolError::io(path, e))?;
-            if n == 0 {
-                break;
+        let (hasher, total) = run_blocking(move |abandoned| {
+            let mut file = path.open_read()?;
+            let mut hasher = Sha256::new();
+            let mut buf = vec![0u8; 64 * 1024];
+            let mut total = 0u64;
+            while !abandoned.is_set() {
+                let n = file
+                    .read(&mut buf)
+                    .map_err(|e| ToolError::io(path.shown(), e))?;
+                if n == 0 {
+                    break;
+                }
+                total += n as u64;
+                hasher.update(&buf[..n]);
             }
-            total += n as u64;
-            hasher.update(&buf[..n]);
-        }
+            Ok((hasher, total))
+        })
+        .await?;
         let hex: String = hasher
             .finalize()
             .iter()
@@ -427,10 +421,17 @@ impl Tool for HashFile {
 mod tests {
     use serde_json::json;
 
+    use std::path::Path;
+
     use super::*;
 
     fn ctx(args: serde_json::Value, path: &Path) -> ToolContext {
-        ToolContext::for_test(args, [("path", path.to_path_buf())], path.to_path_buf())
+        let root = if path.is_dir() {
+            path
+        } else {
+            path.parent().unwrap()
+        };
+        ToolContext::for_test(args, [("path", path.to_path_buf())], root.to_path_buf())
     }
 
     #[tokio::test]

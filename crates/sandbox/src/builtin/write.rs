@@ -1,41 +1,25 @@
 //! Workspace-writing tools: `write_file`, `append_file`, `create_folder`, `edit_file`.
 //!
-//! Their path argument is confined for writing by the sandbox, so creating missing parent
-//! folders cannot leave the write allowlist: the missing part lies under an existing,
-//! confined ancestor and contains no `..`.
+//! Their path argument is confined for writing by the sandbox and opened through the
+//! root folder's handle ([`crate::ConfinedPath::open_write`]): missing parent folders are
+//! created one at a time without following links, protected paths are refused by handle,
+//! and only regular files are opened (never a named pipe, which would block).
 
-use std::io::ErrorKind;
-use std::path::Path;
+use std::io::{Read, Seek, SeekFrom, Write};
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use tokio::io::AsyncWriteExt;
 
-use super::parse_args;
-use crate::{PathArg, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, schema_for};
+use super::{parse_args, run_blocking};
+use crate::{
+    ConfinedPath, EntryKind, PathArg, RiskLevel, Tool, ToolContext, ToolError, ToolOutput,
+    WriteMode, schema_for,
+};
 
 const PATH_ARG: &[PathArg] = &[PathArg::write("path")];
 
-/// Create the parent folders of `path`.
-async fn create_parents(path: &Path) -> Result<(), ToolError> {
-    if let Some(parent) = path.parent() {
-        tokio::fs::create_dir_all(parent)
-            .await
-            .map_err(|e| ToolError::io(parent, e))?;
-    }
-    Ok(())
-}
-
-/// The size of the existing file at `path`, 0 when there is none; a folder is an error.
-async fn existing_file_size(path: &Path, shown: &str) -> Result<u64, ToolError> {
-    match tokio::fs::metadata(path).await {
-        Ok(meta) if meta.is_dir() => Err(ToolError::InvalidArguments(format!(
-            "'{shown}' is a folder, not a file"
-        ))),
-        Ok(meta) => Ok(meta.len()),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(0),
-        Err(e) => Err(ToolError::io(path, e)),
-    }
+fn io_err(path: &ConfinedPath) -> impl Fn(std::io::Error) -> ToolError + '_ {
+    move |e| ToolError::io(path.shown(), e)
 }
 
 fn over_limit(what: &str, bytes: u64, limit: usize) -> ToolError {
@@ -84,7 +68,7 @@ impl Tool for WriteFile {
 
     async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         let args: WriteFileArgs = parse_args(&ctx)?;
-        let path = ctx.path("path")?;
+        let path = ctx.path("path")?.clone();
         if args.content.len() > ctx.max_write_bytes {
             return Err(over_limit(
                 "the content is",
@@ -92,14 +76,19 @@ impl Tool for WriteFile {
                 ctx.max_write_bytes,
             ));
         }
-        existing_file_size(path, &args.path).await?;
-        create_parents(path).await?;
-        tokio::fs::write(path, args.content.as_bytes())
-            .await
-            .map_err(|e| ToolError::io(path, e))?;
+        let len = args.content.len();
+        let content = args.content;
+        let written = run_blocking(move |_| {
+            let mut file = path.open_write(WriteMode::Create)?;
+            // Truncated only now that the handle is known to be an allowed regular file.
+            file.set_len(0).map_err(io_err(&path))?;
+            file.write_all(content.as_bytes()).map_err(io_err(&path))?;
+            Ok(path.shown().to_path_buf())
+        })
+        .await?;
         Ok(ToolOutput::wrote(
-            format!("Wrote {} bytes to {}", args.content.len(), args.path),
-            path.to_path_buf(),
+            format!("Wrote {len} bytes to {}", args.path),
+            written,
         ))
     }
 }
@@ -144,34 +133,28 @@ impl Tool for AppendFile {
 
     async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         let args: AppendFileArgs = parse_args(&ctx)?;
-        let path = ctx.path("path")?;
-        let before = existing_file_size(path, &args.path).await?;
-        let after = before.saturating_add(args.content.len() as u64);
-        if after > ctx.max_write_bytes as u64 {
-            return Err(over_limit(
-                "appending would make the file",
-                after,
-                ctx.max_write_bytes,
-            ));
+        let path = ctx.path("path")?.clone();
+        let len = args.content.len() as u64;
+        let limit = ctx.max_write_bytes;
+        if len > limit as u64 {
+            return Err(over_limit("appending would make the file", len, limit));
         }
-        create_parents(path).await?;
-        let mut file = tokio::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .await
-            .map_err(|e| ToolError::io(path, e))?;
-        file.write_all(args.content.as_bytes())
-            .await
-            .map_err(|e| ToolError::io(path, e))?;
-        file.flush().await.map_err(|e| ToolError::io(path, e))?;
+        let content = args.content;
+        let (after, written) = run_blocking(move |_| {
+            let mut file = path.open_write(WriteMode::Append)?;
+            let before = file.metadata().map_err(io_err(&path))?.len();
+            let after = before.saturating_add(len);
+            if after > limit as u64 {
+                return Err(over_limit("appending would make the file", after, limit));
+            }
+            file.write_all(content.as_bytes()).map_err(io_err(&path))?;
+            file.flush().map_err(io_err(&path))?;
+            Ok((after, path.shown().to_path_buf()))
+        })
+        .await?;
         Ok(ToolOutput::wrote(
-            format!(
-                "Appended {} bytes to {} (now {after} bytes)",
-                args.content.len(),
-                args.path
-            ),
-            path.to_path_buf(),
+            format!("Appended {len} bytes to {} (now {after} bytes)", args.path),
+            written,
         ))
     }
 }
@@ -213,9 +196,9 @@ impl Tool for CreateFolder {
 
     async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         let args: CreateFolderArgs = parse_args(&ctx)?;
-        let path = ctx.path("path")?;
-        match tokio::fs::metadata(path).await {
-            Ok(meta) if meta.is_dir() => {
+        let path = ctx.path("path")?.clone();
+        match path.info() {
+            Ok(meta) if meta.kind == EntryKind::Folder => {
                 return Ok(ToolOutput::text(format!(
                     "Folder {} already exists",
                     args.path
@@ -229,10 +212,12 @@ impl Tool for CreateFolder {
             }
             Err(_) => {}
         }
-        tokio::fs::create_dir_all(path)
-            .await
-            .map_err(|e| ToolError::io(path, e))?;
-        Ok(ToolOutput::text(format!("Created folder {}", args.path)))
+        let created = run_blocking(move |_| path.create_folder()).await?;
+        Ok(ToolOutput::text(if created {
+            format!("Created folder {}", args.path)
+        } else {
+            format!("Folder {} already exists", args.path)
+        }))
     }
 }
 
@@ -271,34 +256,45 @@ impl Tool for EditFile {
     fn risk(&self) -> RiskLevel {
         RiskLevel::WritesWorkspace
     }
+    fn needs_permission(&self) -> bool {
+        true
+    }
     fn path_args(&self) -> &[PathArg] {
         PATH_ARG
     }
 
     async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         let args: EditFileArgs = parse_args(&ctx)?;
-        let path = ctx.path("path")?;
-        let size = existing_file_size(path, &args.path).await?;
-        if size > ctx.max_write_bytes as u64 {
-            return Err(over_limit("the file is", size, ctx.max_write_bytes));
-        }
-        let bytes = tokio::fs::read(path)
-            .await
-            .map_err(|e| ToolError::io(path, e))?;
-        let text = String::from_utf8(bytes).map_err(|_| {
-            ToolError::InvalidArguments(format!("'{}' is not UTF-8 text", args.path))
-        })?;
-        let edit = replace_lines(&text, args.start_line, args.end_line, &args.new_text)?;
-        if edit.text.len() > ctx.max_write_bytes {
-            return Err(over_limit(
-                "the edited file would be",
-                edit.text.len() as u64,
-                ctx.max_write_bytes,
-            ));
-        }
-        tokio::fs::write(path, edit.text.as_bytes())
-            .await
-            .map_err(|e| ToolError::io(path, e))?;
+        let path = ctx.path("path")?.clone();
+        let limit = ctx.max_write_bytes;
+        let (start, end, shown) = (args.start_line, args.end_line, args.path.clone());
+        let new_text = args.new_text;
+        let (edit, written) = run_blocking(move |_| {
+            let mut file = path.open_write(WriteMode::Existing)?;
+            let size = file.metadata().map_err(io_err(&path))?.len();
+            if size > limit as u64 {
+                return Err(over_limit("the file is", size, limit));
+            }
+            let mut bytes = Vec::new();
+            file.read_to_end(&mut bytes).map_err(io_err(&path))?;
+            let text = String::from_utf8(bytes)
+                .map_err(|_| ToolError::InvalidArguments(format!("'{shown}' is not UTF-8 text")))?;
+            let edit = replace_lines(&text, start, end, &new_text)?;
+            if edit.text.len() > limit {
+                return Err(over_limit(
+                    "the edited file would be",
+                    edit.text.len() as u64,
+                    limit,
+                ));
+            }
+            file.seek(SeekFrom::Start(0)).map_err(io_err(&path))?;
+            file.write_all(edit.text.as_bytes())
+                .map_err(io_err(&path))?;
+            file.set_len(edit.text.len() as u64)
+                .map_err(io_err(&path))?;
+            Ok((edit, path.shown().to_path_buf()))
+        })
+        .await?;
         let what = if args.end_line < args.start_line {
             format!(
                 "Inserted {} lines before line {}",
@@ -312,7 +308,7 @@ impl Tool for EditFile {
         };
         Ok(ToolOutput::wrote(
             format!("{what} in {} (now {} lines)", args.path, edit.lines),
-            path.to_path_buf(),
+            written,
         ))
     }
 }
@@ -380,11 +376,17 @@ fn replace_lines(text: &str, start: u64, end: u64, new_text: &str) -> Result<Edi
 mod tests {
     use serde_json::json;
 
+    use std::path::Path;
+
     use super::*;
 
+    /// A context whose root is the temporary folder `root`.
+    fn ctx_in(root: &Path, args: serde_json::Value, path: &Path) -> ToolContext {
+        ToolContext::for_test(args, [("path", path.to_path_buf())], root.to_path_buf())
+    }
+
     fn ctx(args: serde_json::Value, path: &Path) -> ToolContext {
-        let dir = path.parent().unwrap().to_path_buf();
-        ToolContext::for_test(args, [("path", path.to_path_buf())], dir)
+        ctx_in(path.parent().unwrap(), args, path)
     }
 
     fn edit(text: &str, start: u64, end: u64, new: &str) -> String {
@@ -422,18 +424,27 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let file = tmp.path().join("deep/new/f.txt");
         let out = WriteFile
-            .execute(ctx(json!({"path": "f.txt", "content": "one\n"}), &file))
+            .execute(ctx_in(
+                tmp.path(),
+                json!({"path": "f.txt", "content": "one\n"}),
+                &file,
+            ))
             .await
             .unwrap();
         assert_eq!(out.artifacts, std::slice::from_ref(&file));
         let out = AppendFile
-            .execute(ctx(json!({"path": "f.txt", "content": "two\n"}), &file))
+            .execute(ctx_in(
+                tmp.path(),
+                json!({"path": "f.txt", "content": "two\n"}),
+                &file,
+            ))
             .await
             .unwrap();
         assert_eq!(out.artifacts, std::slice::from_ref(&file));
         assert!(out.text.contains("now 8 bytes"), "{}", out.text);
         let out = EditFile
-            .execute(ctx(
+            .execute(ctx_in(
+                tmp.path(),
                 json!({"path": "f.txt", "start_line": 1, "end_line": 1, "new_text": "ONE"}),
                 &file,
             ))
@@ -443,13 +454,13 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "ONE\ntwo\n");
         let folder = tmp.path().join("x/y");
         let out = CreateFolder
-            .execute(ctx(json!({"path": "x/y"}), &folder))
+            .execute(ctx_in(tmp.path(), json!({"path": "x/y"}), &folder))
             .await
             .unwrap();
         assert!(out.text.starts_with("Created folder"), "{}", out.text);
         assert!(folder.is_dir());
         let out = CreateFolder
-            .execute(ctx(json!({"path": "x/y"}), &folder))
+            .execute(ctx_in(tmp.path(), json!({"path": "x/y"}), &folder))
             .await
             .unwrap();
         assert!(out.text.contains("already exists"), "{}", out.text);
