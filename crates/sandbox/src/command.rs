@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use crate::config::default_command_allowlist;
 use crate::confine::{Confinement, ExecSetup};
 use crate::paths::PathPolicy;
-use crate::{PathAccess, SandboxConfig};
+use crate::{ConfinedPath, PathAccess, SandboxConfig};
 
 mod parse;
 
@@ -21,8 +21,8 @@ use parse::parse;
 /// An output redirection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Redirect {
-    /// Confined target path.
-    pub path: PathBuf,
+    /// Confined target path (opened through its root's handle, never by name).
+    pub path: ConfinedPath,
     /// `>>` rather than `>`.
     pub append: bool,
 }
@@ -35,8 +35,8 @@ pub struct CheckedCommand {
     pub program: String,
     /// Its arguments, unexpanded.
     pub args: Vec<String>,
-    /// `< file`, confined for reading.
-    pub stdin: Option<PathBuf>,
+    /// `< file`, confined for reading (opened through its root's handle, never by name).
+    pub stdin: Option<ConfinedPath>,
     /// `> file` / `>> file`, confined for writing.
     pub stdout: Option<Redirect>,
     /// The OS sandbox the program runs in.
@@ -400,9 +400,9 @@ fn check_redirect_target(
     target: &str,
     access: PathAccess,
     paths: &PathPolicy,
-) -> Result<PathBuf, String> {
+) -> Result<ConfinedPath, String> {
     paths
-        .check(target, access)
+        .confine(target, access)
         .map_err(|reason| format!("redirection target '{target}': {reason}"))
 }
 
@@ -559,25 +559,24 @@ mod tests {
         let policy = default_policy();
         let cmd = policy.check("echo hi >out.txt", &f.paths).unwrap();
         assert_eq!(cmd.args, ["hi"]);
+        let out = cmd.stdout.unwrap();
         assert_eq!(
-            cmd.stdout,
-            Some(Redirect {
-                path: f.root.join("out.txt"),
-                append: false
-            })
+            (out.path.shown(), out.append),
+            (&*f.root.join("out.txt"), false)
         );
         let cmd = policy.check("echo hi>>log/out.txt more", &f.paths).unwrap();
         assert_eq!(cmd.args, ["hi", "more"]);
+        let out = cmd.stdout.unwrap();
         assert_eq!(
-            cmd.stdout,
-            Some(Redirect {
-                path: f.root.join("log/out.txt"),
-                append: true
-            })
+            (out.path.shown(), out.append),
+            (&*f.root.join("log/out.txt"), true)
         );
         let cmd = policy.check("wc -l < notes.txt", &f.paths).unwrap();
         assert_eq!(cmd.args, ["-l"]);
-        assert_eq!(cmd.stdin, Some(f.root.join("notes.txt")));
+        assert_eq!(
+            cmd.stdin.as_ref().map(ConfinedPath::shown),
+            Some(&*f.root.join("notes.txt"))
+        );
         let err = policy
             .check("echo hi > /tmp/evil.txt", &f.paths)
             .unwrap_err();

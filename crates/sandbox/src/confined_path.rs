@@ -115,6 +115,16 @@ pub struct ConfinedPath {
     protected: Arc<Protected>,
 }
 
+/// Two confined paths are equal when they name the same checked path (the handles they hold
+/// are not compared).
+impl PartialEq for ConfinedPath {
+    fn eq(&self, other: &Self) -> bool {
+        self.shown == other.shown
+    }
+}
+
+impl Eq for ConfinedPath {}
+
 impl ConfinedPath {
     pub(crate) fn new(
         root: Arc<Dir>,

@@ -10,9 +10,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
-use super::parse_args;
+use super::{parse_args, run_blocking};
 use crate::confine::{self, Confinement};
-use crate::{Redirect, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, schema_for};
+use crate::{Redirect, RiskLevel, Tool, ToolContext, ToolError, ToolOutput, WriteMode, schema_for};
 
 /// Most bytes of stdout (and of stderr) kept; past it the pipe is closed, which stops a
 /// program that writes without end (`yes`) instead of letting it run to the timeout.
@@ -83,10 +83,10 @@ impl Tool for Bash {
             .stderr(Stdio::piped());
         match &checked.stdin {
             Some(path) => {
-                let file = tokio::fs::File::open(path)
-                    .await
-                    .map_err(|e| ToolError::io(path, e))?;
-                command.stdin(file.into_std().await);
+                // Through the root's handle, never by name: a swapped link cannot lead out.
+                let path = path.clone();
+                let file = run_blocking(move |_| path.open_read()).await?;
+                command.stdin(file);
             }
             None => {
                 command.stdin(Stdio::null());
@@ -229,31 +229,31 @@ impl Written {
 
 /// Open the redirect target (creating parent folders: the path is confined for writing).
 async fn open_redirect(redirect: &Redirect, max_write_bytes: usize) -> Result<Sink, ToolError> {
-    let path = &redirect.path;
-    if let Some(parent) = path.parent() {
-        tokio::fs::create_dir_all(parent)
-            .await
-            .map_err(|e| ToolError::io(parent, e))?;
-    }
-    let existing = if redirect.append {
-        match tokio::fs::metadata(path).await {
-            Ok(meta) => meta.len(),
-            Err(_) => 0,
-        }
-    } else {
-        0
-    };
-    let file = tokio::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .append(redirect.append)
-        .truncate(!redirect.append)
-        .open(path)
-        .await
-        .map_err(|e| ToolError::io(path, e))?;
+    // Opened through the root's handle (parent folders created beneath it, no link
+    // followed, protected paths and non-regular files refused), never by name.
+    let target = redirect.path.clone();
+    let append = redirect.append;
+    let (file, existing) = run_blocking(move |_| {
+        let mode = if append {
+            WriteMode::Append
+        } else {
+            WriteMode::Create
+        };
+        let file = target.open_write(mode)?;
+        let io = |e| ToolError::io(target.shown(), e);
+        let existing = if append {
+            file.metadata().map_err(io)?.len()
+        } else {
+            // `Create` truncates nothing: the handle is known to be the right file now.
+            file.set_len(0).map_err(io)?;
+            0
+        };
+        Ok((file, existing))
+    })
+    .await?;
     Ok(Sink {
-        file,
-        path: path.clone(),
+        file: tokio::fs::File::from_std(file),
+        path: redirect.path.shown().to_path_buf(),
         room: (max_write_bytes as u64).saturating_sub(existing),
         limit: max_write_bytes,
     })
@@ -339,6 +339,14 @@ mod tests {
         ctx
     }
 
+    /// `rel` beneath `dir`, confined by a policy whose roots are `dir`.
+    fn confined(dir: &Path, rel: &str, access: crate::PathAccess) -> crate::ConfinedPath {
+        crate::paths::PathPolicy::new(&[dir.to_path_buf()], &[dir.to_path_buf()], dir)
+            .unwrap()
+            .confine(rel, access)
+            .unwrap()
+    }
+
     fn cmd(program: &str, args: &[&str]) -> CheckedCommand {
         CheckedCommand {
             program: program.into(),
@@ -374,9 +382,9 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::write(tmp.path().join("in.txt"), "b\na\n").unwrap();
         let mut c = cmd("sort", &[]);
-        c.stdin = Some(tmp.path().join("in.txt"));
+        c.stdin = Some(confined(tmp.path(), "in.txt", crate::PathAccess::Read));
         c.stdout = Some(Redirect {
-            path: tmp.path().join("out/sorted.txt"),
+            path: confined(tmp.path(), "out/sorted.txt", crate::PathAccess::Write),
             append: false,
         });
         let out = Bash.execute(ctx(tmp.path(), c.clone())).await.unwrap();
@@ -387,7 +395,7 @@ mod tests {
             "a\nb\n"
         );
         c.stdout = Some(Redirect {
-            path: tmp.path().join("out/sorted.txt"),
+            path: confined(tmp.path(), "out/sorted.txt", crate::PathAccess::Write),
             append: true,
         });
         Bash.execute(ctx(tmp.path(), c)).await.unwrap();
@@ -404,7 +412,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let mut c = cmd("yes", &[]);
         c.stdout = Some(Redirect {
-            path: tmp.path().join("y.txt"),
+            path: confined(tmp.path(), "y.txt", crate::PathAccess::Write),
             append: false,
         });
         let mut context = ctx(tmp.path(), c);
