@@ -557,6 +557,38 @@ fn bash_is_offered_only_when_allowed_and_the_kernel_confines_it() {
 }
 
 #[test]
+fn a_named_pipe_never_hangs_a_run() {
+    // Before: opening a FIFO blocked a thread of tokio's blocking pool for good; the tool
+    // timed out, but the process never exited.
+    let (dir, script) = workspace_with_script(&[
+        call("read_file", json!({"path": "pipe"})),
+        call("hash_file", json!({"path": "pipe"})),
+        call("write_file", json!({"path": "pipe", "content": "x"})),
+        call("append_file", json!({"path": "pipe", "content": "x"})),
+        call(
+            "edit_file",
+            json!({"path": "pipe", "start_line": 1, "end_line": 1, "new_text": "b"}),
+        ),
+        text("done"),
+    ]);
+    let status = std::process::Command::new("mkfifo")
+        .arg(dir.path().join("pipe"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = agent_run(dir.path(), &script, &["--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let summary = stdout_json(&out);
+    assert_eq!(summary["run_outcome"], "done");
+    let refusals = transcript_of(dir.path(), &summary)
+        .into_iter()
+        .filter(|e| e["event"] == "tool_result" || e["event"] == "tool_denied")
+        .filter(|e| e.to_string().contains("named pipe"))
+        .count();
+    assert_eq!(refusals, 5, "every tool refuses the pipe");
+}
+
+#[test]
 fn yes_approves_permission_requests_and_says_so() {
     let (dir, script) = workspace_with_script(&[
         call(
