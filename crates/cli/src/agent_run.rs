@@ -8,13 +8,16 @@ use anyhow::Result;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use crate::agents_cmd::{self, AgentRunOptions};
+use lsm_harness::RunLaunch;
+
+use crate::agents_cmd::{self, AgentRunOptions, Output};
 use crate::config::{self, ConfigError};
 use crate::exit;
 use crate::foreground;
 use crate::interaction_wiring;
-use crate::progress::StderrProgress;
+use crate::run_sinks;
 use crate::run_wiring;
+use crate::secrets;
 use crate::wiring;
 
 /// Arguments of `lsm agent run`.
@@ -67,8 +70,18 @@ pub struct RunArgs {
     pub max_cost_usd: Option<f64>,
 
     /// Print only the final run summary, as JSON, on stdout.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "output_format")]
     pub json: bool,
+
+    /// `stream-json`: print every run event as one JSON line on stdout as it happens (the
+    /// transcript's lines, plus the model's streamed pieces with `seq` 0) and nothing else.
+    #[arg(long, value_name = "FORMAT", value_enum)]
+    pub output_format: Option<OutputFormat>,
+
+    /// Continue the interrupted run RUN_ID instead of starting one (see `lsm runs list`);
+    /// the task, provider and limits come from the run's records.
+    #[arg(long, value_name = "RUN_ID")]
+    pub resume: Option<String>,
 
     /// Approve every permission request automatically (recorded as such in the transcript
     /// and the summary). Without it, a request is asked on the terminal, or denied at once
@@ -82,6 +95,15 @@ pub struct RunArgs {
     pub allow_tools: Vec<String>,
 }
 
+/// `--output-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// Human progress on stderr, the answer on stdout (the default).
+    Text,
+    /// Every run event as one JSON line on stdout.
+    StreamJson,
+}
+
 /// Run; returns the exit code.
 pub fn run(config_path: Option<&Path>, args: RunArgs) -> u8 {
     exit::block_on_command(run_async(config_path, args))
@@ -91,8 +113,25 @@ pub(crate) fn usage(msg: impl Into<String>) -> anyhow::Error {
     ConfigError(msg.into()).into()
 }
 
-async fn run_async(config_path: Option<&Path>, args: RunArgs) -> Result<u8> {
+async fn run_async(config_path: Option<&Path>, mut args: RunArgs) -> Result<u8> {
     let mut config = config::load(config_path, &config::lsm_env())?;
+    let mut cwd = std::env::current_dir()?;
+    if let Some(dir) = &args.agents_folder {
+        config.agents.agents_folder = cwd.join(dir);
+    }
+    let point = match args.resume.clone() {
+        Some(run_id) => {
+            let point = crate::runs_cmd::open_run(&config.agents.agents_folder, &run_id)?;
+            if let Some(dir) = crate::runs_cmd::recorded(&mut args, &point)? {
+                cwd = dir;
+            }
+            if let Some(dir) = &args.agents_folder {
+                config.agents.agents_folder.clone_from(dir);
+            }
+            Some(point)
+        }
+        None => None,
+    };
     let Some(spec) = lsm_agents::find(&args.name) else {
         let names: Vec<&str> = lsm_agents::BUILTIN.iter().map(|a| a.name).collect();
         return Err(usage(format!(
@@ -108,10 +147,6 @@ async fn run_async(config_path: Option<&Path>, args: RunArgs) -> Result<u8> {
         args.max_rounds,
     )?;
 
-    let cwd = std::env::current_dir()?;
-    if let Some(dir) = args.agents_folder {
-        config.agents.agents_folder = cwd.join(dir);
-    }
     if let Some(n) = args.max_iterations {
         config.agents.max_iterations = n;
     }
@@ -151,6 +186,26 @@ async fn run_async(config_path: Option<&Path>, args: RunArgs) -> Result<u8> {
         provider: args.provider.clone(),
         model: args.model.clone(),
         base_url: args.base_url.clone(),
+        // A script continues where the interrupted run left it.
+        script_start: point.as_ref().map_or(0, |p| {
+            usize::try_from(p.model_calls_made()).unwrap_or(usize::MAX)
+        }),
+    };
+    // What `lsm runs resume` needs to build this run again.
+    let launch = RunLaunch {
+        provider_spec: args
+            .provider
+            .as_ref()
+            .map(|spec| match spec.strip_prefix("scripted:") {
+                Some(file) => format!("scripted:{}", cwd.join(file).display()),
+                None => spec.clone(),
+            }),
+        model: args.model.clone(),
+        base_url: args.base_url.clone(),
+        working_dir: Some(cwd.display().to_string()),
+        max_iterations: args.max_iterations,
+        max_rounds: args.max_rounds,
+        extra_tools: args.allow_tools.clone(),
     };
     let provider = wiring::build_provider(&llm, &flags, &cwd, &config.source_name())?.provider;
     if config.agents.max_cost_usd.is_some() && provider.pricing().is_none() {
@@ -166,18 +221,30 @@ async fn run_async(config_path: Option<&Path>, args: RunArgs) -> Result<u8> {
     let stop = CancellationToken::new();
     let parts = run_wiring::build_run(&config, provider, &channel, stop.clone())?;
     let ask_user_available = parts.ask_user_available;
-    let mut factory = parts.factory;
-    if !args.json {
-        factory = factory.with_event_sink(Arc::new(StderrProgress::default()));
+    let output = match (args.json, args.output_format) {
+        (true, _) => Output::Json,
+        (false, Some(OutputFormat::StreamJson)) => Output::StreamJson,
+        (false, _) => Output::Human,
+    };
+    let mut factory = parts.factory.with_launch(launch);
+    if let Some(sink) = run_sinks::for_output(output) {
+        factory = factory.with_event_sink(sink);
+    }
+    if let Some(point) = point {
+        if let Some(w) = point.warning() {
+            eprintln!("note: {}", secrets::clean(w));
+        }
+        if output == Output::Human {
+            eprintln!(
+                "resuming run {} after line {} of its transcript",
+                point.run_id(),
+                point.last_seq()
+            );
+        }
+        factory = factory.resuming(point);
     }
     let answering = foreground::answer_in_foreground(&channel, args.yes);
-    let ctrl_c = stop.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("stop requested; finishing the current step…");
-            ctrl_c.cancel();
-        }
-    });
+    tokio::spawn(stop_on_signals(stop.clone()));
 
     let opts = AgentRunOptions {
         agents_folder: config.agents.agents_folder.clone(),
@@ -185,11 +252,38 @@ async fn run_async(config_path: Option<&Path>, args: RunArgs) -> Result<u8> {
         max_rounds: args.max_rounds,
         ask_user_available,
         extra_tools,
-        json: args.json,
+        output,
         interactions: Some(Arc::clone(&channel)),
     };
     let code = agents_cmd::run(spec, &task, factory, opts).await;
     channel.shutdown("the run ended");
     answering.abort();
     code
+}
+
+/// Ctrl-C (SIGINT) or SIGTERM: the run stops at its next step, its summary is written and the
+/// program exits with code 4 (`stop_requested`), like any requested stop.
+async fn stop_on_signals(stop: CancellationToken) {
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!("cannot watch for SIGTERM: {e}");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    let signal = tokio::select! {
+        r = tokio::signal::ctrl_c() => r.is_ok().then_some("Ctrl-C"),
+        () = term => Some("SIGTERM"),
+    };
+    if let Some(name) = signal {
+        eprintln!("{name}: stop requested; finishing the current step…");
+        stop.cancel();
+    }
 }

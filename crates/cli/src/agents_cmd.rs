@@ -1,20 +1,18 @@
 //! `lsm agent list`, and the agent-layer half of `lsm agent run`: every agent runs through
-//! `lsm_agents` (its `AgentCore` asks a factory for the run's harness); the run's summary is
-//! read back from the records that harness wrote.
+//! `lsm_agents` (its `AgentCore` asks a factory for the run's harness) via
+//! [`crate::launch::launch_agent`]; the run's summary comes back in memory.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use lsm_agents::{
-    AgentContext, AgentLogSink, AgentOutput, AgentSpec, RunOutcome, StopReason, TaskInput,
-};
-use lsm_harness::{AgentHarness, HarnessFactory, RunSummary};
+use lsm_agents::{AgentLogSink, AgentOutput, AgentSpec, RunOutcome, StopReason, TaskInput};
+use lsm_harness::{HarnessFactory, RunSummary};
 use lsm_interaction::InteractionChannel;
-use lsm_phase::{AgentIdentity, ExecutorFactory, PhaseExecutor};
 
 use crate::agent_run::usage;
 use crate::exit;
+use crate::launch::{AgentLaunch, launch_agent};
 use crate::secrets;
 
 /// `lsm agent list [--json]`: name, tier, input, description and tools of every agent.
@@ -103,63 +101,6 @@ pub fn objective(
     }
 }
 
-/// A [`HarnessFactory`] that remembers the run folder of the last harness it built, so the
-/// CLI can read the run's summary once the agent is done with it.
-/// Called with every harness a [`RecordingFactory`] builds.
-type BuildHook = Box<dyn Fn(&AgentHarness) + Send + Sync>;
-
-pub struct RecordingFactory {
-    inner: HarnessFactory,
-    run_dir: Mutex<Option<PathBuf>>,
-    interactions: Option<Arc<InteractionChannel>>,
-    on_build: Option<BuildHook>,
-}
-
-impl RecordingFactory {
-    /// Wrap `inner`.
-    pub fn new(inner: HarnessFactory) -> Self {
-        RecordingFactory {
-            inner,
-            run_dir: Mutex::new(None),
-            interactions: None,
-            on_build: None,
-        }
-    }
-
-    /// Call `hook` with every harness built, before its first phase.
-    pub fn with_on_build(mut self, hook: impl Fn(&AgentHarness) + Send + Sync + 'static) -> Self {
-        self.on_build = Some(Box::new(hook));
-        self
-    }
-
-    /// Record `channel`'s events in the transcript of every harness built.
-    pub fn with_interactions(mut self, channel: Option<Arc<InteractionChannel>>) -> Self {
-        self.interactions = channel;
-        self
-    }
-
-    /// The run folder of the last harness built, if any was.
-    pub fn run_dir(&self) -> Option<PathBuf> {
-        self.run_dir.lock().ok().and_then(|d| d.clone())
-    }
-}
-
-impl ExecutorFactory for RecordingFactory {
-    fn create(&self, agent: &AgentIdentity, system_prompt: &str) -> Box<dyn PhaseExecutor> {
-        let harness = self.inner.build(agent, system_prompt);
-        if let Some(channel) = &self.interactions {
-            crate::interaction_wiring::record_interactions(channel, &harness);
-        }
-        if let Some(hook) = &self.on_build {
-            hook(&harness);
-        }
-        if let Ok(mut dir) = self.run_dir.lock() {
-            *dir = Some(harness.run_dir());
-        }
-        Box::new(harness)
-    }
-}
-
 /// Prints an agent's log lines on stderr.
 struct StderrAgentLog;
 
@@ -167,6 +108,18 @@ impl AgentLogSink for StderrAgentLog {
     fn line(&self, agent: &str, message: &str) {
         eprintln!("[{agent}] {}", secrets::clean(message));
     }
+}
+
+/// What `lsm agent run` prints on stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// Progress on stderr, the answer and a summary line on stdout.
+    Human,
+    /// `--json`: only the final summary, as JSON.
+    Json,
+    /// `--output-format stream-json`: only the run's events, one JSON line each, as they
+    /// happen.
+    StreamJson,
 }
 
 /// Settings of one `lsm agent run` that the agent layer needs.
@@ -182,83 +135,74 @@ pub struct AgentRunOptions {
     pub ask_user_available: bool,
     /// Tools added to the agent's allowlist (`[agents.extra_tools]`, `--allow-tool`).
     pub extra_tools: Vec<String>,
-    /// `--json`: stdout carries only the run summary.
-    pub json: bool,
+    /// What stdout carries.
+    pub output: Output,
     /// The run's interaction channel, whose events go to the run's transcript.
     pub interactions: Option<Arc<InteractionChannel>>,
 }
 
-/// Run `spec` on `objective` through the agent layer, print the result, and return the exit
-/// code: 1 when the agent failed or the run's records are missing, otherwise the code of the
-/// last phase's stop reason.
+/// Run `spec` on `objective` through the agent layer ([`crate::launch::launch_agent`]), print
+/// the result, and return the exit code: 1 when the agent failed or the run's records are
+/// missing, otherwise the code of the last phase's stop reason.
 pub async fn run(
-    spec: &AgentSpec,
+    spec: &'static AgentSpec,
     objective: &str,
     factory: HarnessFactory,
     opts: AgentRunOptions,
 ) -> Result<u8> {
-    let recording =
-        Arc::new(RecordingFactory::new(factory).with_interactions(opts.interactions.clone()));
-    let mut ctx = AgentContext::new(
-        Arc::clone(&recording) as Arc<dyn ExecutorFactory>,
-        opts.agents_folder.clone(),
-    )
-    .with_max_iterations(opts.max_iterations)
-    .with_ask_user(opts.ask_user_available)
-    .with_extra_tools(opts.extra_tools.clone());
-    if let Some(n) = opts.max_rounds {
-        ctx = ctx.with_max_rounds(n);
-    }
-    if !opts.json {
-        ctx = ctx.with_log_sink(Arc::new(StderrAgentLog));
-    }
-    let mut agent = lsm_agents::create(spec.name, ctx)
-        .with_context(|| format!("agent '{}' is listed but cannot be built", spec.name))?;
-    let output = agent.run(objective).await;
-    drop(agent);
-
+    let launched = launch_agent(AgentLaunch {
+        spec,
+        objective: objective.to_string(),
+        factory,
+        agents_folder: opts.agents_folder.clone(),
+        max_iterations: opts.max_iterations,
+        max_rounds: opts.max_rounds,
+        ask_user_available: opts.ask_user_available,
+        extra_tools: opts.extra_tools.clone(),
+        log_sink: Some(Arc::new(StderrAgentLog)),
+        interactions: opts.interactions.clone(),
+    })
+    .await?;
+    let output = &launched.output;
     if let Some(error) = &output.error {
         eprintln!("error: {}", secrets::clean(error));
     }
-    let records = match recording.run_dir() {
-        Some(dir) => read_summary(&dir),
-        None => Err(anyhow::anyhow!(
-            "the run made no phase, so it has no records"
-        )),
+    let problem = match (&launched.summary, &launched.records_error) {
+        (None, _) => Some("the run made no phase, so it has no records".to_string()),
+        (Some(_), Some(e)) => Some(e.clone()),
+        (Some(_), None) => None,
     };
-    let (raw, summary, dir) = match records {
-        Ok(found) => found,
-        Err(e) => {
-            eprintln!(
-                "error: the run's records could not be written: {}",
-                secrets::clean(&format!("{e:#}"))
-            );
-            if !opts.json {
-                print_artifacts(&output);
-            }
-            return Ok(exit::ERROR);
+    if let Some(e) = problem {
+        eprintln!(
+            "error: the run's records could not be written: {}",
+            secrets::clean(&e)
+        );
+        if opts.output == Output::Human {
+            print_artifacts(output);
         }
+        return Ok(exit::ERROR);
+    }
+    let (Some(mut summary), Some(dir)) = (launched.summary.clone(), launched.run_dir.clone())
+    else {
+        return Ok(exit::ERROR);
     };
-    if opts.json {
-        // Redacted when written; checked again in case it was written by something else.
-        println!("{}", secrets::clean_json_text(raw.trim_end()));
-    } else {
-        print_human(&output, &summary, &dir);
+    if !output.text.is_empty() {
+        // The agent's answer (for multi-phase agents, not the last phase's text).
+        summary.final_text.clone_from(&output.text);
+    }
+    match opts.output {
+        Output::Json => {
+            let text = serde_json::to_string_pretty(&summary)
+                .context("cannot serialize the run summary")?;
+            println!("{}", secrets::clean_json_text(&text));
+        }
+        Output::StreamJson => {}
+        Output::Human => print_human(output, &summary, &dir),
     }
     Ok(match (output.outcome, output.stop_reason) {
         (RunOutcome::Failed, _) => exit::ERROR,
         (_, reason) => exit::for_stop_reason(reason.unwrap_or(StopReason::Done)),
     })
-}
-
-/// `run_summary.json` of the run in `dir`: its text as written, and parsed.
-fn read_summary(dir: &Path) -> Result<(String, RunSummary, PathBuf)> {
-    let path = dir.join("run_summary.json");
-    let raw = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    let summary: RunSummary = serde_json::from_str(&raw)
-        .with_context(|| format!("{} is not a run summary", path.display()))?;
-    Ok((raw, summary, dir.to_path_buf()))
 }
 
 fn print_artifacts(output: &AgentOutput) {

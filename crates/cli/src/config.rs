@@ -527,10 +527,13 @@ pub fn lsm_env() -> Vec<(String, String)> {
     settings_env(std::env::vars())
 }
 
-/// The variables among `vars` that override settings: `LSM_*` except [`NOT_SETTINGS`].
+/// The variables among `vars` that override settings: `LSM_*` except [`NOT_SETTINGS`] and
+/// the test-only `LSM_TEST_*` (crash points, the scripted provider's served log).
 fn settings_env(vars: impl Iterator<Item = (String, String)>) -> Vec<(String, String)> {
-    vars.filter(|(k, _)| k.starts_with("LSM_") && !NOT_SETTINGS.contains(&k.as_str()))
-        .collect()
+    vars.filter(|(k, _)| {
+        k.starts_with("LSM_") && !k.starts_with("LSM_TEST_") && !NOT_SETTINGS.contains(&k.as_str())
+    })
+    .collect()
 }
 
 #[cfg(test)]

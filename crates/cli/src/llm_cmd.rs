@@ -78,6 +78,7 @@ async fn ping_async(config_path: Option<&Path>, args: PingArgs) -> Result<u8> {
         provider: args.provider.clone(),
         model: args.model.clone(),
         base_url: args.base_url.clone(),
+        script_start: 0,
     };
     let built = wiring::build_provider(&llm, &flags, &cwd, &config.source_name())?;
     let p = &built.provider;

@@ -18,11 +18,14 @@ mod exit;
 mod foreground;
 mod interaction_wiring;
 mod kb_cmd;
+mod launch;
 mod llm_cmd;
 mod memory_cmd;
 mod memory_wiring;
 mod progress;
+mod run_sinks;
 mod run_wiring;
+mod runs_cmd;
 mod runtime;
 mod secrets;
 mod tools_cmd;
@@ -56,6 +59,9 @@ enum Command {
     /// Run and inspect agents.
     #[command(subcommand)]
     Agent(AgentCommand),
+    /// List recorded runs and resume interrupted ones.
+    #[command(subcommand)]
+    Runs(runs_cmd::RunsCommand),
     /// Inspect the tools agents can use.
     #[command(subcommand)]
     Tools(ToolsCommand),
@@ -151,6 +157,7 @@ fn main() -> ExitCode {
         }
         Command::Agent(AgentCommand::Run(args)) => agent_run::run(cli.config.as_deref(), *args),
         Command::Agent(AgentCommand::List(args)) => agents_cmd::list(args.json),
+        Command::Runs(command) => runs_cmd::run(cli.config.as_deref(), command),
         Command::Memory(command) => memory_cmd::run(cli.config.as_deref(), command),
         Command::Tui(args) => tui::run(cli.config.as_deref(), args),
         Command::Llm(LlmCommand::Ping(args)) => llm_cmd::ping(cli.config.as_deref(), args),

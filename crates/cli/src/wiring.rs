@@ -21,7 +21,13 @@ pub struct ProviderFlags {
     pub model: Option<String>,
     /// `--base-url`.
     pub base_url: Option<String>,
+    /// A script continues after this many responses (a resumed run's model calls so far).
+    pub script_start: usize,
 }
+
+/// Test-only: a scripted provider appends the number of every response it serves to this
+/// file (how the crash tests check that no response is served twice across processes).
+pub const SERVED_LOG_ENV: &str = "LSM_TEST_SCRIPTED_SERVED_LOG";
 
 /// A provider and what it talks to.
 pub struct BuiltProvider {
@@ -60,7 +66,12 @@ pub fn build_provider(
         && !file.is_empty()
     {
         let path = cwd.join(file);
-        let p = ScriptedProvider::from_file(&path).map_err(|e| usage(e.to_string()))?;
+        let mut p = ScriptedProvider::from_file(&path)
+            .map_err(|e| usage(e.to_string()))?
+            .starting_at(flags.script_start);
+        if let Some(log) = std::env::var_os(SERVED_LOG_ENV) {
+            p = p.with_served_log(log);
+        }
         return Ok(BuiltProvider {
             provider: Arc::new(p),
             base_url: None,

@@ -19,8 +19,11 @@ use serde_json::{Value, json};
 
 use crate::budget::{BudgetLimits, BudgetSnapshot, Grant, exhausted, gate};
 use crate::contexts::{label_name, sent_messages};
-use crate::event::{Decision, PhaseMode, RunEvent, ToolSideEffect, summarize, without_reserved};
-use crate::state::{RunState, RunUsage};
+use crate::event::{
+    Decision, PhaseMode, RepairAction, RunEvent, RunLaunch, ToolSideEffect, summarize,
+    without_reserved,
+};
+use crate::state::{INTERRUPTED_CALL, RunState, RunUsage};
 use crate::{ContextStrategy, ToolCallGuard};
 
 /// The reserved control tool: the model calls `block{reason}` to say it cannot proceed.
@@ -52,6 +55,8 @@ pub struct CoreConfig {
     pub model: String,
     /// Argument checks run after the allowlist and `tool_names`.
     pub guards: Vec<Arc<dyn ToolCallGuard>>,
+    /// How the owner started the run (recorded in `run_started`).
+    pub launch: Option<RunLaunch>,
 }
 
 impl std::fmt::Debug for CoreConfig {
@@ -342,6 +347,7 @@ impl Core {
                     max_tokens_budget: c.limits.max_tokens,
                     max_cost_usd: c.limits.max_cost_usd,
                     context_window_strategy: c.strategy,
+                    launch: c.launch.clone(),
                 },
             );
         }
@@ -378,6 +384,92 @@ impl Core {
             return finish(st, StopReason::StopRequested, out);
         }
         self.advance(st, env, out)
+    }
+
+    /// Continue the current phase of a resumed run from its folded position (after
+    /// `run_resumed`, which forgot an unanswered model call). A call started and never
+    /// finished is repaired with `repair`: run again, or answered with [`INTERRUPTED_CALL`]
+    /// as a failed result. Then as [`Core::advance`].
+    pub fn resume(
+        &self,
+        st: &mut RunState,
+        repair: RepairAction,
+        env: &Env<'_>,
+        out: &mut Vec<RunEvent>,
+    ) -> Effect {
+        let Some(pos) = st.current.as_ref() else {
+            return Effect::Finish(PhaseResult::empty(StopReason::Error));
+        };
+        let Some(pending) = pos.pending.clone() else {
+            return self
+                .decided_before_the_crash(st, out)
+                .unwrap_or_else(|| self.advance(st, env, out));
+        };
+        let label = (pos.mode == PhaseMode::Llm).then(|| label_name(pos.label()).to_string());
+        emit(
+            st,
+            out,
+            RunEvent::ToolCallRepaired {
+                label: label.clone(),
+                call_id: pending.call_id.clone(),
+                tool: pending.tool.clone(),
+                action: repair,
+            },
+        );
+        match repair {
+            RepairAction::RunAgain => Effect::RunTool {
+                call_id: pending.call_id,
+                tool: pending.tool,
+                arguments: pending.arguments,
+            },
+            RepairAction::ReportInterrupted => {
+                emit(
+                    st,
+                    out,
+                    RunEvent::ToolResult {
+                        label,
+                        call_id: pending.call_id,
+                        tool: pending.tool,
+                        success: false,
+                        content: INTERRUPTED_CALL.to_string(),
+                        summary: summarize(INTERRUPTED_CALL),
+                        artifacts: Vec::new(),
+                        permission: None,
+                    },
+                );
+                self.advance(st, env, out)
+            }
+        }
+    }
+
+    /// The decision the previous process made on the last answer and did not live to record:
+    /// an answer with no tool call ends the phase as done, one with a `block` call as blocked
+    /// (as [`Core::step`] decides on `Answered`).
+    fn decided_before_the_crash(
+        &self,
+        st: &mut RunState,
+        out: &mut Vec<RunEvent>,
+    ) -> Option<Effect> {
+        let pos = st.current.as_ref()?;
+        if pos.mode != PhaseMode::Llm || pos.iteration == 0 {
+            return None;
+        }
+        let label = label_name(pos.label()).to_string();
+        if let Some(block) = pos.batch.iter().find(|c| c.name == BLOCK_TOOL) {
+            let reason = block
+                .arguments
+                .get("reason")
+                .and_then(Value::as_str)
+                .unwrap_or("the model gave no reason")
+                .to_string();
+            emit(st, out, RunEvent::Blocked { label, reason });
+            return Some(finish(st, StopReason::Blocked, out));
+        }
+        let last = st.context(pos.label())?.history.last()?;
+        (pos.batch.is_empty()
+            && last.role == lsm_providers::Role::Assistant
+            && last.tool_calls.is_empty())
+        .then(|| finish(st, StopReason::Done, out))
     }
 
     /// What comes after the last recorded event when nothing is in flight: the next call of

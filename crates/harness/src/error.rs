@@ -59,6 +59,33 @@ pub enum HarnessError {
     /// A model call failed after the provider's retries; the phase ends as `error`.
     #[error("LLM call failed: {0}")]
     Llm(String),
+    /// Another live process drives the run.
+    #[error(
+        "the run in {run_dir} is being driven by process {}; wait for it to end or stop it, then resume",
+        pid.map_or_else(|| "(unknown pid)".to_string(), |p| p.to_string())
+    )]
+    Locked {
+        /// The run folder.
+        run_dir: String,
+        /// The owner's pid, when its lock file says.
+        pid: Option<u32>,
+    },
+    /// The run's lock file cannot be used.
+    #[error("cannot lock the run with {path}: {reason}")]
+    Lock {
+        /// The lock file.
+        path: String,
+        /// The operating system's reason.
+        reason: String,
+    },
+    /// The run cannot be resumed (nothing recorded, already finished, …).
+    #[error("cannot resume the run in {run_dir}: {reason}")]
+    Resume {
+        /// The run folder.
+        run_dir: String,
+        /// Why.
+        reason: String,
+    },
     /// An event given by name is not one of the schema.
     #[error(transparent)]
     UnknownEvent(#[from] UnknownEvent),

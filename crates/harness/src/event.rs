@@ -45,6 +45,45 @@ pub enum PhaseMode {
     ToolOnly,
 }
 
+/// How a run's owner started it: what it needs besides the agent, the topic and the limits
+/// (in `run_started`) to build the same run again. The harness records it and never reads it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RunLaunch {
+    /// The provider as the owner named it (`openai`, `scripted:/abs/script.jsonl`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_spec: Option<String>,
+    /// The model as the owner named it, when not the configured one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The API base URL, when not the configured one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The working directory relative paths were resolved against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_dir: Option<String>,
+    /// The iteration limit of long phases.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_iterations: Option<u32>,
+    /// The research agent's refinement rounds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rounds: Option<u32>,
+    /// Tools added to the agent's allowlist.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_tools: Vec<String>,
+}
+
+/// What a resumed run does about a tool call that started and never finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RepairAction {
+    /// Run it again: the tool is `read_only`, or the call was still waiting for a person's
+    /// decision (so it had not run); a pending request is posted again.
+    RunAgain,
+    /// Not run again: the model gets a failed result saying the call was interrupted and may
+    /// or may not have taken effect.
+    ReportInterrupted,
+}
+
 /// A permission or policy decision about one tool call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Decision {
@@ -81,6 +120,30 @@ pub enum RunEvent {
         max_cost_usd: Option<f64>,
         /// History trimming (`compact` or `fresh`).
         context_window_strategy: crate::ContextStrategy,
+        /// How the run's owner started it, so that it can rebuild the run to resume it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        launch: Option<RunLaunch>,
+    },
+    /// A process took the run over after its previous process died; written before anything
+    /// else that process records. A model call requested and not answered is forgotten (it
+    /// is requested again).
+    RunResumed {
+        /// The resuming process.
+        pid: u32,
+        /// The last journal line the previous process wrote.
+        after_seq: u64,
+    },
+    /// A tool call started and never finished by a process that died is repaired by the
+    /// tool's declared idempotency.
+    ToolCallRepaired {
+        /// Label (`None` in tool-only mode).
+        label: Option<String>,
+        /// The call's id.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// What is done about it.
+        action: RepairAction,
     },
     /// A bounded phase begins (was `phase_start`).
     PhaseStarted {
@@ -382,6 +445,8 @@ impl RunEvent {
     pub fn name(&self) -> &'static str {
         match self {
             RunEvent::RunStarted { .. } => "run_started",
+            RunEvent::RunResumed { .. } => "run_resumed",
+            RunEvent::ToolCallRepaired { .. } => "tool_call_repaired",
             RunEvent::PhaseStarted { .. } => "phase_started",
             RunEvent::StandingContext { .. } => "standing_context",
             RunEvent::LlmRequest { .. } => "llm_request",

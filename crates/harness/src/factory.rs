@@ -1,6 +1,6 @@
 //! [`HarnessFactory`]: how the agent layer gets a harness without naming it.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use lsm_phase::{AgentIdentity, ExecutorFactory, PhaseExecutor};
 use lsm_providers::Provider;
@@ -8,8 +8,12 @@ use lsm_sandbox::Sandbox;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    AgentHarness, EventSink, HarnessConfig, MemoryProvider, NoMemory, RunBudget, ToolCallGuard,
+    AgentHarness, EventSink, HarnessConfig, MemoryProvider, NoMemory, ResumePoint, RunBudget,
+    RunHandle, RunLaunch, ToolCallGuard,
 };
+
+/// Called with every harness a factory builds, before its first phase.
+pub type BuildHook = Arc<dyn Fn(&AgentHarness) + Send + Sync>;
 
 /// Builds one [`AgentHarness`] per run, all sharing a provider, a sandbox, a memory provider,
 /// a stop token and an event sink.
@@ -23,6 +27,11 @@ pub struct HarnessFactory {
     events: Option<Arc<dyn EventSink>>,
     guards: Vec<Arc<dyn ToolCallGuard>>,
     budget: Option<RunBudget>,
+    handle: Option<RunHandle>,
+    launch: Option<RunLaunch>,
+    hooks: Vec<BuildHook>,
+    /// The interrupted run the next harness built continues (taken by that build).
+    resume: Arc<Mutex<Option<ResumePoint>>>,
 }
 
 impl std::fmt::Debug for HarnessFactory {
@@ -45,7 +54,37 @@ impl HarnessFactory {
             events: None,
             guards: Vec::new(),
             budget: None,
+            handle: None,
+            launch: None,
+            hooks: Vec::new(),
+            resume: Arc::new(Mutex::new(None)),
         }
+    }
+
+    /// Every harness built fills `handle` in (its id and folder, then its summary).
+    pub fn with_run_handle(mut self, handle: RunHandle) -> Self {
+        self.handle = Some(handle);
+        self
+    }
+
+    /// Every harness built records `launch` in its `run_started`.
+    pub fn with_launch(mut self, launch: RunLaunch) -> Self {
+        self.launch = Some(launch);
+        self
+    }
+
+    /// Call `hook` with every harness built, before its first phase (e.g. to record a run's
+    /// interaction events through its [`crate::RecordHandle`]).
+    pub fn with_on_build(mut self, hook: impl Fn(&AgentHarness) + Send + Sync + 'static) -> Self {
+        self.hooks.push(Arc::new(hook));
+        self
+    }
+
+    /// The next harness built continues the interrupted run `point` instead of starting a
+    /// new one (see [`AgentHarness::resumed`]); later builds start new runs.
+    pub fn resuming(self, point: ResumePoint) -> Self {
+        *self.resume.lock().unwrap_or_else(PoisonError::into_inner) = Some(point);
+        self
     }
 
     /// Standing memory for every harness.
@@ -84,15 +123,31 @@ impl HarnessFactory {
 
     /// A concrete harness (for owners that want its accounting, such as the CLI).
     pub fn build(&self, agent: &AgentIdentity, system_prompt: &str) -> AgentHarness {
-        let mut h = AgentHarness::new(
-            agent.clone(),
-            system_prompt,
-            self.config.clone(),
-            Arc::clone(&self.provider),
-            Arc::clone(&self.sandbox),
-        )
-        .with_memory(Arc::clone(&self.memory))
-        .with_stop_token(self.stop.clone());
+        let resume = self
+            .resume
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let h = match resume {
+            Some(point) => AgentHarness::resumed(
+                point,
+                agent.clone(),
+                system_prompt,
+                self.config.clone(),
+                Arc::clone(&self.provider),
+                Arc::clone(&self.sandbox),
+            ),
+            None => AgentHarness::new(
+                agent.clone(),
+                system_prompt,
+                self.config.clone(),
+                Arc::clone(&self.provider),
+                Arc::clone(&self.sandbox),
+            ),
+        };
+        let mut h = h
+            .with_memory(Arc::clone(&self.memory))
+            .with_stop_token(self.stop.clone());
         if let Some(sink) = &self.events {
             h = h.with_event_sink(Arc::clone(sink));
         }
@@ -101,6 +156,15 @@ impl HarnessFactory {
         }
         if let Some(budget) = &self.budget {
             h = h.with_budget(budget.clone());
+        }
+        if let Some(launch) = &self.launch {
+            h = h.with_launch(launch.clone());
+        }
+        if let Some(handle) = &self.handle {
+            h = h.with_run_handle(handle.clone());
+        }
+        for hook in &self.hooks {
+            hook(&h);
         }
         h
     }

@@ -14,11 +14,12 @@ use tokio_util::sync::CancellationToken;
 use crate::budget::{BudgetLimits, Grant, RunBudget};
 use crate::contexts::{label_name, new_conversation_id};
 use crate::core::{Core, CoreConfig, Effect, Env, Input, Step, ToolFailure, ToolRun, ToolSpend};
-use crate::event::{Decision, EventEnvelope, RunEvent};
+use crate::event::{Decision, EventEnvelope, RepairAction, RunEvent, RunLaunch, SCHEMA_VERSION};
 use crate::records::{
     ContextTracking, LabelTracking, Recorder, RunSummary, TokenUsage, extract_constraints,
     timestamp,
 };
+use crate::resume::{ResumePoint, repair_for};
 use crate::state::{RunState, RunUsage};
 use crate::{HarnessConfig, HarnessError, MemoryProvider, NoMemory};
 
@@ -28,6 +29,13 @@ use crate::{HarnessConfig, HarnessError, MemoryProvider, NoMemory};
 pub trait EventSink: Send + Sync {
     /// One event.
     fn event(&self, event: &EventEnvelope);
+
+    /// `event` is about to be written as journal line `seq` (called before the write, under
+    /// the journal's lock; nothing by default). For observers that must act before a line
+    /// is durable, such as crash tests.
+    fn before_journal(&self, seq: u64, event: &RunEvent) {
+        let _ = (seq, event);
+    }
 }
 
 /// Appends events to one run's transcript from outside its loop; cheap to clone. Events are
@@ -76,7 +84,15 @@ fn record_to(
     events: Option<&Arc<dyn EventSink>>,
     event: RunEvent,
 ) -> Result<EventEnvelope, HarnessError> {
-    let written = lock_recorder(recorder).append(event)?;
+    let written = {
+        let mut recorder = lock_recorder(recorder);
+        if let Some(sink) = events
+            && event.is_journaled()
+        {
+            sink.before_journal(recorder.next_seq(), &event);
+        }
+        recorder.append(event)?
+    };
     if let Some(sink) = events {
         sink.event(&written);
     }
@@ -95,6 +111,18 @@ pub trait ToolCallGuard: Send + Sync {
     fn check(&self, tool: &str, arguments: &Value) -> Result<(), String>;
 }
 
+fn core_step(
+    core: &Core,
+    state: &mut RunState,
+    input: Input,
+    env: &Env<'_>,
+    out: &mut Vec<RunEvent>,
+) -> Effect {
+    let Step { events, effect } = core.step(state, input, env);
+    out.extend(events);
+    effect
+}
+
 /// Forwards a provider's progress events to the harness loop, which records them.
 struct ForwardEvents(tokio::sync::mpsc::UnboundedSender<ProviderEvent>);
 
@@ -102,6 +130,65 @@ impl CallObserver for ForwardEvents {
     fn on_event(&self, event: ProviderEvent) {
         // The loop outlives the call; a closed channel only means the phase already ended.
         let _ = self.0.send(event);
+    }
+}
+
+/// The owner's view of one run, filled in by its harness: the run's id and folder once the
+/// harness exists, and the summary, in memory, once the run has finished. Cheap to clone;
+/// give it to the harness (or its factory) before the run and read it after.
+#[derive(Debug, Clone, Default)]
+pub struct RunHandle(Arc<Mutex<HandleState>>);
+
+#[derive(Debug, Default)]
+struct HandleState {
+    run_id: Option<String>,
+    run_dir: Option<PathBuf>,
+    summary: Option<RunSummary>,
+    records_error: Option<String>,
+}
+
+impl RunHandle {
+    /// An empty handle.
+    pub fn new() -> Self {
+        RunHandle::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HandleState> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The run's id, once its harness exists.
+    pub fn run_id(&self) -> Option<String> {
+        self.lock().run_id.clone()
+    }
+
+    /// The run's log folder, once its harness exists.
+    pub fn run_dir(&self) -> Option<PathBuf> {
+        self.lock().run_dir.clone()
+    }
+
+    /// The run's summary (as written to `run_summary.json`), once it has finished.
+    pub fn summary(&self) -> Option<RunSummary> {
+        self.lock().summary.clone()
+    }
+
+    /// Why the run's records could not be written, if they could not.
+    pub fn records_error(&self) -> Option<String> {
+        self.lock().records_error.clone()
+    }
+
+    fn started(&self, run_id: &str, run_dir: PathBuf) {
+        let mut s = self.lock();
+        s.run_id = Some(run_id.to_string());
+        s.run_dir = Some(run_dir);
+        s.summary = None;
+        s.records_error = None;
+    }
+
+    fn finished(&self, summary: &RunSummary, records_error: Option<String>) {
+        let mut s = self.lock();
+        s.summary = Some(summary.clone());
+        s.records_error = records_error;
     }
 }
 
@@ -140,6 +227,19 @@ pub struct AgentHarness {
     started_at: DateTime<Utc>,
     started: Instant,
     finished: bool,
+    /// Phases the agent asked for in this process (the next one's index).
+    phases_requested: u32,
+    /// Set on a resumed harness until its first phase: how the run is taken over.
+    resume: Option<Takeover>,
+    /// The pending call's repair, decided when the run was taken over.
+    repair: Option<RepairAction>,
+    handles: Vec<RunHandle>,
+}
+
+/// What a resumed harness records first.
+#[derive(Debug, Clone, Copy)]
+struct Takeover {
+    after_seq: u64,
 }
 
 impl std::fmt::Debug for AgentHarness {
@@ -205,6 +305,7 @@ impl AgentHarness {
             provider: provider.name().to_string(),
             model: provider.model().to_string(),
             guards: Vec::new(),
+            launch: None,
         });
         AgentHarness {
             identity,
@@ -222,7 +323,65 @@ impl AgentHarness {
             started_at,
             started: Instant::now(),
             finished: false,
+            phases_requested: 0,
+            resume: None,
+            repair: None,
+            handles: Vec::new(),
         }
+    }
+
+    /// A harness that continues the interrupted run `point` (see [`crate::ResumePoint`] for
+    /// the rules): same run id, folder and transcript (`seq` continuing), the state folded
+    /// from the journal, the budget restored to what it records as spent. The system prompt
+    /// and the allowlist come from the caller, as for a new run.
+    pub fn resumed(
+        point: ResumePoint,
+        identity: AgentIdentity,
+        system_prompt: impl Into<String>,
+        config: HarnessConfig,
+        provider: Arc<dyn Provider>,
+        sandbox: Arc<Sandbox>,
+    ) -> Self {
+        let mut h = AgentHarness::new(identity, system_prompt, config, provider, sandbox);
+        let after_seq = point.last_seq();
+        let repair = point
+            .state
+            .current
+            .as_ref()
+            .and_then(|p| p.pending.as_ref())
+            .map(|pending| repair_for(pending, &point.journal, &h.sandbox));
+        let side_effects = h.recorder().side_effects().clone();
+        let recorder = Recorder::new(
+            point.run_dir.clone(),
+            point.run_id.clone(),
+            h.config.write_records,
+        )
+        .with_fsync(h.config.journal_fsync, side_effects)
+        .continuing(after_seq, point.lock);
+        h.recorder = Arc::new(Mutex::new(recorder));
+        h.run_id = point.run_id;
+        if let Ok(t) = DateTime::parse_from_rfc3339(&point.started.started_at) {
+            h.started_at = t.with_timezone(&Utc);
+        }
+        h.state = point.state;
+        h.budget.restore(h.state.usage);
+        h.resume = Some(Takeover { after_seq });
+        h.repair = repair;
+        h
+    }
+
+    /// Fill `handle` in with this run's id and folder now, and its summary when it finishes.
+    pub fn with_run_handle(mut self, handle: RunHandle) -> Self {
+        handle.started(&self.run_id, self.run_dir());
+        self.handles.push(handle);
+        self
+    }
+
+    /// Record how the owner started the run in `run_started` (so it can be rebuilt to be
+    /// resumed).
+    pub fn with_launch(mut self, launch: RunLaunch) -> Self {
+        self.core.config_mut().launch = Some(launch);
+        self
     }
 
     /// Use this memory provider for standing context.
@@ -256,6 +415,10 @@ impl AgentHarness {
     /// `max_output_tokens` and `reserve_prompt_estimate`.
     pub fn with_budget(mut self, budget: RunBudget) -> Self {
         self.core.config_mut().limits = budget.limits();
+        if self.resume.is_some() {
+            // A resumed run continues with what its journal records as spent.
+            budget.restore(self.state.usage);
+        }
         self.budget = budget;
         self
     }
@@ -346,6 +509,14 @@ impl AgentHarness {
     }
 
     fn step(&mut self, input: Input) -> Step {
+        self.step_with(|core, state, env, out| core_step(core, state, input, env, out))
+    }
+
+    /// A step of the core other than [`Core::step`] (resuming), with the same environment.
+    fn step_with(
+        &mut self,
+        f: impl FnOnce(&Core, &mut RunState, &Env<'_>, &mut Vec<RunEvent>) -> Effect,
+    ) -> Step {
         let provider = Arc::clone(&self.provider);
         let estimate = move |r: &LlmRequest| provider.estimate_prompt_tokens(r);
         let env = Env {
@@ -355,13 +526,27 @@ impl AgentHarness {
             estimate: &estimate,
             now: timestamp(Utc::now()),
         };
-        self.core.step(&mut self.state, input, &env)
+        let mut events = Vec::new();
+        let effect = f(&self.core, &mut self.state, &env, &mut events);
+        Step { events, effect }
+    }
+
+    fn step_and_commit_with(
+        &mut self,
+        f: impl FnOnce(&Core, &mut RunState, &Env<'_>, &mut Vec<RunEvent>) -> Effect,
+    ) -> Effect {
+        let Step { events, effect } = self.step_with(f);
+        self.commit_step(events, effect)
     }
 
     /// One step and its journaling. A failure to journal ends the phase as `error` (the
     /// `phase_ended` line is best effort: the journal is what failed).
     fn step_and_commit(&mut self, input: Input) -> Effect {
         let Step { events, effect } = self.step(input);
+        self.commit_step(events, effect)
+    }
+
+    fn commit_step(&mut self, events: Vec<RunEvent>, effect: Effect) -> Effect {
         match self.commit(events) {
             Ok(()) => effect,
             Err(_) if matches!(effect, Effect::Finish(_)) => effect,
@@ -378,10 +563,44 @@ impl AgentHarness {
     }
 
     async fn run_bounded_inner(&mut self, request: PhaseRequest) -> PhaseResult {
-        let mut effect = self.step_and_commit(Input::Start {
-            request,
-            conversation_id: new_conversation_id(),
-        });
+        let index = self.phases_requested;
+        self.phases_requested = self.phases_requested.saturating_add(1);
+        if let Some(takeover) = self.resume.take() {
+            let resumed = RunEvent::RunResumed {
+                pid: std::process::id(),
+                after_seq: takeover.after_seq,
+            };
+            if let Err(e) = self.emit(resumed) {
+                return match self.record_failed(e) {
+                    Effect::Finish(result) => result,
+                    _ => PhaseResult::empty(StopReason::Error),
+                };
+            }
+        }
+        if let Some(recorded) = self.state.phases.get(&index) {
+            // Replay: this phase ended before the run was resumed.
+            tracing::debug!(run_id = %self.run_id, phase = index, "phase replayed from the journal");
+            return recorded.clone();
+        }
+        let effect = if self
+            .state
+            .current
+            .as_ref()
+            .is_some_and(|p| p.phase == index)
+        {
+            let repair = self.repair.take().unwrap_or(RepairAction::RunAgain);
+            self.step_and_commit_with(|core, state, env, out| core.resume(state, repair, env, out))
+        } else {
+            self.step_and_commit(Input::Start {
+                request,
+                conversation_id: new_conversation_id(),
+            })
+        };
+        self.drive(effect).await
+    }
+
+    /// Carry effects out until the phase ends.
+    async fn drive(&mut self, mut effect: Effect) -> PhaseResult {
         loop {
             let input = match effect {
                 Effect::Finish(result) => {
@@ -570,6 +789,13 @@ impl AgentHarness {
             status: status.to_string(),
             run_outcome: run_outcome.to_string(),
             error: self.state.last_error.clone(),
+            schema_version: SCHEMA_VERSION,
+            final_text: self
+                .state
+                .phases
+                .last_key_value()
+                .map(|(_, r)| r.final_text.clone())
+                .unwrap_or_default(),
             started_at: timestamp(self.started_at),
             finished_at: timestamp(finished_at),
             duration_seconds: self.started.elapsed().as_secs_f64(),
@@ -627,6 +853,10 @@ impl AgentHarness {
         if let Some(e) = &error {
             tracing::error!(run_id = %self.run_id, "{e}");
         }
+        self.recorder().release_lock();
+        for handle in &self.handles {
+            handle.finished(&summary, error.clone());
+        }
         (summary, error)
     }
 }
@@ -655,7 +885,9 @@ impl Drop for AgentHarness {
     /// A run dropped before it finished (its agent failed or panicked) still gets a summary,
     /// if it recorded anything at all.
     fn drop(&mut self) {
-        if !self.finished && self.state.last_stop.is_some() {
+        // A resumed harness that never ran a phase changed nothing: the run stays
+        // interrupted, to be resumed again.
+        if !self.finished && self.state.last_stop.is_some() && self.resume.is_none() {
             self.state.last_error.get_or_insert_with(|| {
                 "the run ended without finishing (its agent stopped early or crashed)".to_string()
             });

@@ -37,8 +37,10 @@ mod error;
 pub mod event;
 mod factory;
 mod harness;
+pub mod lock;
 mod memory;
 mod records;
+pub mod resume;
 pub mod state;
 
 pub use budget::{
@@ -49,12 +51,14 @@ pub use config::{ContextStrategy, HarnessConfig, JournalFsync};
 pub use contexts::ContextState;
 pub use core::BLOCK_TOOL;
 pub use error::HarnessError;
-pub use event::{EventEnvelope, RunEvent, SCHEMA_VERSION};
+pub use event::{EventEnvelope, RepairAction, RunEvent, RunLaunch, SCHEMA_VERSION};
 pub use factory::HarnessFactory;
-pub use harness::{AgentHarness, EventSink, RecordHandle, RunReport, ToolCallGuard};
+pub use harness::{AgentHarness, EventSink, RecordHandle, RunHandle, RunReport, ToolCallGuard};
+pub use lock::{LockState, RunLock, lock_state};
 pub use memory::{MemoryProvider, NoMemory};
 pub use records::{
     ApprovalsDenials, ContextTracking, Journal, LabelTracking, MemoryCounts, RunSummary,
     TokenUsage, ToolApprovalCounts, extract_constraints, read_journal,
 };
+pub use resume::{ResumePoint, StartedRun};
 pub use state::{RunState, RunUsage};

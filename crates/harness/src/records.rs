@@ -9,6 +9,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{EventEnvelope, RunEvent, SCHEMA_VERSION};
+use crate::lock::RunLock;
 use crate::{HarnessError, JournalFsync};
 
 /// Counts of approvals and denials for one tool.
@@ -110,6 +111,10 @@ pub struct ContextTracking {
 /// `run_summary.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
+    /// The transcript format of the run ([`SCHEMA_VERSION`]; 0 in summaries written before
+    /// it was recorded).
+    #[serde(default)]
+    pub schema_version: u32,
     /// This run's id (also its log folder's name).
     pub run_id: String,
     /// The agent.
@@ -123,6 +128,9 @@ pub struct RunSummary {
     /// Why the run failed, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The run's final text: the last phase's (the CLI prints the agent's answer here).
+    #[serde(default)]
+    pub final_text: String,
     /// Start (RFC 3339, UTC).
     pub started_at: String,
     /// End (RFC 3339, UTC).
@@ -170,6 +178,9 @@ pub(crate) struct Recorder {
     /// Tools whose calls can have side effects: their `tool_call_started` is made durable
     /// before they run (under the `batched` policy).
     side_effects: HashSet<String>,
+    /// This process's hold on the run folder (taken when the folder is created, or by the
+    /// [`crate::ResumePoint`] of a resumed run).
+    lock: Option<RunLock>,
 }
 
 impl Recorder {
@@ -182,6 +193,31 @@ impl Recorder {
             run_id,
             fsync: JournalFsync::default(),
             side_effects: HashSet::new(),
+            lock: None,
+        }
+    }
+
+    /// Continue an existing journal whose last line is `seq`, holding `lock`.
+    pub fn continuing(mut self, seq: u64, lock: RunLock) -> Self {
+        self.seq = seq;
+        self.lock = Some(lock);
+        self
+    }
+
+    /// The tools whose calls count as side effects.
+    pub fn side_effects(&self) -> &HashSet<String> {
+        &self.side_effects
+    }
+
+    /// The `seq` the next line gets.
+    pub fn next_seq(&self) -> u64 {
+        self.seq + 1
+    }
+
+    /// Give the run folder up (the run has finished).
+    pub fn release_lock(&mut self) {
+        if let Some(lock) = self.lock.take() {
+            lock.release();
         }
     }
 
@@ -224,6 +260,10 @@ impl Recorder {
                 path: self.run_dir.display().to_string(),
                 reason: e.to_string(),
             })?;
+            if self.lock.is_none() {
+                // A new run: nobody else may drive it (a resumed run brings its lock).
+                self.lock = Some(RunLock::acquire(&self.run_dir)?);
+            }
             let path = self.transcript_path();
             let file = OpenOptions::new()
                 .create(true)
@@ -373,6 +413,34 @@ pub fn read_journal(path: &Path) -> Result<Journal, HarnessError> {
         tracing::warn!("{w}");
     }
     Ok(Journal { events, warning })
+}
+
+/// Cut a torn last line off the journal at `path` (one that does not end with a newline, or
+/// the last one when it does not parse), so that appending continues on a line boundary.
+///
+/// # Errors
+/// When the file cannot be read or truncated.
+pub(crate) fn truncate_torn_tail(path: &Path) -> Result<(), HarnessError> {
+    let io = |e: std::io::Error| HarnessError::ReadJournal {
+        path: path.display().to_string(),
+        reason: format!("cannot cut off its torn last line: {e}"),
+    };
+    let bytes = std::fs::read(path).map_err(io)?;
+    let body = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
+    let keep = if bytes.ends_with(b"\n")
+        && serde_json::from_slice::<EventEnvelope>(
+            &body[body.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1)..],
+        )
+        .is_ok()
+    {
+        bytes.len()
+    } else {
+        body.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1)
+    };
+    let file = OpenOptions::new().write(true).open(path).map_err(io)?;
+    file.set_len(keep as u64)
+        .and_then(|()| file.sync_data())
+        .map_err(io)
 }
 
 /// Up to 8 clauses of `task` that state a rule: those starting with avoid, must, should,
@@ -534,6 +602,8 @@ mod tests {
             status: "failed".into(),
             run_outcome: "error".into(),
             error: Some(format!("LLM call failed: {key}")),
+            schema_version: SCHEMA_VERSION,
+            final_text: String::new(),
             started_at: String::new(),
             finished_at: String::new(),
             duration_seconds: 0.0,

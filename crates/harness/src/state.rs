@@ -15,6 +15,10 @@ use crate::records::{ApprovalEvent, ApprovalsDenials, MemoryCounts};
 
 /// What the model sees for a call of a blocked phase.
 pub(crate) const NOT_EXECUTED_BLOCKED: &str = "Not executed: the phase is blocked.";
+/// What the model sees for a call that started, was not finished by a process that died, and
+/// is not run again (its tool is not `read_only`).
+pub const INTERRUPTED_CALL: &str = "the call was interrupted and may or may not have taken \
+effect (the run was resumed after its process ended); check before repeating it";
 /// What the model sees for a call skipped by a stop.
 pub(crate) const NOT_EXECUTED_STOPPED: &str = "Not executed: a stop was requested.";
 
@@ -306,6 +310,16 @@ impl RunState {
                     pending: None,
                 });
             }
+            RunEvent::RunResumed { .. } => {
+                // The previous process's unanswered model call is forgotten: the next step
+                // requests it again, as the same iteration.
+                if let Some(pos) = self.current.as_mut()
+                    && pos.awaiting_model
+                {
+                    pos.awaiting_model = false;
+                    pos.iteration = pos.iteration.saturating_sub(1);
+                }
+            }
             RunEvent::StandingContext { text, .. } => self.last_standing.clone_from(text),
             RunEvent::LlmRequest { iteration, .. } => {
                 let strategy = self.strategy;
@@ -449,6 +463,7 @@ impl RunState {
             }
             RunEvent::RunFinished { status, .. } => self.finished = Some(status.clone()),
             RunEvent::LlmRetry { .. }
+            | RunEvent::ToolCallRepaired { .. }
             | RunEvent::LlmStream { .. }
             | RunEvent::BudgetExhausted { .. }
             | RunEvent::ToolEvent { .. }

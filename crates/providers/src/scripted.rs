@@ -98,6 +98,7 @@ pub struct ScriptedProvider {
     record: bool,
     requests: Mutex<Vec<LlmRequest>>,
     pricing: Option<Pricing>,
+    served_log: Option<std::path::PathBuf>,
 }
 
 impl ScriptedProvider {
@@ -155,7 +156,22 @@ impl ScriptedProvider {
             record: true,
             requests: Mutex::new(Vec::new()),
             pricing: None,
+            served_log: None,
         }
+    }
+
+    /// Continue the script after its first `served` responses (a resumed run whose journal
+    /// records that many model calls already made).
+    pub fn starting_at(self, served: usize) -> Self {
+        self.next.store(served, Ordering::SeqCst);
+        self
+    }
+
+    /// Append the number (from 1) of every response served, one per line, to `path` — so
+    /// that a test can check across processes that no response was served twice.
+    pub fn with_served_log(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.served_log = Some(path.into());
+        self
     }
 
     /// A fresh player of the same script (shares the parsed lines, not the position).
@@ -168,6 +184,7 @@ impl ScriptedProvider {
             record: self.record,
             requests: Mutex::new(Vec::new()),
             pricing: self.pricing,
+            served_log: self.served_log.clone(),
         }
     }
 
@@ -270,6 +287,15 @@ impl Provider for ScriptedProvider {
         });
         if let Some(cap) = request.options.max_output_tokens {
             usage.output_tokens = usage.output_tokens.min(cap);
+        }
+        if let Some(path) = &self.served_log {
+            use std::io::Write;
+            // Best effort, once the answer is ready: the log is a test's observation.
+            let _ = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .and_then(|mut f| f.write_all(format!("{}\n", n + 1).as_bytes()));
         }
         Ok(LlmResponse {
             text: scripted.text.clone(),

@@ -1,16 +1,16 @@
-//! [`HarnessLauncher`]: runs a built-in agent through the agent layer on the harness, wired
-//! like `lsm agent run` but with the manager's channel, stop token and log stream.
+//! [`HarnessLauncher`]: runs a built-in agent through [`crate::launch::launch_agent`] — the
+//! function `lsm agent run` uses — with the manager's channel, stop token and log stream.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use lsm_agents::{AgentContext, AgentLogSink};
+use lsm_agents::AgentLogSink;
 use lsm_harness::EventSink;
-use lsm_phase::{ExecutorFactory, RunOutcome, StopReason};
+use lsm_phase::{RunOutcome, StopReason};
 
 use super::{LaunchContext, RunEnd, RunLauncher, RunStatus};
-use crate::agents_cmd::RecordingFactory;
 use crate::config::Config;
+use crate::launch::{AgentLaunch, launch_agent};
 use crate::run_wiring;
 use crate::wiring;
 
@@ -57,34 +57,32 @@ impl RunLauncher for HarnessLauncher {
                 Ok(p) => p,
                 Err(e) => return Self::failed(format!("{e:#}")),
             };
-        let factory = parts
-            .factory
-            .with_event_sink(Arc::clone(&ctx.log) as Arc<dyn EventSink>);
         let records = ctx.clone_record_setter();
         let (run_id, agent_name) = (ctx.run_id.clone(), ctx.agent.clone());
-        let recording = Arc::new(
-            RecordingFactory::new(factory)
-                .with_interactions(Some(Arc::clone(&ctx.channel)))
-                .with_on_build(move |harness| {
-                    records(harness.run_id());
-                    tracing::info!(run = %run_id, records = %harness.run_id(), agent = %agent_name, "run started");
-                }),
-        );
-        let agent_ctx = AgentContext::new(
-            recording as Arc<dyn ExecutorFactory>,
-            self.config.agents.agents_folder.clone(),
-        )
-        .with_max_iterations(self.config.agents.max_iterations)
-        .with_ask_user(parts.ask_user_available)
-        .with_extra_tools(self.config.agents.extra_tools_of(spec.name))
-        .with_log_sink(Arc::new(LogStreamAgentLog(Arc::clone(&ctx.log))));
-        let Some(mut agent) = lsm_agents::create(spec.name, agent_ctx) else {
-            return Self::failed(format!(
-                "agent '{}' is listed but cannot be built",
-                spec.name
-            ));
+        let factory = parts
+            .factory
+            .with_event_sink(Arc::clone(&ctx.log) as Arc<dyn EventSink>)
+            .with_on_build(move |harness| {
+                records(harness.run_id());
+                tracing::info!(run = %run_id, records = %harness.run_id(), agent = %agent_name, "run started");
+            });
+        let launched = launch_agent(AgentLaunch {
+            spec,
+            objective: ctx.task.clone(),
+            factory,
+            agents_folder: self.config.agents.agents_folder.clone(),
+            max_iterations: self.config.agents.max_iterations,
+            max_rounds: None,
+            ask_user_available: parts.ask_user_available,
+            extra_tools: self.config.agents.extra_tools_of(spec.name),
+            log_sink: Some(Arc::new(LogStreamAgentLog(Arc::clone(&ctx.log)))),
+            interactions: Some(Arc::clone(&ctx.channel)),
+        })
+        .await;
+        let output = match launched {
+            Ok(l) => l.output,
+            Err(e) => return Self::failed(format!("{e:#}")),
         };
-        let output = agent.run(&ctx.task).await;
         let status = match output.outcome {
             RunOutcome::Completed => RunStatus::Completed,
             RunOutcome::Failed | RunOutcome::Stopped(StopReason::Error) => RunStatus::Failed,

@@ -53,6 +53,7 @@ fn core(max_tokens: u64) -> Core {
         provider: "p".into(),
         model: "m".into(),
         guards: vec![Arc::new(NoSecrets)],
+        launch: None,
     })
 }
 
