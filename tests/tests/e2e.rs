@@ -16,6 +16,9 @@ mod agents_cli;
 /// Every agent in process on the real harness, with the real knowledge-base and memory tools.
 #[path = "e2e/agents_harness.rs"]
 mod agents_harness;
+/// `lsm mcp list` and runs using an MCP server's tools.
+#[path = "e2e/mcp.rs"]
+mod mcp;
 
 /// A temp workspace holding a copy of `examples/file-task`.
 fn example_copy() -> tempfile::TempDir {

@@ -114,7 +114,7 @@ pub const TABLE_RULE: &str = "rule table";
 /// One broken rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
-    /// The rule's label (`rule 1` … `rule 4`, [`LAYOUT_RULE`], [`TABLE_RULE`]).
+    /// The rule's label (`rule 1` … `rule 5`, [`LAYOUT_RULE`], [`TABLE_RULE`]).
     pub rule: &'static str,
     /// The crate that breaks the rule.
     pub krate: String,

@@ -59,6 +59,29 @@ pub fn matches(pattern: &str, name: &str) -> bool {
     }
 }
 
+/// `allowlist` with every `mcp__<server>__*` entry replaced by the `registered` tool names it
+/// matches (none when the server gave no tools); other entries are kept as they are.
+pub fn expand<'a>(
+    allowlist: impl IntoIterator<Item = String>,
+    registered: impl IntoIterator<Item = &'a str> + Clone,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in allowlist {
+        if entry.starts_with(PREFIX) && entry.ends_with("__*") {
+            out.extend(
+                registered
+                    .clone()
+                    .into_iter()
+                    .filter(|name| matches(&entry, name))
+                    .map(str::to_string),
+            );
+        } else {
+            out.push(entry);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,6 +108,23 @@ mod tests {
         assert!(!matches("mcp__files__*", "read_file"));
         assert!(matches("read_file", "read_file"));
         assert!(!matches("read_*", "read_file"));
+        let registered = [
+            "mcp__files__read",
+            "mcp__files__write",
+            "mcp__git__log",
+            "bash",
+        ];
+        assert_eq!(
+            expand(
+                [
+                    "mcp__files__*".to_string(),
+                    "bash".to_string(),
+                    "mcp__web__*".to_string()
+                ],
+                registered
+            ),
+            ["mcp__files__read", "mcp__files__write", "bash"]
+        );
     }
 
     #[test]

@@ -57,6 +57,7 @@ impl RunLauncher for HarnessLauncher {
                 Ok(p) => p,
                 Err(e) => return Self::failed(format!("{e:#}")),
             };
+        let extra_tools = parts.expand_allowlist(self.config.agents.extra_tools_of(spec.name));
         let factory = parts
             .factory
             .with_event_sink(Arc::clone(&ctx.log) as Arc<dyn EventSink>);
@@ -76,7 +77,7 @@ impl RunLauncher for HarnessLauncher {
         )
         .with_max_iterations(self.config.agents.max_iterations)
         .with_ask_user(parts.ask_user_available)
-        .with_extra_tools(self.config.agents.extra_tools_of(spec.name))
+        .with_extra_tools(extra_tools)
         .with_log_sink(Arc::new(LogStreamAgentLog(Arc::clone(&ctx.log))));
         let Some(mut agent) = lsm_agents::create(spec.name, agent_ctx) else {
             return Self::failed(format!(
