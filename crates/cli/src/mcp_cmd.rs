@@ -14,6 +14,19 @@ pub enum McpCommand {
     /// Start every configured MCP server, and show its status (started, or why not) and its
     /// tools as agents see them (`mcp__<server>__<tool>`).
     List(ListArgs),
+    /// Serve the knowledge-base tools over MCP on stdin/stdout (for another MCP client's
+    /// configuration). Every call goes through the sandbox of this configuration; calls that
+    /// need a person's permission are denied (nobody is asked).
+    Serve(ServeArgs),
+}
+
+/// Arguments of `lsm mcp serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The LLM provider the synthesis tools use (default: [llm] provider), as for
+    /// `lsm agent run --provider`.
+    #[arg(long, value_name = "SPEC")]
+    pub provider: Option<String>,
 }
 
 /// Arguments of `lsm mcp list`.
@@ -28,7 +41,58 @@ pub struct ListArgs {
 pub fn run(config_path: Option<&Path>, command: McpCommand) -> u8 {
     match command {
         McpCommand::List(args) => exit::block_on_command(list(config_path, args)),
+        McpCommand::Serve(args) => exit::block_on_command(serve(config_path, args)),
     }
+}
+
+/// `lsm mcp serve`: the knowledge-base tools of the configured index, through the sandbox,
+/// with nobody to ask for permission. Their model calls (synthesis) use the normal tier
+/// under one budget of `[agents] max_tokens_budget` for the whole session.
+async fn serve(config_path: Option<&Path>, args: ServeArgs) -> Result<u8> {
+    let config = config::load(config_path, &config::lsm_env())?;
+    let cwd = std::env::current_dir()?;
+    let llm = config.llm.resolve(lsm_phase::LlmTier::Normal)?;
+    let provider = crate::wiring::build_provider(
+        &llm,
+        &crate::wiring::ProviderFlags {
+            provider: args.provider,
+            ..crate::wiring::ProviderFlags::default()
+        },
+        &cwd,
+        &config.source_name(),
+    )?
+    .provider;
+    let budget = lsm_harness::RunBudget::new(lsm_harness::BudgetLimits::from_config(
+        &config.agents.harness,
+    ));
+    let kb = crate::kb_cmd::agent_tools(&config, provider, &budget)?;
+    let kb_names: Vec<String> = lsm_tools_kb::tools::catalog(&config.kb.remote)
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    let registry = kb
+        .registry
+        .iter()
+        .filter(|t| kb_names.iter().any(|n| n == t.name()))
+        .fold(lsm_sandbox::ToolRegistry::new(), |r, t| {
+            r.with(std::sync::Arc::clone(t))
+        });
+    if registry.is_empty() {
+        return Err(config::ConfigError(format!(
+            "no knowledge base at {}: run `lsm ingest <folder>` first",
+            config.kb.index_dir.display()
+        ))
+        .into());
+    }
+    let sandbox = lsm_sandbox::Sandbox::new(config.sandbox.clone(), registry, None)
+        .map_err(|e| config::ConfigError(format!("the sandbox cannot be used: {e}")))?;
+    lsm_mcp::SandboxServer::new(
+        std::sync::Arc::new(sandbox),
+        "lsm: retrieval tools over the user's own documents (cite the sources they return).",
+    )
+    .serve_stdio()
+    .await?;
+    Ok(exit::OK)
 }
 
 async fn list(config_path: Option<&Path>, args: ListArgs) -> Result<u8> {

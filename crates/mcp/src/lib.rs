@@ -8,6 +8,9 @@
 //! every tool (schema validation, permission gate, rate limit, timeout, output cap,
 //! redaction), and offered to an agent only when its allowlist names it.
 //!
+//! **Server.** [`SandboxServer`] serves a [`lsm_sandbox::Sandbox`]'s tools over MCP (stdio):
+//! every call a client makes goes through that sandbox's checks.
+//!
 //! # What this crate must never do
 //!
 //! - Let a server that crashes or hangs hang a run: every request is bounded by the server's
@@ -24,10 +27,12 @@ mod clients;
 mod config;
 mod error;
 pub mod naming;
+mod server;
 mod tool;
 
 pub use client::{Connection, PASSED_ENV, child_env};
 pub use clients::{McpClients, ServerState, ServerStatus, ToolRow, servers_named};
 pub use config::{McpConfig, ServerConfig, ToolOverride, Transport};
 pub use error::McpError;
+pub use server::SandboxServer;
 pub use tool::{MAX_DESCRIPTION_CHARS, McpTool, parameters_for, result_text};

@@ -159,3 +159,61 @@ fn an_mcp_tool_outside_the_allowlist_is_not_offered_and_allow_tool_offers_it() {
     assert!(!second.contains("is not allowed"), "{second}");
     assert!(second.contains("\"tool_result\""), "{second}");
 }
+
+#[test]
+fn mcp_serve_answers_a_client_on_stdio_with_the_knowledge_base_tools() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir().unwrap();
+    super::copy_dir(&workspace_root().join("tests/fixtures/kb"), dir.path());
+    let out = run(lsm(dir.path()).args(["ingest", "notes"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let mut child = lsm(dir.path())
+        .args(["mcp", "serve", "--provider", "scripted:answer.jsonl"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for line in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-03-26", "capabilities": {},
+            "clientInfo": {"name": "e2e", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+               "params": {"name": "read_file", "arguments": {"path": "lsm.toml"}}}),
+    ] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    let mut answers = std::collections::BTreeMap::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if let Some(id) = v["id"].as_u64() {
+            answers.insert(id, v);
+        }
+        if answers.len() == 3 {
+            break;
+        }
+    }
+    drop(stdin);
+    assert_eq!(answers[&1]["result"]["serverInfo"]["name"], "lsm");
+    let names: Vec<&str> = answers[&2]["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    for kb in [
+        "query_context",
+        "execute_context",
+        "source_map",
+        "find_section",
+    ] {
+        assert!(names.contains(&kb), "{kb} missing from {names:?}");
+    }
+    // Only the knowledge-base tools are served, not the file tools.
+    assert!(!names.contains(&"read_file"), "{names:?}");
+    assert_eq!(answers[&3]["result"]["isError"], true, "{}", answers[&3]);
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}
