@@ -16,6 +16,9 @@ mod agents_cli;
 /// Every agent in process on the real harness, with the real knowledge-base and memory tools.
 #[path = "e2e/agents_harness.rs"]
 mod agents_harness;
+/// `lsm mcp list` and runs using an MCP server's tools.
+#[path = "e2e/mcp.rs"]
+mod mcp;
 /// Crash and resume, the run lock, SIGTERM, `--output-format stream-json`.
 #[path = "e2e/resume.rs"]
 mod resume;

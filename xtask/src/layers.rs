@@ -40,7 +40,7 @@ pub struct DependentRule {
     pub summary: &'static str,
 }
 
-/// Rules 1 and 2: what a crate may reach.
+/// Rules 1, 2 and 5: what a crate may reach.
 pub const REACH_RULES: &[ReachRule] = &[
     ReachRule {
         rule: "rule 1",
@@ -53,6 +53,14 @@ pub const REACH_RULES: &[ReachRule] = &[
         krate: "lsm-phase",
         allowed: &[],
         summary: "lsm-phase must depend on no lsm-* crate",
+    },
+    // Rule 5: the MCP client turns a server's tools into sandbox tools; it must not be able
+    // to reach a provider, the harness or an agent (an MCP tool is as untrusted as any tool).
+    ReachRule {
+        rule: "rule 5",
+        krate: "lsm-mcp",
+        allowed: &["lsm-sandbox"],
+        summary: "lsm-mcp must depend on lsm-sandbox only",
     },
 ];
 
@@ -77,6 +85,14 @@ pub const DEPENDENT_RULES: &[DependentRule] = &[
         transitive: true,
         summary: "only lsm-cli may depend on lsm-harness",
     },
+    // Rule 5: MCP servers are wired into runs by the composition root only.
+    DependentRule {
+        rule: "rule 5",
+        krate: "lsm-mcp",
+        allowed: &["lsm-cli"],
+        transitive: true,
+        summary: "only lsm-cli may depend on lsm-mcp",
+    },
 ];
 
 /// Test and tooling crates: outside rules 3 and 4 ("only lsm-cli, and tests, wires concrete
@@ -98,7 +114,7 @@ pub const TABLE_RULE: &str = "rule table";
 /// One broken rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
-    /// The rule's label (`rule 1` … `rule 4`, [`LAYOUT_RULE`], [`TABLE_RULE`]).
+    /// The rule's label (`rule 1` … `rule 5`, [`LAYOUT_RULE`], [`TABLE_RULE`]).
     pub rule: &'static str,
     /// The crate that breaks the rule.
     pub krate: String,
@@ -247,6 +263,7 @@ mod tests {
             ("lsm-tools-kb", "crates/tools-kb", true, false),
             ("lsm-memory", "crates/memory", true, false),
             ("lsm-agents", "crates/agents", true, false),
+            ("lsm-mcp", "crates/mcp", true, true),
             ("lsm-cli", "crates/cli", false, true),
             ("lsm-e2e", "tests", true, false),
             ("xtask", "xtask", false, true),
@@ -269,7 +286,10 @@ mod tests {
             ("lsm-memory", "lsm-sandbox"),
             ("lsm-memory", "rusqlite"),
             ("lsm-agents", "lsm-phase"),
+            ("lsm-mcp", "lsm-sandbox"),
+            ("lsm-mcp", "rmcp"),
             ("lsm-cli", "lsm-phase"),
+            ("lsm-cli", "lsm-mcp"),
             ("lsm-cli", "lsm-providers"),
             ("lsm-cli", "lsm-sandbox"),
             ("lsm-cli", "lsm-harness"),
@@ -374,6 +394,55 @@ mod tests {
         assert_eq!(hit.krate, "lsm-agents");
         assert_eq!(hit.path, ["lsm-agents", "lsm-providers"]);
         assert_eq!(v.len(), 2, "{v:#?}");
+    }
+
+    #[test]
+    fn agents_depending_on_mcp_breaks_rules_1_and_5() {
+        let mut g = good_graph();
+        g.add_dep("lsm-agents", "lsm-mcp");
+        let v = check(&g);
+        assert_eq!(
+            find(&v, "rule 1", "lsm-mcp").path,
+            ["lsm-agents", "lsm-mcp"]
+        );
+        // And through it, the sandbox.
+        find(&v, "rule 1", "lsm-sandbox");
+        let hit = find(&v, "rule 5", "lsm-mcp");
+        assert_eq!(hit.krate, "lsm-agents");
+        assert_eq!(
+            hit.to_string(),
+            "rule 5: only lsm-cli may depend on lsm-mcp, but lsm-agents reaches lsm-mcp via \
+             lsm-agents -> lsm-mcp"
+        );
+    }
+
+    #[test]
+    fn mcp_reaching_providers_or_the_harness_breaks_rule_5() {
+        for (other, extra_rule) in [("lsm-providers", "rule 3"), ("lsm-harness", "rule 4")] {
+            let mut g = good_graph();
+            g.add_dep("lsm-mcp", other);
+            let v = check(&g);
+            let hit = find(&v, "rule 5", other);
+            assert_eq!(hit.krate, "lsm-mcp");
+            assert_eq!(hit.path, ["lsm-mcp", other]);
+            assert!(
+                hit.to_string()
+                    .starts_with("rule 5: lsm-mcp must depend on lsm-sandbox only, but reaches"),
+                "{hit}"
+            );
+            assert_eq!(find(&v, extra_rule, other).krate, "lsm-mcp");
+        }
+        let mut g = good_graph();
+        g.add_dep("lsm-mcp", "lsm-agents");
+        assert_eq!(find(&check(&g), "rule 5", "lsm-agents").krate, "lsm-mcp");
+    }
+
+    #[test]
+    fn a_library_wiring_mcp_breaks_rule_5() {
+        let mut g = good_graph();
+        g.add_dep("lsm-tools-kb", "lsm-mcp");
+        let v = check(&g);
+        assert_eq!(find(&v, "rule 5", "lsm-mcp").krate, "lsm-tools-kb");
     }
 
     #[test]

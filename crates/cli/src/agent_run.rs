@@ -155,7 +155,10 @@ async fn run_async(config_path: Option<&Path>, mut args: RunArgs) -> Result<u8> 
     }
     let known = crate::tools_cmd::known_tool_names(&config);
     for tool in &args.allow_tools {
-        if !known.contains(tool) {
+        // An MCP tool exists once its server has listed it; its server must be configured.
+        let mcp_server_configured = lsm_mcp::naming::server_of(tool)
+            .is_some_and(|server| config.mcp.servers.contains_key(server));
+        if !known.contains(tool) && !mcp_server_configured {
             return Err(usage(format!(
                 "--allow-tool {tool}: there is no tool of that name; `lsm tools list` shows them"
             )));
@@ -163,6 +166,11 @@ async fn run_async(config_path: Option<&Path>, mut args: RunArgs) -> Result<u8> 
     }
     let mut extra_tools = config.agents.extra_tools_of(spec.name);
     extra_tools.extend(args.allow_tools.iter().cloned());
+    // The run's wiring starts the MCP servers the allowlists name, `--allow-tool` included.
+    config
+        .agents
+        .extra_tools
+        .insert(spec.name.to_string(), extra_tools.clone());
     if config.sandbox.allowed_read_paths.is_empty() && config.sandbox.allowed_write_paths.is_empty()
     {
         // No policy configured: confine tools to the working directory.
@@ -226,6 +234,7 @@ async fn run_async(config_path: Option<&Path>, mut args: RunArgs) -> Result<u8> 
         (false, Some(OutputFormat::StreamJson)) => Output::StreamJson,
         (false, _) => Output::Human,
     };
+    let extra_tools = parts.expand_allowlist(extra_tools);
     let mut factory = parts.factory.with_launch(launch);
     if let Some(sink) = run_sinks::for_output(output) {
         factory = factory.with_event_sink(sink);

@@ -238,6 +238,8 @@ pub struct Config {
     pub llm: LlmConfig,
     /// `[kb]`: the knowledge base.
     pub kb: KbConfig,
+    /// `[mcp]`: MCP servers whose tools runs may use.
+    pub mcp: lsm_mcp::McpConfig,
     /// `[agents.memory]`: persistent memory. Split off the `[agents]` table by [`load`]
     /// (the harness's settings refuse keys they do not know).
     #[serde(skip)]
@@ -353,6 +355,10 @@ pub fn load(explicit: Option<&Path>, env: &[(String, String)]) -> Result<Config>
         })
         .unwrap_or(cwd);
     config.memory = memory;
+    config
+        .mcp
+        .validate()
+        .map_err(|e| config_error(format!("{name}: {e}")))?;
     resolve_paths(&mut config, &base);
     config.source = path;
     // The keys it names are secrets from now on, wherever they would be printed or recorded.
@@ -488,6 +494,16 @@ fn resolve_paths(config: &mut Config, base: &Path) {
         fix(dir);
     }
     config.memory.resolve_paths(base);
+    // A server program given by a relative path (`./tools/server`) is the file's neighbour;
+    // a bare name is looked up on PATH.
+    for server in config.mcp.servers.values_mut() {
+        if let Some(command) = server.command.as_mut()
+            && command.contains('/')
+            && Path::new(command.as_str()).is_relative()
+        {
+            *command = base.join(&*command).display().to_string();
+        }
+    }
     let fix_spec = |spec: &mut Option<String>| {
         if let Some(spec) = spec.as_mut()
             && let Some(file) = spec.strip_prefix("scripted:")

@@ -20,6 +20,8 @@ mod interaction_wiring;
 mod kb_cmd;
 mod launch;
 mod llm_cmd;
+mod mcp_cmd;
+mod mcp_wiring;
 mod memory_cmd;
 mod memory_wiring;
 mod progress;
@@ -80,6 +82,9 @@ enum Command {
     /// Inspect and maintain the knowledge base.
     #[command(subcommand)]
     Kb(KbCommand),
+    /// Model Context Protocol: list the configured MCP servers and their tools.
+    #[command(subcommand)]
+    Mcp(mcp_cmd::McpCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -165,6 +170,7 @@ fn main() -> ExitCode {
         Command::Query(args) => kb_cmd::query(cli.config.as_deref(), args),
         Command::Kb(KbCommand::Stats(args)) => kb_cmd::stats(cli.config.as_deref(), args),
         Command::Kb(KbCommand::Rm(args)) => kb_cmd::rm(cli.config.as_deref(), args),
+        Command::Mcp(command) => mcp_cmd::run(cli.config.as_deref(), command),
     };
     ExitCode::from(code)
 }

@@ -22,6 +22,16 @@ pub struct RunParts {
     pub factory: HarnessFactory,
     /// Whether `ask_user` is registered (so it joins every allowlist).
     pub ask_user_available: bool,
+    /// The MCP tools registered (`mcp__<server>__<tool>`), to expand `mcp__<server>__*`
+    /// allowlist entries.
+    pub mcp_tool_names: Vec<String>,
+}
+
+impl RunParts {
+    /// `allowlist` with its `mcp__<server>__*` entries replaced by the server's tools.
+    pub fn expand_allowlist(&self, allowlist: Vec<String>) -> Vec<String> {
+        lsm_mcp::naming::expand(allowlist, self.mcp_tool_names.iter().map(String::as_str))
+    }
 }
 
 /// Wire one run of `config` on `provider`, asking `channel` whenever a person must decide.
@@ -49,6 +59,11 @@ pub fn build_run(
     if let Some(store) = &memory {
         registry = memory_wiring::with_memory_tools(registry, store);
     }
+    let mcp_tools = crate::mcp_wiring::tools_for_run(config);
+    let mcp_tool_names = mcp_tools.iter().map(|t| t.name().to_string()).collect();
+    for tool in mcp_tools {
+        registry.register(tool);
+    }
     // Every run's sandbox refuses writes to lsm's own configuration and run records.
     let sandbox =
         interaction_wiring::sandbox_with_channel(&config.run_sandbox(), registry, channel)?;
@@ -70,5 +85,6 @@ pub fn build_run(
     Ok(RunParts {
         factory,
         ask_user_available,
+        mcp_tool_names,
     })
 }

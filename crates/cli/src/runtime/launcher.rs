@@ -57,6 +57,7 @@ impl RunLauncher for HarnessLauncher {
                 Ok(p) => p,
                 Err(e) => return Self::failed(format!("{e:#}")),
             };
+        let extra_tools = parts.expand_allowlist(self.config.agents.extra_tools_of(spec.name));
         let records = ctx.clone_record_setter();
         let (run_id, agent_name) = (ctx.run_id.clone(), ctx.agent.clone());
         let factory = parts
@@ -74,7 +75,7 @@ impl RunLauncher for HarnessLauncher {
             max_iterations: self.config.agents.max_iterations,
             max_rounds: None,
             ask_user_available: parts.ask_user_available,
-            extra_tools: self.config.agents.extra_tools_of(spec.name),
+            extra_tools,
             log_sink: Some(Arc::new(LogStreamAgentLog(Arc::clone(&ctx.log)))),
             interactions: Some(Arc::clone(&ctx.channel)),
         })
