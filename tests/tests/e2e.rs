@@ -16,6 +16,9 @@ mod agents_cli;
 /// Every agent in process on the real harness, with the real knowledge-base and memory tools.
 #[path = "e2e/agents_harness.rs"]
 mod agents_harness;
+/// Stall detection and hooks through `lsm agent run`.
+#[path = "e2e/control.rs"]
+mod control;
 /// `lsm mcp list` and runs using an MCP server's tools.
 #[path = "e2e/mcp.rs"]
 mod mcp;

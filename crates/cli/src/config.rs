@@ -240,6 +240,8 @@ pub struct Config {
     pub kb: KbConfig,
     /// `[mcp]`: MCP servers whose tools runs may use.
     pub mcp: lsm_mcp::McpConfig,
+    /// `[stall]`: stall detection (a phase repeating the same iteration).
+    pub stall: lsm_harness::StallConfig,
     /// `[agents.memory]`: persistent memory. Split off the `[agents]` table by [`load`]
     /// (the harness's settings refuse keys they do not know).
     #[serde(skip)]
@@ -367,7 +369,7 @@ pub fn load(explicit: Option<&Path>, env: &[(String, String)]) -> Result<Config>
 }
 
 /// The sections an `LSM_<SECTION>_<KEY>` variable can address.
-const SECTIONS: &[&str] = &["agents", "sandbox", "llm", "kb"];
+const SECTIONS: &[&str] = &["agents", "sandbox", "llm", "kb", "stall"];
 
 /// Tables nested in a section, addressed as `LSM_<SECTION>_<TABLE>_<KEY>`
 /// (`LSM_AGENTS_MEMORY_ENABLED` sets `[agents.memory] enabled`,

@@ -16,6 +16,8 @@ pub const STOP_REQUESTED: u8 = 4;
 pub const BLOCKED: u8 = 5;
 /// The iteration limit was reached.
 pub const MAX_ITERATIONS: u8 = 6;
+/// The model repeated itself without progress (stall detection, `[stall]`).
+pub const STALLED: u8 = 7;
 
 /// Run `command` on a fresh multi-threaded runtime and turn its result into an exit code:
 /// its own code, [`USAGE`] for a configuration error, [`ERROR`] for anything else (printed).
@@ -55,6 +57,7 @@ pub fn for_stop_reason(reason: StopReason) -> u8 {
         StopReason::StopRequested => STOP_REQUESTED,
         StopReason::Blocked => BLOCKED,
         StopReason::MaxIterations => MAX_ITERATIONS,
+        StopReason::Stalled => STALLED,
     }
 }
 
@@ -68,7 +71,7 @@ mod tests {
             .iter()
             .map(|r| for_stop_reason(*r))
             .collect();
-        assert_eq!(codes, [0, 6, 3, 4, 5, 1]);
+        assert_eq!(codes, [0, 6, 3, 4, 5, 1, 7]);
         assert!(!codes.contains(&USAGE));
     }
 }

@@ -71,6 +71,7 @@ pub fn build_run(
     let mut factory =
         HarnessFactory::new(config.agents.harness.clone(), provider, Arc::new(sandbox))
             .with_stop_token(stop)
+            .with_stall(config.stall)
             .with_budget(budget);
     if let Some(guard) = kb.guard {
         factory = factory.with_call_guard(guard);

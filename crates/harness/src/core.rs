@@ -23,7 +23,9 @@ use crate::event::{
     Decision, PhaseMode, RepairAction, RunEvent, RunLaunch, ToolSideEffect, summarize,
     without_reserved,
 };
+use crate::stall::{CallIdentity, STALL_NUDGE, StallConfig};
 use crate::state::{INTERRUPTED_CALL, RunState, RunUsage};
+use crate::stop::{self, Ending, HardStop, HookVerdict, Signal, StopFacts, Verdict};
 use crate::{ContextStrategy, ToolCallGuard};
 
 /// The reserved control tool: the model calls `block{reason}` to say it cannot proceed.
@@ -57,6 +59,10 @@ pub struct CoreConfig {
     pub guards: Vec<Arc<dyn ToolCallGuard>>,
     /// How the owner started the run (recorded in `run_started`).
     pub launch: Option<RunLaunch>,
+    /// Stall detection.
+    pub stall: StallConfig,
+    /// Which arguments identify a call of which tool (recorded in `run_started`).
+    pub call_identity: CallIdentity,
 }
 
 impl std::fmt::Debug for CoreConfig {
@@ -348,6 +354,7 @@ impl Core {
                     max_cost_usd: c.limits.max_cost_usd,
                     context_window_strategy: c.strategy,
                     launch: c.launch.clone(),
+                    call_identity: c.call_identity.clone(),
                 },
             );
         }
@@ -402,7 +409,7 @@ impl Core {
         };
         let Some(pending) = pos.pending.clone() else {
             return self
-                .decided_before_the_crash(st, out)
+                .decided_before_the_crash(st, env, out)
                 .unwrap_or_else(|| self.advance(st, env, out));
         };
         let label = (pos.mode == PhaseMode::Llm).then(|| label_name(pos.label()).to_string());
@@ -448,28 +455,113 @@ impl Core {
     fn decided_before_the_crash(
         &self,
         st: &mut RunState,
+        env: &Env<'_>,
         out: &mut Vec<RunEvent>,
     ) -> Option<Effect> {
         let pos = st.current.as_ref()?;
         if pos.mode != PhaseMode::Llm || pos.iteration == 0 {
             return None;
         }
-        let label = label_name(pos.label()).to_string();
         if let Some(block) = pos.batch.iter().find(|c| c.name == BLOCK_TOOL) {
-            let reason = block
-                .arguments
-                .get("reason")
-                .and_then(Value::as_str)
-                .unwrap_or("the model gave no reason")
-                .to_string();
-            emit(st, out, RunEvent::Blocked { label, reason });
-            return Some(finish(st, StopReason::Blocked, out));
+            let reason = block_reason(block);
+            return Some(self.iteration_end(st, Signal::Blocked(reason), env, out));
         }
         let last = st.context(pos.label())?.history.last()?;
         (pos.batch.is_empty()
             && last.role == lsm_providers::Role::Assistant
             && last.tool_calls.is_empty())
-        .then(|| finish(st, StopReason::Done, out))
+        .then(|| self.iteration_end(st, Signal::Done, env, out))
+    }
+
+    /// The end of an iteration (or the start of a phase): the layered stop decision
+    /// ([`crate::stop`]) on what it signalled, and what follows from it.
+    fn iteration_end(
+        &self,
+        st: &mut RunState,
+        signal: Signal,
+        env: &Env<'_>,
+        out: &mut Vec<RunEvent>,
+    ) -> Effect {
+        let Some(pos) = st.current.as_ref() else {
+            return Effect::Finish(PhaseResult::empty(StopReason::Error));
+        };
+        let label = label_name(pos.label()).to_string();
+        let facts = StopFacts {
+            signal,
+            iteration: pos.iteration,
+            max_iterations: pos.request.max_iterations,
+            budget_exhausted: exhausted(&self.config.limits, &env.budget).map(|e| e.reason),
+            stop_requested: env.stop,
+            stall_config: self.config.stall,
+            stall: &pos.stall,
+            agent_stop: HookVerdict::Allow,
+            agent_stop_blocks: 0,
+            agent_stop_max_blocks: 0,
+        };
+        let repeats = pos.stall.repeats;
+        let iteration = pos.iteration;
+        match stop::decide(&facts) {
+            Verdict::Continue => {}
+            Verdict::Nudge => emit(
+                st,
+                out,
+                RunEvent::StallNudge {
+                    label,
+                    iteration,
+                    repeats,
+                    message: STALL_NUDGE.to_string(),
+                },
+            ),
+            // No agent_stop hook is configured in this core.
+            Verdict::AskAgentStopHooks | Verdict::Object(_) => {}
+            Verdict::Stop(ending) => return self.end_with(st, ending, label, repeats, env, out),
+        }
+        let topic = st
+            .current
+            .as_ref()
+            .and_then(|p| st.context(p.label()))
+            .map(|c| c.last_user_message().to_string())
+            .unwrap_or_default();
+        Effect::FetchStanding { topic }
+    }
+
+    /// Record why the phase ends and end it.
+    fn end_with(
+        &self,
+        st: &mut RunState,
+        ending: Ending,
+        label: String,
+        repeats: u32,
+        env: &Env<'_>,
+        out: &mut Vec<RunEvent>,
+    ) -> Effect {
+        match ending {
+            Ending::Done | Ending::DoneForced(_) => finish(st, StopReason::Done, out),
+            Ending::Blocked(reason) => {
+                emit(st, out, RunEvent::Blocked { label, reason });
+                finish(st, StopReason::Blocked, out)
+            }
+            Ending::Hard(HardStop::MaxIterations) => finish(st, StopReason::MaxIterations, out),
+            Ending::Hard(HardStop::Budget(reason)) => {
+                emit(st, out, self.exhausted_event(label, reason, None, env));
+                finish(st, StopReason::BudgetExhausted, out)
+            }
+            Ending::Hard(HardStop::StopRequested) => {
+                emit(
+                    st,
+                    out,
+                    RunEvent::StopRequested {
+                        label: Some(label),
+                        at: None,
+                    },
+                );
+                finish(st, StopReason::StopRequested, out)
+            }
+            Ending::Stalled => {
+                emit(st, out, RunEvent::Stalled { label, repeats });
+                finish(st, StopReason::Stalled, out)
+            }
+        }
     }
 
     /// What comes after the last recorded event when nothing is in flight: the next call of
@@ -539,30 +631,7 @@ impl Core {
             if !llm {
                 return finish(st, StopReason::Done, out);
             }
-            let label = label.unwrap_or_default();
-            if pos.iteration >= pos.request.max_iterations {
-                return finish(st, StopReason::MaxIterations, out);
-            }
-            if let Some(e) = exhausted(&self.config.limits, &env.budget) {
-                emit(st, out, self.exhausted_event(label, e.reason, None, env));
-                return finish(st, StopReason::BudgetExhausted, out);
-            }
-            if env.stop {
-                emit(
-                    st,
-                    out,
-                    RunEvent::StopRequested {
-                        label: Some(label),
-                        at: None,
-                    },
-                );
-                return finish(st, StopReason::StopRequested, out);
-            }
-            let topic = st
-                .context(pos.label())
-                .map(|c| c.last_user_message().to_string())
-                .unwrap_or_default();
-            return Effect::FetchStanding { topic };
+            return self.iteration_end(st, Signal::Continue, env, out);
         }
     }
 
@@ -736,14 +805,7 @@ impl Core {
             .tool_calls
             .iter()
             .find(|c| c.name == BLOCK_TOOL)
-            .map(|block| {
-                block
-                    .arguments
-                    .get("reason")
-                    .and_then(Value::as_str)
-                    .unwrap_or("the model gave no reason")
-                    .to_string()
-            });
+            .map(block_reason);
         let no_calls = response.tool_calls.is_empty();
         emit(
             st,
@@ -761,11 +823,10 @@ impl Core {
             },
         );
         if let Some(reason) = block_reason {
-            emit(st, out, RunEvent::Blocked { label, reason });
-            return finish(st, StopReason::Blocked, out);
+            return self.iteration_end(st, Signal::Blocked(reason), env, out);
         }
         if no_calls {
-            return finish(st, StopReason::Done, out);
+            return self.iteration_end(st, Signal::Done, env, out);
         }
         self.advance(st, env, out)
     }
@@ -894,6 +955,16 @@ fn side_effect(label: Option<String>, tool: &str, event: &ToolEvent) -> RunEvent
             fields,
         },
     }
+}
+
+/// The reason a `block` call gives.
+fn block_reason(block: &lsm_providers::ToolCall) -> String {
+    block
+        .arguments
+        .get("reason")
+        .and_then(Value::as_str)
+        .unwrap_or("the model gave no reason")
+        .to_string()
 }
 
 fn current_label(st: &RunState) -> String {

@@ -123,6 +123,10 @@ pub enum RunEvent {
         /// How the run's owner started it, so that it can rebuild the run to resume it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         launch: Option<RunLaunch>,
+        /// The tools whose calls are identified by some of their arguments only (stall
+        /// detection's fingerprint); a tool absent here is identified by all of them.
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        call_identity: crate::stall::CallIdentity,
     },
     /// A process took the run over after its previous process died; written before anything
     /// else that process records. A model call requested and not answered is forgotten (it
@@ -368,6 +372,25 @@ pub enum RunEvent {
         /// The model's reason.
         reason: String,
     },
+    /// The phase's last `repeats` iterations were identical (same calls with the same
+    /// results, or the same answer): the model is told so, once per phase, and continues.
+    StallNudge {
+        /// Label.
+        label: String,
+        /// The iteration after which it was told.
+        iteration: u32,
+        /// How many identical consecutive iterations.
+        repeats: u32,
+        /// What the model is told (a user message).
+        message: String,
+    },
+    /// The model went on repeating itself after the nudge; the phase ends as `stalled`.
+    Stalled {
+        /// Label.
+        label: String,
+        /// How many identical consecutive iterations.
+        repeats: u32,
+    },
     /// A stop was seen; the phase ends as `stop_requested`.
     StopRequested {
         /// Label (`None` in tool-only mode).
@@ -469,6 +492,8 @@ impl RunEvent {
             RunEvent::InteractionTimeout(_) => "interaction_timeout",
             RunEvent::InteractionResponse(_) => "interaction_response",
             RunEvent::Blocked { .. } => "blocked",
+            RunEvent::StallNudge { .. } => "stall_nudge",
+            RunEvent::Stalled { .. } => "stalled",
             RunEvent::StopRequested { .. } => "stop_requested",
             RunEvent::Artifact { .. } => "artifact",
             RunEvent::PhaseEnded { .. } => "phase_ended",

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     AgentHarness, EventSink, HarnessConfig, MemoryProvider, NoMemory, ResumePoint, RunBudget,
-    RunHandle, RunLaunch, ToolCallGuard,
+    RunHandle, RunLaunch, StallConfig, ToolCallGuard,
 };
 
 /// Called with every harness a factory builds, before its first phase.
@@ -26,6 +26,7 @@ pub struct HarnessFactory {
     stop: CancellationToken,
     events: Option<Arc<dyn EventSink>>,
     guards: Vec<Arc<dyn ToolCallGuard>>,
+    stall: StallConfig,
     budget: Option<RunBudget>,
     handle: Option<RunHandle>,
     launch: Option<RunLaunch>,
@@ -53,6 +54,7 @@ impl HarnessFactory {
             stop: CancellationToken::new(),
             events: None,
             guards: Vec::new(),
+            stall: StallConfig::default(),
             budget: None,
             handle: None,
             launch: None,
@@ -105,6 +107,12 @@ impl HarnessFactory {
         self
     }
 
+    /// Stall detection's settings for every harness (see [`AgentHarness::with_stall`]).
+    pub fn with_stall(mut self, stall: StallConfig) -> Self {
+        self.stall = stall;
+        self
+    }
+
     /// Every harness checks tool calls with `guard` before the sandbox runs them.
     pub fn with_call_guard(mut self, guard: Arc<dyn ToolCallGuard>) -> Self {
         self.guards.push(guard);
@@ -146,6 +154,7 @@ impl HarnessFactory {
             ),
         };
         let mut h = h
+            .with_stall(self.stall)
             .with_memory(Arc::clone(&self.memory))
             .with_stop_token(self.stop.clone());
         if let Some(sink) = &self.events {

@@ -20,6 +20,7 @@ use crate::records::{
     timestamp,
 };
 use crate::resume::{ResumePoint, repair_for};
+use crate::stall::StallConfig;
 use crate::state::{RunState, RunUsage};
 use crate::{HarnessConfig, HarnessError, MemoryProvider, NoMemory};
 
@@ -292,6 +293,18 @@ impl AgentHarness {
                 parameters: t.parameters(),
             })
             .collect();
+        let call_identity = sandbox
+            .registry()
+            .iter()
+            .filter_map(|t| {
+                t.identity_args().map(|args| {
+                    (
+                        t.name().to_string(),
+                        args.iter().map(|a| (*a).to_string()).collect(),
+                    )
+                })
+            })
+            .collect();
         let core = Core::new(CoreConfig {
             agent: identity.name.clone(),
             topic: identity.topic.clone(),
@@ -306,6 +319,8 @@ impl AgentHarness {
             model: provider.model().to_string(),
             guards: Vec::new(),
             launch: None,
+            stall: StallConfig::default(),
+            call_identity,
         });
         AgentHarness {
             identity,
@@ -399,6 +414,12 @@ impl AgentHarness {
     /// Send every recorded event to `sink` as well.
     pub fn with_event_sink(mut self, sink: Arc<dyn EventSink>) -> Self {
         self.events = Some(sink);
+        self
+    }
+
+    /// Stall detection's settings (on, threshold 3, by default).
+    pub fn with_stall(mut self, stall: StallConfig) -> Self {
+        self.core.config_mut().stall = stall;
         self
     }
 

@@ -41,7 +41,9 @@ pub mod lock;
 mod memory;
 mod records;
 pub mod resume;
+pub mod stall;
 pub mod state;
+pub mod stop;
 
 pub use budget::{
     BudgetExhausted, BudgetLimits, BudgetSnapshot, BudgetedProvider, CallPermit, Grant, RunBudget,
@@ -61,4 +63,5 @@ pub use records::{
     TokenUsage, ToolApprovalCounts, extract_constraints, read_journal,
 };
 pub use resume::{ResumePoint, StartedRun};
+pub use stall::StallConfig;
 pub use state::{RunState, RunUsage};

@@ -12,6 +12,7 @@ use crate::ContextStrategy;
 use crate::contexts::{ContextState, apply_strategy};
 use crate::event::{Decision, EventEnvelope, PhaseMode, RunEvent};
 use crate::records::{ApprovalEvent, ApprovalsDenials, MemoryCounts};
+use crate::stall::{CallIdentity, StallState, fingerprint};
 
 /// What the model sees for a call of a blocked phase.
 pub(crate) const NOT_EXECUTED_BLOCKED: &str = "Not executed: the phase is blocked.";
@@ -101,6 +102,12 @@ pub struct PhasePosition {
     pub batch: VecDeque<ToolCall>,
     /// The call started and not finished, if any.
     pub pending: Option<PendingCall>,
+    /// Where the current iteration's calls begin in `tool_calls`.
+    #[serde(default)]
+    pub iteration_start: usize,
+    /// The streak of identical iterations (stall detection).
+    #[serde(default)]
+    pub stall: StallState,
 }
 
 impl PhasePosition {
@@ -148,6 +155,9 @@ pub struct RunState {
     pub current: Option<PhasePosition>,
     /// The run's status once `run_finished` is recorded.
     pub finished: Option<String>,
+    /// Which arguments identify a call of which tool, as recorded in `run_started`.
+    #[serde(default)]
+    pub call_identity: CallIdentity,
 }
 
 impl RunState {
@@ -231,6 +241,15 @@ impl RunState {
             arguments,
             outcome,
         });
+        if llm && pos.batch.is_empty() && pos.pending.is_none() {
+            // The iteration is complete: its answer and every call's outcome are known.
+            let calls = pos
+                .tool_calls
+                .get(pos.iteration_start..)
+                .unwrap_or_default();
+            pos.stall
+                .observe(fingerprint(&pos.final_text, calls, &self.call_identity));
+        }
         if llm && let Some(ctx) = self.current_context_mut() {
             ctx.history.push(Message::tool_result(call_id, for_model));
         }
@@ -256,10 +275,12 @@ impl RunState {
         match event {
             RunEvent::RunStarted {
                 context_window_strategy,
+                call_identity,
                 ..
             } => {
                 self.started = true;
                 self.strategy = *context_window_strategy;
+                self.call_identity.clone_from(call_identity);
             }
             RunEvent::PhaseStarted {
                 phase,
@@ -308,6 +329,8 @@ impl RunState {
                     tool_calls: Vec::new(),
                     batch,
                     pending: None,
+                    iteration_start: 0,
+                    stall: StallState::default(),
                 });
             }
             RunEvent::RunResumed { .. } => {
@@ -354,6 +377,12 @@ impl RunState {
                     pos.awaiting_model = false;
                     pos.final_text.clone_from(text);
                     pos.batch = tool_calls.iter().cloned().collect();
+                    pos.iteration_start = pos.tool_calls.len();
+                    if tool_calls.is_empty() {
+                        // An answer alone is a whole iteration.
+                        pos.stall
+                            .observe(fingerprint(text, &[], &self.call_identity));
+                    }
                 }
             }
             RunEvent::LlmError { chain_broken, .. } => {
@@ -441,6 +470,16 @@ impl RunState {
                     pos.final_text.clone_from(reason);
                 }
             }
+            RunEvent::StallNudge {
+                iteration, message, ..
+            } => {
+                if let Some(pos) = self.current.as_mut() {
+                    pos.stall.nudged_at = Some(*iteration);
+                }
+                if let Some(ctx) = self.current_context_mut() {
+                    ctx.history.push(Message::user(message.clone()));
+                }
+            }
             RunEvent::StopRequested { .. } => {
                 self.skip_batch(NOT_EXECUTED_STOPPED);
                 if let Some(pos) = self.current.as_mut() {
@@ -466,6 +505,7 @@ impl RunState {
             | RunEvent::ToolCallRepaired { .. }
             | RunEvent::LlmStream { .. }
             | RunEvent::BudgetExhausted { .. }
+            | RunEvent::Stalled { .. }
             | RunEvent::ToolEvent { .. }
             | RunEvent::InteractionRequest(_)
             | RunEvent::InteractionAcknowledged(_)

@@ -1701,9 +1701,11 @@ proptest! {
         usages in proptest::collection::vec((0u64..300, 0u64..300), 1..20),
     ) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        // Distinct arguments per call: a run of identical calls would end as stalled.
         let script: Vec<_> = usages
             .iter()
-            .map(|&(i, o)| ScriptedResponse::tool("tool_a", json!({"text": "t"})).with_usage(i, o))
+            .enumerate()
+            .map(|(k, &(i, o))| ScriptedResponse::tool("tool_a", json!({"text": format!("t{k}")})).with_usage(i, o))
             .collect();
         let n = script.len();
         let mut fx = fixture_with(script, Options { budget, max_output_tokens: None, ..Options::default() });
@@ -1748,13 +1750,15 @@ proptest! {
         ),
     ) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        // Distinct arguments per call: a run of identical calls would end as stalled.
         let script: Vec<_> = steps
             .iter()
-            .map(|&(ask, (i, o), requested, _)| {
+            .enumerate()
+            .map(|(k, &(ask, (i, o), requested, _))| {
                 let call = if ask {
-                    ScriptedResponse::tool("ask_model", json!({"text": "q", "max_output_tokens": requested}))
+                    ScriptedResponse::tool("ask_model", json!({"text": format!("q{k}"), "max_output_tokens": requested}))
                 } else {
-                    ScriptedResponse::tool("tool_a", json!({"text": "t"}))
+                    ScriptedResponse::tool("tool_a", json!({"text": format!("t{k}")}))
                 };
                 call.with_usage(i, o)
             })

@@ -37,17 +37,22 @@ pub enum StopReason {
     /// the run's records could not be written); the reason is in `final_text` and in the
     /// run's transcript.
     Error,
+    /// The model repeated the same iteration (same calls with the same results, or the same
+    /// answer) after it was told it was not making progress: the harness's stall detection
+    /// ended the phase.
+    Stalled,
 }
 
 impl StopReason {
     /// Every stop reason, in declaration order.
-    pub const ALL: [StopReason; 6] = [
+    pub const ALL: [StopReason; 7] = [
         StopReason::Done,
         StopReason::MaxIterations,
         StopReason::BudgetExhausted,
         StopReason::StopRequested,
         StopReason::Blocked,
         StopReason::Error,
+        StopReason::Stalled,
     ];
 
     /// The wire name (`"done"`, `"max_iterations"`, …).
@@ -59,6 +64,7 @@ impl StopReason {
             StopReason::StopRequested => "stop_requested",
             StopReason::Blocked => "blocked",
             StopReason::Error => "error",
+            StopReason::Stalled => "stalled",
         }
     }
 

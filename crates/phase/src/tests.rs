@@ -63,7 +63,9 @@ fn every_stop_reason_round_trips_in_snake_case() {
         "stop_requested",
         "blocked",
         "error",
+        "stalled",
     ];
+    assert_eq!(StopReason::ALL.len(), expected.len());
     for (reason, name) in StopReason::ALL.iter().zip(expected) {
         let wire = serde_json::to_value(reason).unwrap();
         assert_eq!(wire, json!(name));

@@ -219,6 +219,13 @@ pub trait Tool: Send + Sync {
         None
     }
 
+    /// The arguments that identify a call, for the harness's stall detection (its progress
+    /// fingerprint): two calls with equal values of these are the same call, whatever their
+    /// other (cosmetic) arguments say. `None`, the default: every argument counts.
+    fn identity_args(&self) -> Option<&[&'static str]> {
+        None
+    }
+
     /// Run the call. Arguments have been validated against [`Tool::parameters`].
     ///
     /// # Errors

@@ -54,6 +54,8 @@ fn core(max_tokens: u64) -> Core {
         model: "m".into(),
         guards: vec![Arc::new(NoSecrets)],
         launch: None,
+        stall: crate::stall::StallConfig::default(),
+        call_identity: Default::default(),
     })
 }
 
@@ -456,4 +458,228 @@ fn a_failed_model_call_ends_the_phase_as_error_and_a_broken_chain_forgets_the_re
     assert_eq!(r.final_text, "LLM call failed: gone");
     assert_eq!(st.context(&None).unwrap().last_response_id, None);
     assert_eq!(st.last_error.as_deref(), Some("LLM call failed: gone"));
+}
+
+// ---------- stall detection ----------
+
+fn ok(out: &str) -> Input {
+    Input::ToolDone {
+        run: ToolRun::Ran {
+            outcome: Ok(out.into()),
+            artifacts: Vec::new(),
+            permission: None,
+            events: Vec::new(),
+        },
+        spend: None,
+    }
+}
+
+/// One iteration: the model asks for `calls`, each runs (or is refused) and gives `out`.
+/// Returns every event of it and the effect after its last call.
+fn iteration(
+    c: &Core,
+    st: &mut RunState,
+    calls: &[(&str, Value)],
+    out: &str,
+) -> (Vec<RunEvent>, Effect) {
+    let mut events = Vec::new();
+    let s = c.step(st, Input::Standing(None), &env(0, false));
+    events.extend(s.events);
+    let mut s = c.step(st, answer("", calls), &env(0, false));
+    loop {
+        events.extend(s.events.clone());
+        match s.effect {
+            Effect::RunTool { .. } => s = c.step(st, ok(out), &env(0, false)),
+            effect => return (events, effect),
+        }
+    }
+}
+
+fn started(c: &Core) -> (RunState, Vec<RunEvent>) {
+    let mut st = RunState::default();
+    let s = start(
+        c,
+        &mut st,
+        PhaseRequest::new("x").with_max_iterations(20),
+        &env(0, false),
+    );
+    (st, s.events)
+}
+
+fn has(events: &[RunEvent], name: &str) -> bool {
+    events.iter().any(|e| e.name() == name)
+}
+
+#[test]
+fn identical_iterations_are_nudged_once_at_the_threshold_then_end_stalled() {
+    let c = core(100_000);
+    let (mut st, mut journal) = started(&c);
+    let call = [("tool_a", json!({"path": "a.md", "text": "same"}))];
+    for _ in 0..2 {
+        let (events, effect) = iteration(&c, &mut st, &call, "wrote a.md");
+        assert!(!has(&events, "stall_nudge"));
+        assert!(matches!(effect, Effect::FetchStanding { .. }));
+        journal.extend(events);
+    }
+    let (events, effect) = iteration(&c, &mut st, &call, "wrote a.md");
+    assert!(has(&events, "stall_nudge"), "{events:?}");
+    assert!(
+        matches!(effect, Effect::FetchStanding { .. }),
+        "the nudge continues"
+    );
+    let history = &st.context(&None).unwrap().history;
+    assert_eq!(history.last().unwrap().content, crate::stall::STALL_NUDGE);
+    journal.extend(events);
+    let (events, effect) = iteration(&c, &mut st, &call, "wrote a.md");
+    assert_eq!(
+        events
+            .iter()
+            .rev()
+            .take(2)
+            .map(RunEvent::name)
+            .collect::<Vec<_>>(),
+        ["phase_ended", "stalled"]
+    );
+    let Effect::Finish(r) = effect else { panic!() };
+    assert_eq!(r.stop_reason, StopReason::Stalled);
+    assert_eq!(
+        r.tool_calls.len(),
+        4,
+        "the phase result is unchanged in form"
+    );
+    journal.extend(events);
+    // The streak is state: folding the journal gives it back.
+    let folded = RunState::fold(
+        &journal
+            .into_iter()
+            .enumerate()
+            .map(|(i, event)| crate::event::EventEnvelope {
+                seq: i as u64 + 1,
+                ts: String::new(),
+                run_id: "r".into(),
+                schema_version: crate::event::SCHEMA_VERSION,
+                event,
+            })
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(folded, st);
+}
+
+#[test]
+fn the_streak_survives_a_fold_mid_phase() {
+    let c = core(100_000);
+    let (mut st, mut journal) = started(&c);
+    let call = [("tool_a", json!({"text": "same"}))];
+    for _ in 0..2 {
+        journal.extend(iteration(&c, &mut st, &call, "r").0);
+    }
+    let envelopes: Vec<_> = journal
+        .into_iter()
+        .map(|event| crate::event::EventEnvelope {
+            seq: 1,
+            ts: String::new(),
+            run_id: "r".into(),
+            schema_version: crate::event::SCHEMA_VERSION,
+            event,
+        })
+        .collect();
+    let mut resumed = RunState::fold(&envelopes);
+    assert_eq!(resumed.current.as_ref().unwrap().stall.repeats, 2);
+    let (events, _) = iteration(&c, &mut resumed, &call, "r");
+    assert!(
+        has(&events, "stall_nudge"),
+        "the third identical iteration after a resume"
+    );
+}
+
+#[test]
+fn calls_differing_only_in_key_order_or_batch_order_are_the_same() {
+    let c = core(100_000);
+    let (mut st, _) = started(&c);
+    let a: Value = serde_json::from_str(r#"{"text": "t", "path": "p"}"#).unwrap();
+    let b: Value = serde_json::from_str(r#"{"path": "p", "text": "t"}"#).unwrap();
+    iteration(
+        &c,
+        &mut st,
+        &[("tool_a", a.clone()), ("tool_b", json!({}))],
+        "r",
+    );
+    iteration(
+        &c,
+        &mut st,
+        &[("tool_b", json!({})), ("tool_a", b.clone())],
+        "r",
+    );
+    let (events, _) = iteration(&c, &mut st, &[("tool_a", b), ("tool_b", json!({}))], "r");
+    assert!(has(&events, "stall_nudge"), "{events:?}");
+}
+
+#[test]
+fn retries_with_different_arguments_or_results_are_not_a_stall() {
+    let c = core(100_000);
+    let (mut st, _) = started(&c);
+    for k in 0..6 {
+        let (events, effect) = iteration(
+            &c,
+            &mut st,
+            &[(
+                "tool_a",
+                json!({"path": "a.md", "text": format!("draft {k}")}),
+            )],
+            "wrote a.md",
+        );
+        assert!(!has(&events, "stall_nudge"));
+        assert!(matches!(effect, Effect::FetchStanding { .. }));
+    }
+    for k in 0..6 {
+        let (events, _) = iteration(
+            &c,
+            &mut st,
+            &[("tool_a", json!({"text": "poll"}))],
+            &format!("status {k}"),
+        );
+        assert!(
+            !has(&events, "stall_nudge"),
+            "a changing result is progress"
+        );
+    }
+}
+
+#[test]
+fn repeated_invalid_calls_count_as_a_stall() {
+    let c = core(100_000);
+    let (mut st, _) = started(&c);
+    let refused = [("tool_c", json!({"x": 1}))];
+    for _ in 0..3 {
+        iteration(&c, &mut st, &refused, "unused");
+    }
+    let (events, effect) = iteration(&c, &mut st, &refused, "unused");
+    assert!(has(&events, "stalled"), "{events:?}");
+    let Effect::Finish(r) = effect else { panic!() };
+    assert_eq!(r.stop_reason, StopReason::Stalled);
+    assert!(r.tool_calls.iter().all(|t| t.outcome.is_error()));
+}
+
+#[test]
+fn a_disabled_stall_detection_lets_the_loop_run_to_max_iterations() {
+    let mut c = core(100_000);
+    c.config_mut().stall = crate::stall::StallConfig::disabled();
+    let mut st = RunState::default();
+    start(
+        &c,
+        &mut st,
+        PhaseRequest::new("x").with_max_iterations(5),
+        &env(0, false),
+    );
+    let call = [("tool_a", json!({"text": "same"}))];
+    let mut last = None;
+    for _ in 0..5 {
+        let (events, effect) = iteration(&c, &mut st, &call, "r");
+        assert!(!has(&events, "stall_nudge"));
+        last = Some(effect);
+    }
+    let Some(Effect::Finish(r)) = last else {
+        panic!()
+    };
+    assert_eq!(r.stop_reason, StopReason::MaxIterations);
 }

@@ -1,0 +1,282 @@
+//! Stall detection: a progress fingerprint per iteration, and how many consecutive iterations
+//! had the same one.
+//!
+//! An iteration is one model answer and the outcomes of the tool calls it asked for. Its
+//! fingerprint hashes the answer's text (trimmed), and the calls as a multiset (reordered
+//! parallel calls are the same iteration) of canonical call keys: the tool's name, its
+//! identifying arguments ([`lsm_sandbox::Tool::identity_args`], every argument by default) as
+//! JSON with sorted keys, and a hash of the call's outcome (result or error). A refused call
+//! counts like any other, so repeated invalid calls are a stall; a retry with different
+//! arguments, or the same call whose result changed, is progress.
+//!
+//! The fingerprint is computed by the fold ([`crate::RunState::apply`]) when an iteration
+//! completes, so a resumed run knows how long the current streak is; the table of identifying
+//! arguments is recorded in `run_started` for that reason.
+
+use std::collections::BTreeMap;
+
+use lsm_phase::{ToolCallRecord, ToolOutcome};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// Default number of identical consecutive iterations that is a stall.
+pub const DEFAULT_STALL_THRESHOLD: u32 = 3;
+
+/// What the model is told the first time its iterations repeat (recorded in `stall_nudge`).
+pub const STALL_NUDGE: &str = "You have repeated the same step several times in a row with \
+the same result: it is not making progress. Do something different — change the arguments, \
+use another tool, or answer with what you have. If you repeat it again, this phase ends as \
+stalled.";
+
+/// `[stall]` in `lsm.toml`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StallConfig {
+    /// Detect stalls (on by default).
+    pub enabled: bool,
+    /// Identical consecutive iterations that are a stall (at least 2; default 3).
+    pub threshold: u32,
+}
+
+impl Default for StallConfig {
+    fn default() -> Self {
+        StallConfig {
+            enabled: true,
+            threshold: DEFAULT_STALL_THRESHOLD,
+        }
+    }
+}
+
+impl StallConfig {
+    /// Detection switched off.
+    pub fn disabled() -> Self {
+        StallConfig {
+            enabled: false,
+            ..StallConfig::default()
+        }
+    }
+}
+
+/// Which arguments identify a call, per tool (a tool absent: all of them).
+pub type CallIdentity = BTreeMap<String, Vec<String>>;
+
+/// The current phase's streak of identical iterations.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StallState {
+    /// The last completed iteration's fingerprint.
+    pub last: Option<String>,
+    /// How many consecutive completed iterations had it (0 before the first).
+    pub repeats: u32,
+    /// The iteration after which the model was nudged, if it was (once per phase).
+    pub nudged_at: Option<u32>,
+}
+
+impl StallState {
+    /// One more iteration completed with `fingerprint`.
+    pub fn observe(&mut self, fingerprint: String) {
+        if self.last.as_deref() == Some(fingerprint.as_str()) {
+            self.repeats = self.repeats.saturating_add(1);
+        } else {
+            self.last = Some(fingerprint);
+            self.repeats = 1;
+        }
+    }
+}
+
+/// `value` as JSON with every object's keys sorted (whatever order they arrived in).
+pub fn canonical_json(value: &Value) -> String {
+    // serde_json's map keeps insertion order with `preserve_order`; the keys are sorted here
+    // either way.
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(v: &Value, out: &mut String) {
+    match v {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                if let Some(item) = map.get(k) {
+                    write_canonical(item, out);
+                }
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+fn hex_digest(parts: &[&[u8]]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update((p.len() as u64).to_le_bytes());
+        h.update(p);
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The canonical key of one call: name, identifying arguments, outcome.
+pub fn call_key(call: &ToolCallRecord, identity: &CallIdentity) -> String {
+    let arguments = match (identity.get(&call.name), &call.arguments) {
+        (Some(keys), Value::Object(map)) => Value::Object(
+            map.iter()
+                .filter(|(k, _)| keys.iter().any(|key| key == *k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        (_, other) => other.clone(),
+    };
+    let (kind, text) = match &call.outcome {
+        ToolOutcome::Result(t) => ("result", t.as_str()),
+        ToolOutcome::Error(t) => ("error", t.as_str()),
+    };
+    hex_digest(&[
+        call.name.as_bytes(),
+        canonical_json(&arguments).as_bytes(),
+        kind.as_bytes(),
+        text.as_bytes(),
+    ])
+}
+
+/// The fingerprint of one iteration: its text and its calls (as a multiset).
+pub fn fingerprint(text: &str, calls: &[ToolCallRecord], identity: &CallIdentity) -> String {
+    let mut keys: Vec<String> = calls.iter().map(|c| call_key(c, identity)).collect();
+    keys.sort();
+    let joined = keys.join(",");
+    hex_digest(&[text.trim().as_bytes(), joined.as_bytes()])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call(name: &str, arguments: Value, result: &str) -> ToolCallRecord {
+        ToolCallRecord {
+            name: name.into(),
+            arguments,
+            outcome: ToolOutcome::Result(result.into()),
+        }
+    }
+
+    fn none() -> CallIdentity {
+        CallIdentity::new()
+    }
+
+    #[test]
+    fn key_order_does_not_change_a_call() {
+        let a: Value =
+            serde_json::from_str(r#"{"path":"a.md","content":"x","n":{"b":1,"a":2}}"#).unwrap();
+        let b: Value =
+            serde_json::from_str(r#"{"n":{"a":2,"b":1},"content":"x","path":"a.md"}"#).unwrap();
+        assert_eq!(canonical_json(&a), canonical_json(&b));
+        assert_eq!(
+            fingerprint("", &[call("write_file", a, "ok")], &none()),
+            fingerprint("", &[call("write_file", b, "ok")], &none())
+        );
+    }
+
+    #[test]
+    fn reordered_parallel_calls_are_the_same_iteration() {
+        let x = call("read_file", json!({"path": "a"}), "A");
+        let y = call("read_file", json!({"path": "b"}), "B");
+        assert_eq!(
+            fingerprint("t", &[x.clone(), y.clone()], &none()),
+            fingerprint("t", &[y, x], &none())
+        );
+    }
+
+    #[test]
+    fn different_arguments_results_or_text_are_progress() {
+        let base = fingerprint(
+            "t",
+            &[call(
+                "write_file",
+                json!({"path": "a", "content": "1"}),
+                "ok",
+            )],
+            &none(),
+        );
+        for other in [
+            fingerprint(
+                "t",
+                &[call(
+                    "write_file",
+                    json!({"path": "a", "content": "2"}),
+                    "ok",
+                )],
+                &none(),
+            ),
+            fingerprint(
+                "t",
+                &[call(
+                    "write_file",
+                    json!({"path": "a", "content": "1"}),
+                    "changed",
+                )],
+                &none(),
+            ),
+            fingerprint(
+                "u",
+                &[call(
+                    "write_file",
+                    json!({"path": "a", "content": "1"}),
+                    "ok",
+                )],
+                &none(),
+            ),
+        ] {
+            assert_ne!(base, other);
+        }
+    }
+
+    #[test]
+    fn an_error_and_a_result_with_the_same_text_differ() {
+        let ok = call("t", json!({}), "x");
+        let mut err = ok.clone();
+        err.outcome = ToolOutcome::Error("x".into());
+        assert_ne!(call_key(&ok, &none()), call_key(&err, &none()));
+    }
+
+    #[test]
+    fn a_tool_s_identity_arguments_ignore_cosmetic_ones() {
+        let mut identity = CallIdentity::new();
+        identity.insert("search".into(), vec!["query".into()]);
+        let a = call("search", json!({"query": "q", "why": "first try"}), "r");
+        let b = call("search", json!({"query": "q", "why": "second try"}), "r");
+        assert_eq!(call_key(&a, &identity), call_key(&b, &identity));
+        assert_ne!(call_key(&a, &none()), call_key(&b, &none()));
+    }
+
+    #[test]
+    fn a_streak_counts_consecutive_equal_fingerprints_only() {
+        let mut s = StallState::default();
+        s.observe("a".into());
+        s.observe("a".into());
+        assert_eq!(s.repeats, 2);
+        s.observe("b".into());
+        assert_eq!(s.repeats, 1);
+        s.observe("b".into());
+        s.observe("b".into());
+        assert_eq!(s.repeats, 3);
+    }
+}
