@@ -242,6 +242,8 @@ pub struct Config {
     pub mcp: lsm_mcp::McpConfig,
     /// `[stall]`: stall detection (a phase repeating the same iteration).
     pub stall: lsm_harness::StallConfig,
+    /// `[hooks]`: external commands told of a run's moments.
+    pub hooks: lsm_harness::HooksConfig,
     /// `[agents.memory]`: persistent memory. Split off the `[agents]` table by [`load`]
     /// (the harness's settings refuse keys they do not know).
     #[serde(skip)]

@@ -68,11 +68,20 @@ pub fn build_run(
     let sandbox =
         interaction_wiring::sandbox_with_channel(&config.run_sandbox(), registry, channel)?;
     let ask_user_available = sandbox.registry().contains("ask_user");
-    let mut factory =
-        HarnessFactory::new(config.agents.harness.clone(), provider, Arc::new(sandbox))
-            .with_stop_token(stop)
-            .with_stall(config.stall)
-            .with_budget(budget);
+    let sandbox = Arc::new(sandbox);
+    // Hook commands run in the run's OS sandbox, like the programs its tools execute.
+    let hooks = config
+        .hooks
+        .command_hooks(&sandbox)
+        .map_err(|e| usage(format!("{e} (in {})", config.source_name())))?;
+    let mut factory = HarnessFactory::new(config.agents.harness.clone(), provider, sandbox)
+        .with_stop_token(stop)
+        .with_stall(config.stall)
+        .with_agent_stop_max_blocks(config.hooks.agent_stop_max_blocks)
+        .with_budget(budget);
+    for hook in hooks {
+        factory = factory.with_hook(hook);
+    }
     if let Some(guard) = kb.guard {
         factory = factory.with_call_guard(guard);
     }

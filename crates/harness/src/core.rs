@@ -23,9 +23,10 @@ use crate::event::{
     Decision, PhaseMode, RepairAction, RunEvent, RunLaunch, ToolSideEffect, summarize,
     without_reserved,
 };
+use crate::hooks::{Hook, HookEvent, HookPoint, HookRun};
 use crate::stall::{CallIdentity, STALL_NUDGE, StallConfig};
 use crate::state::{INTERRUPTED_CALL, RunState, RunUsage};
-use crate::stop::{self, Ending, HardStop, HookVerdict, Signal, StopFacts, Verdict};
+use crate::stop::{self, Ending, HardStop, HookVerdict, Objection, Signal, StopFacts, Verdict};
 use crate::{ContextStrategy, ToolCallGuard};
 
 /// The reserved control tool: the model calls `block{reason}` to say it cannot proceed.
@@ -63,6 +64,10 @@ pub struct CoreConfig {
     pub stall: StallConfig,
     /// Which arguments identify a call of which tool (recorded in `run_started`).
     pub call_identity: CallIdentity,
+    /// Hooks (the driver runs them; the core decides on their answers).
+    pub hooks: Vec<Arc<dyn Hook>>,
+    /// How often `agent_stop` hooks may block a stop in one phase.
+    pub agent_stop_max_blocks: u32,
 }
 
 impl std::fmt::Debug for CoreConfig {
@@ -166,6 +171,13 @@ pub enum Input {
     },
     /// The driver could not record the last events: the phase ends as `error`.
     RecordFailed(String),
+    /// The hooks of `event` ran (those that match it, in order, up to the first refusal).
+    HooksAnswered {
+        /// What they were told (as in [`Effect::RunHooks`]).
+        event: HookEvent,
+        /// Their answers.
+        runs: Vec<HookRun>,
+    },
 }
 
 /// What the driver must do next.
@@ -192,6 +204,9 @@ pub enum Effect {
         /// Its arguments.
         arguments: Value,
     },
+    /// Run the hooks that match `event` (the driver fills in its `run_id`) and answer
+    /// with [`Input::HooksAnswered`].
+    RunHooks(HookEvent),
     /// The phase is over.
     Finish(PhaseResult),
 }
@@ -328,6 +343,138 @@ impl Core {
             }
             Input::ToolDone { run, spend } => self.tool_done(st, run, spend, env, out),
             Input::RecordFailed(message) => finish_error(st, message, out),
+            Input::HooksAnswered { event, runs } => self.hooks_answered(st, event, runs, env, out),
+        }
+    }
+
+    /// Whether a hook wants to hear of `point` (for `tool`).
+    pub fn hooks_match(&self, point: HookPoint, tool: Option<&str>) -> bool {
+        self.config.hooks.iter().any(|h| h.matches(point, tool))
+    }
+
+    /// What hooks are told at `point` (the driver fills in the run id).
+    fn hook_event(&self, point: HookPoint) -> HookEvent {
+        HookEvent {
+            hook: point,
+            run_id: String::new(),
+            agent: self.config.agent.clone(),
+            tool: None,
+            call_id: None,
+            arguments: None,
+            result: None,
+            success: None,
+            final_text: None,
+            status: None,
+        }
+    }
+
+    /// The `pre_tool` hooks' event for the pending call.
+    fn pre_tool_event(&self, call_id: &str, tool: &str, arguments: &Value) -> HookEvent {
+        HookEvent {
+            tool: Some(tool.to_string()),
+            call_id: Some(call_id.to_string()),
+            arguments: Some(arguments.clone()),
+            ..self.hook_event(HookPoint::PreTool)
+        }
+    }
+
+    /// The record of hooks that observe (`run_start`, `run_end`): what the driver journals.
+    pub fn observed(&self, event: &HookEvent, runs: Vec<HookRun>) -> RunEvent {
+        RunEvent::HookDecision {
+            hook: event.hook,
+            label: None,
+            call_id: None,
+            tool: None,
+            decision: "allow".into(),
+            reason: None,
+            notes: Vec::new(),
+            runs,
+        }
+    }
+
+    /// The hooks answered: record the decision, then act on it.
+    fn hooks_answered(
+        &self,
+        st: &mut RunState,
+        event: HookEvent,
+        runs: Vec<HookRun>,
+        env: &Env<'_>,
+        out: &mut Vec<RunEvent>,
+    ) -> Effect {
+        let point = event.hook;
+        let label = st
+            .current
+            .as_ref()
+            .filter(|p| p.mode == PhaseMode::Llm)
+            .map(|p| label_name(p.label()).to_string());
+        let refusal = runs.iter().find_map(|r| r.refusal(point));
+        let notes: Vec<String> = if point == HookPoint::PostTool {
+            runs.iter()
+                .filter(|r| r.outcome == "note")
+                .filter_map(|r| r.message.clone())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let decision = match (&refusal, point) {
+            (None, _) => "allow",
+            (Some(_), HookPoint::AgentStop) => "block",
+            (Some(_), _) => "deny",
+        };
+        emit(
+            st,
+            out,
+            RunEvent::HookDecision {
+                hook: point,
+                label: label.clone(),
+                call_id: event.call_id.clone(),
+                tool: event.tool.clone(),
+                decision: decision.to_string(),
+                reason: refusal.clone(),
+                notes,
+                runs,
+            },
+        );
+        match point {
+            HookPoint::PreTool => {
+                let Some(pending) = st.current.as_ref().and_then(|p| p.pending.clone()) else {
+                    return self.advance(st, env, out);
+                };
+                match refusal {
+                    Some(reason) => {
+                        let reason = format!(
+                            "Tool '{}' was refused by a pre_tool hook: {reason}",
+                            pending.tool
+                        );
+                        emit(
+                            st,
+                            out,
+                            RunEvent::ToolDenied {
+                                label,
+                                call_id: pending.call_id,
+                                tool: pending.tool.clone(),
+                                reason: reason.clone(),
+                                permission: Some(Decision {
+                                    tool_name: pending.tool,
+                                    allowed: false,
+                                    reason,
+                                    timestamp: env.now.clone(),
+                                }),
+                            },
+                        );
+                        self.advance(st, env, out)
+                    }
+                    None => Effect::RunTool {
+                        call_id: pending.call_id,
+                        tool: pending.tool,
+                        arguments: pending.arguments,
+                    },
+                }
+            }
+            HookPoint::AgentStop => self.iteration_end(st, Signal::Done, env, out),
+            HookPoint::PostTool | HookPoint::RunStart | HookPoint::RunEnd => {
+                self.advance(st, env, out)
+            }
         }
     }
 
@@ -424,6 +571,17 @@ impl Core {
             },
         );
         match repair {
+            // A call the pre_tool hooks have not cleared is put to them first.
+            RepairAction::RunAgain
+                if !pending.hooks_cleared
+                    && self.hooks_match(HookPoint::PreTool, Some(&pending.tool)) =>
+            {
+                Effect::RunHooks(self.pre_tool_event(
+                    &pending.call_id,
+                    &pending.tool,
+                    &pending.arguments,
+                ))
+            }
             RepairAction::RunAgain => Effect::RunTool {
                 call_id: pending.call_id,
                 tool: pending.tool,
@@ -494,10 +652,21 @@ impl Core {
             stop_requested: env.stop,
             stall_config: self.config.stall,
             stall: &pos.stall,
-            agent_stop: HookVerdict::Allow,
-            agent_stop_blocks: 0,
-            agent_stop_max_blocks: 0,
+            agent_stop: if !self.hooks_match(HookPoint::AgentStop, None) {
+                HookVerdict::Allow
+            } else {
+                match &pos.agent_stop_decided {
+                    Some((at, decided)) if *at == pos.iteration => decided
+                        .clone()
+                        .map_or(HookVerdict::Allow, HookVerdict::Block),
+                    _ => HookVerdict::Pending,
+                }
+            },
+            agent_stop_blocks: pos.agent_stop_blocks,
+            agent_stop_max_blocks: self.config.agent_stop_max_blocks,
         };
+        let blocks = pos.agent_stop_blocks;
+        let final_text = pos.final_text.clone();
         let repeats = pos.stall.repeats;
         let iteration = pos.iteration;
         match stop::decide(&facts) {
@@ -512,8 +681,37 @@ impl Core {
                     message: STALL_NUDGE.to_string(),
                 },
             ),
-            // No agent_stop hook is configured in this core.
-            Verdict::AskAgentStopHooks | Verdict::Object(_) => {}
+            Verdict::AskAgentStopHooks => {
+                return Effect::RunHooks(HookEvent {
+                    final_text: Some(final_text),
+                    ..self.hook_event(HookPoint::AgentStop)
+                });
+            }
+            Verdict::Object(Objection::AgentStop(reason)) => emit(
+                st,
+                out,
+                RunEvent::StopBlocked {
+                    label,
+                    message: format!(
+                        "You may not stop yet: a check of this run blocked the stop. Its \
+                         reason: {reason}\nContinue the task, then answer again."
+                    ),
+                    reason,
+                    blocks: blocks.saturating_add(1),
+                },
+            ),
+            Verdict::Stop(Ending::DoneForced(reason)) => {
+                emit(
+                    st,
+                    out,
+                    RunEvent::StopForced {
+                        label,
+                        reason,
+                        blocks,
+                    },
+                );
+                return finish(st, StopReason::Done, out);
+            }
             Verdict::Stop(ending) => return self.end_with(st, ending, label, repeats, env, out),
         }
         let topic = st
@@ -618,6 +816,13 @@ impl Core {
                             }),
                         },
                     ),
+                    None if self.hooks_match(HookPoint::PreTool, Some(&call.name)) => {
+                        return Effect::RunHooks(self.pre_tool_event(
+                            &call.id,
+                            &call.name,
+                            &call.arguments,
+                        ));
+                    }
                     None => {
                         return Effect::RunTool {
                             call_id: call.id,
@@ -918,7 +1123,27 @@ impl Core {
                 }
             }
         };
+        let post = match &event {
+            RunEvent::ToolResult {
+                call_id,
+                tool,
+                success,
+                content,
+                ..
+            } if self.hooks_match(HookPoint::PostTool, Some(tool)) => Some(HookEvent {
+                tool: Some(tool.clone()),
+                call_id: Some(call_id.clone()),
+                arguments: Some(pending.arguments.clone()),
+                result: Some(content.clone()),
+                success: Some(*success),
+                ..self.hook_event(HookPoint::PostTool)
+            }),
+            _ => None,
+        };
         emit(st, out, event);
+        if let Some(event) = post {
+            return Effect::RunHooks(event);
+        }
         self.advance(st, env, out)
     }
 }

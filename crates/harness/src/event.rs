@@ -391,6 +391,52 @@ pub enum RunEvent {
         /// How many identical consecutive iterations.
         repeats: u32,
     },
+    /// Hooks were run at `hook` and this is what was decided (one event per moment, so a
+    /// resumed run replays the decision without running the hooks again).
+    HookDecision {
+        /// The moment.
+        hook: crate::hooks::HookPoint,
+        /// Label (`None` outside a model phase).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        label: Option<String>,
+        /// The call (`pre_tool`, `post_tool`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        /// The tool (`pre_tool`, `post_tool`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool: Option<String>,
+        /// `allow`, `deny` (`pre_tool`) or `block` (`agent_stop`).
+        decision: String,
+        /// Why it was denied or blocked.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// Notes added to the call's result (`post_tool`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        notes: Vec<String>,
+        /// Each hook run, in order.
+        runs: Vec<crate::hooks::HookRun>,
+    },
+    /// An `agent_stop` hook blocked the model's stop; the model is told why and continues.
+    StopBlocked {
+        /// Label.
+        label: String,
+        /// The hook's reason.
+        reason: String,
+        /// Blocks in this phase so far, this one included.
+        blocks: u32,
+        /// What the model is told (a user message).
+        message: String,
+    },
+    /// An `agent_stop` hook still blocked the stop after `agent_stop_max_blocks` blocks: the
+    /// stop proceeds anyway (the phase ends `done`).
+    StopForced {
+        /// Label.
+        label: String,
+        /// The hook's last reason.
+        reason: String,
+        /// Blocks in this phase.
+        blocks: u32,
+    },
     /// A stop was seen; the phase ends as `stop_requested`.
     StopRequested {
         /// Label (`None` in tool-only mode).
@@ -493,6 +539,9 @@ impl RunEvent {
             RunEvent::InteractionResponse(_) => "interaction_response",
             RunEvent::Blocked { .. } => "blocked",
             RunEvent::StallNudge { .. } => "stall_nudge",
+            RunEvent::HookDecision { .. } => "hook_decision",
+            RunEvent::StopBlocked { .. } => "stop_blocked",
+            RunEvent::StopForced { .. } => "stop_forced",
             RunEvent::Stalled { .. } => "stalled",
             RunEvent::StopRequested { .. } => "stop_requested",
             RunEvent::Artifact { .. } => "artifact",

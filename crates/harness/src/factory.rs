@@ -7,6 +7,7 @@ use lsm_providers::Provider;
 use lsm_sandbox::Sandbox;
 use tokio_util::sync::CancellationToken;
 
+use crate::hooks::Hook;
 use crate::{
     AgentHarness, EventSink, HarnessConfig, MemoryProvider, NoMemory, ResumePoint, RunBudget,
     RunHandle, RunLaunch, StallConfig, ToolCallGuard,
@@ -27,6 +28,8 @@ pub struct HarnessFactory {
     events: Option<Arc<dyn EventSink>>,
     guards: Vec<Arc<dyn ToolCallGuard>>,
     stall: StallConfig,
+    user_hooks: Vec<Arc<dyn Hook>>,
+    agent_stop_max_blocks: u32,
     budget: Option<RunBudget>,
     handle: Option<RunHandle>,
     launch: Option<RunLaunch>,
@@ -55,6 +58,8 @@ impl HarnessFactory {
             events: None,
             guards: Vec::new(),
             stall: StallConfig::default(),
+            user_hooks: Vec::new(),
+            agent_stop_max_blocks: crate::hooks::DEFAULT_AGENT_STOP_MAX_BLOCKS,
             budget: None,
             handle: None,
             launch: None,
@@ -113,6 +118,19 @@ impl HarnessFactory {
         self
     }
 
+    /// Every harness tells `hook` of its run's moments (see [`crate::hooks`]); hooks run in
+    /// the order added.
+    pub fn with_hook(mut self, hook: Arc<dyn Hook>) -> Self {
+        self.user_hooks.push(hook);
+        self
+    }
+
+    /// How often `agent_stop` hooks may block a stop in one phase before it is forced.
+    pub fn with_agent_stop_max_blocks(mut self, max: u32) -> Self {
+        self.agent_stop_max_blocks = max;
+        self
+    }
+
     /// Every harness checks tool calls with `guard` before the sandbox runs them.
     pub fn with_call_guard(mut self, guard: Arc<dyn ToolCallGuard>) -> Self {
         self.guards.push(guard);
@@ -155,10 +173,14 @@ impl HarnessFactory {
         };
         let mut h = h
             .with_stall(self.stall)
+            .with_agent_stop_max_blocks(self.agent_stop_max_blocks)
             .with_memory(Arc::clone(&self.memory))
             .with_stop_token(self.stop.clone());
         if let Some(sink) = &self.events {
             h = h.with_event_sink(Arc::clone(sink));
+        }
+        for hook in &self.user_hooks {
+            h = h.with_hook(Arc::clone(hook));
         }
         for g in &self.guards {
             h = h.with_call_guard(Arc::clone(g));

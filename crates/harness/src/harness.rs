@@ -15,6 +15,7 @@ use crate::budget::{BudgetLimits, Grant, RunBudget};
 use crate::contexts::{label_name, new_conversation_id};
 use crate::core::{Core, CoreConfig, Effect, Env, Input, Step, ToolFailure, ToolRun, ToolSpend};
 use crate::event::{Decision, EventEnvelope, RepairAction, RunEvent, RunLaunch, SCHEMA_VERSION};
+use crate::hooks::{DEFAULT_AGENT_STOP_MAX_BLOCKS, Hook, HookEvent, HookPoint, run_hooks};
 use crate::records::{
     ContextTracking, LabelTracking, Recorder, RunSummary, TokenUsage, extract_constraints,
     timestamp,
@@ -321,6 +322,8 @@ impl AgentHarness {
             launch: None,
             stall: StallConfig::default(),
             call_identity,
+            hooks: Vec::new(),
+            agent_stop_max_blocks: DEFAULT_AGENT_STOP_MAX_BLOCKS,
         });
         AgentHarness {
             identity,
@@ -423,6 +426,20 @@ impl AgentHarness {
         self
     }
 
+    /// Tell `hook` of the run's moments (see [`crate::hooks`]); hooks run in the order
+    /// added.
+    pub fn with_hook(mut self, hook: Arc<dyn Hook>) -> Self {
+        self.core.config_mut().hooks.push(hook);
+        self
+    }
+
+    /// How often `agent_stop` hooks may block a stop in one phase (2 by default) before the
+    /// stop is forced.
+    pub fn with_agent_stop_max_blocks(mut self, max: u32) -> Self {
+        self.core.config_mut().agent_stop_max_blocks = max;
+        self
+    }
+
     /// Check every tool call with `guard` before the sandbox runs it.
     pub fn with_call_guard(mut self, guard: Arc<dyn ToolCallGuard>) -> Self {
         self.core.config_mut().guards.push(guard);
@@ -486,6 +503,7 @@ impl AgentHarness {
             StopReason::Done => RunOutcome::Completed,
             other => RunOutcome::Stopped(other),
         };
+        self.run_end_hooks(outcome).await;
         let (summary, records_error) = self.finish_inner(outcome);
         // One lock for both: a guard taken inside the struct literal would live to its end.
         let (summary_path, transcript_path) = {
@@ -612,10 +630,15 @@ impl AgentHarness {
             let repair = self.repair.take().unwrap_or(RepairAction::RunAgain);
             self.step_and_commit_with(|core, state, env, out| core.resume(state, repair, env, out))
         } else {
-            self.step_and_commit(Input::Start {
+            let was_started = self.state.started;
+            let effect = self.step_and_commit(Input::Start {
                 request,
                 conversation_id: new_conversation_id(),
-            })
+            });
+            if !was_started && self.state.started {
+                self.observe(HookPoint::RunStart, None).await;
+            }
+            effect
         };
         self.drive(effect).await
     }
@@ -649,6 +672,11 @@ impl AgentHarness {
                     tool,
                     arguments,
                 } => self.run_tool(&tool, &arguments).await,
+                Effect::RunHooks(mut event) => {
+                    event.run_id.clone_from(&self.run_id);
+                    let runs = run_hooks(&self.core.config().hooks, &event).await;
+                    Input::HooksAnswered { event, runs }
+                }
             };
             effect = self.step_and_commit(input);
         }
@@ -787,6 +815,47 @@ impl AgentHarness {
         Input::ToolDone { run, spend }
     }
 
+    /// Run the hooks that observe `point` (`run_start`, `run_end`) and record what they
+    /// said. Best effort: they decide nothing.
+    async fn observe(&mut self, point: HookPoint, status: Option<&str>) {
+        if !self.core.hooks_match(point, None) {
+            return;
+        }
+        let event = HookEvent {
+            hook: point,
+            run_id: self.run_id.clone(),
+            agent: self.identity.name.clone(),
+            tool: None,
+            call_id: None,
+            arguments: None,
+            result: None,
+            success: None,
+            final_text: None,
+            status: status.map(str::to_string),
+        };
+        let runs = run_hooks(&self.core.config().hooks, &event).await;
+        let record = self.core.observed(&event, runs);
+        let _ = self.emit(record);
+    }
+
+    /// `run_end` hooks, before the run's summary is written (once).
+    async fn run_end_hooks(&mut self, outcome: RunOutcome) {
+        if !self.finished && self.state.started {
+            let (status, _) = self.status_of(outcome);
+            self.observe(HookPoint::RunEnd, Some(status)).await;
+        }
+    }
+
+    fn status_of(&self, outcome: RunOutcome) -> (&'static str, &'static str) {
+        let last = self.state.last_stop.map_or("done", StopReason::as_str);
+        match outcome {
+            RunOutcome::Completed => ("completed", last),
+            RunOutcome::Stopped(StopReason::Error) => ("failed", "error"),
+            RunOutcome::Stopped(reason) => ("stopped", reason.as_str()),
+            RunOutcome::Failed => ("failed", if last == "done" { "error" } else { last }),
+        }
+    }
+
     /// The summary as of now.
     pub fn summary(&self, status: &str, run_outcome: &str) -> RunSummary {
         let finished_at = Utc::now();
@@ -849,13 +918,7 @@ impl AgentHarness {
 
     /// Write the summary for `outcome` (once). Returns it, and why writing failed if it did.
     fn finish_inner(&mut self, outcome: RunOutcome) -> (RunSummary, Option<String>) {
-        let last = self.state.last_stop.map_or("done", StopReason::as_str);
-        let (status, run_outcome) = match outcome {
-            RunOutcome::Completed => ("completed", last),
-            RunOutcome::Stopped(StopReason::Error) => ("failed", "error"),
-            RunOutcome::Stopped(reason) => ("stopped", reason.as_str()),
-            RunOutcome::Failed => ("failed", if last == "done" { "error" } else { last }),
-        };
+        let (status, run_outcome) = self.status_of(outcome);
         let summary = self.summary(status, run_outcome);
         if self.finished {
             return (summary, None);
@@ -889,6 +952,7 @@ impl PhaseExecutor for AgentHarness {
     }
 
     async fn finish(&mut self, outcome: RunOutcome) {
+        self.run_end_hooks(outcome).await;
         self.finish_inner(outcome);
     }
 

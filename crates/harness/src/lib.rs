@@ -37,6 +37,7 @@ mod error;
 pub mod event;
 mod factory;
 mod harness;
+pub mod hooks;
 pub mod lock;
 mod memory;
 mod records;
@@ -56,6 +57,9 @@ pub use error::HarnessError;
 pub use event::{EventEnvelope, RepairAction, RunEvent, RunLaunch, SCHEMA_VERSION};
 pub use factory::HarnessFactory;
 pub use harness::{AgentHarness, EventSink, RecordHandle, RunHandle, RunReport, ToolCallGuard};
+pub use hooks::{
+    CommandHook, CommandHookConfig, Hook, HookAnswer, HookEvent, HookPoint, HookRun, HooksConfig,
+};
 pub use lock::{LockState, RunLock, lock_state};
 pub use memory::{MemoryProvider, NoMemory};
 pub use records::{

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::ContextStrategy;
 use crate::contexts::{ContextState, apply_strategy};
 use crate::event::{Decision, EventEnvelope, PhaseMode, RunEvent};
+use crate::hooks::HookPoint;
 use crate::records::{ApprovalEvent, ApprovalsDenials, MemoryCounts};
 use crate::stall::{CallIdentity, StallState, fingerprint};
 
@@ -79,6 +80,9 @@ pub struct PendingCall {
     pub tool: String,
     /// Its arguments.
     pub arguments: serde_json::Value,
+    /// The `pre_tool` hooks allowed it (recorded in `hook_decision`).
+    #[serde(default)]
+    pub hooks_cleared: bool,
 }
 
 /// Where the loop is inside the current phase.
@@ -108,6 +112,13 @@ pub struct PhasePosition {
     /// The streak of identical iterations (stall detection).
     #[serde(default)]
     pub stall: StallState,
+    /// How often `agent_stop` hooks blocked a stop in this phase.
+    #[serde(default)]
+    pub agent_stop_blocks: u32,
+    /// The `agent_stop` hooks' decision on the stop after iteration `.0`: the block's reason,
+    /// or `None` when they allowed it.
+    #[serde(default)]
+    pub agent_stop_decided: Option<(u32, Option<String>)>,
 }
 
 impl PhasePosition {
@@ -255,6 +266,49 @@ impl RunState {
         }
     }
 
+    /// A `hook_decision`: a `pre_tool` allow clears the pending call; an `agent_stop`
+    /// decision is remembered for the iteration; `post_tool` notes are added to the result
+    /// the model sees.
+    fn hook_decided(
+        &mut self,
+        hook: HookPoint,
+        call_id: Option<&str>,
+        decision: &str,
+        reason: &Option<String>,
+        notes: &[String],
+    ) {
+        match hook {
+            HookPoint::PreTool if decision == "allow" => {
+                if let Some(p) = self.current.as_mut().and_then(|p| p.pending.as_mut())
+                    && Some(p.call_id.as_str()) == call_id
+                {
+                    p.hooks_cleared = true;
+                }
+            }
+            HookPoint::AgentStop => {
+                if let Some(pos) = self.current.as_mut() {
+                    let block = (decision == "block").then(|| reason.clone().unwrap_or_default());
+                    pos.agent_stop_decided = Some((pos.iteration, block));
+                }
+            }
+            HookPoint::PostTool if !notes.is_empty() => {
+                let Some(id) = call_id else { return };
+                if let Some(msg) = self.current_context_mut().and_then(|c| {
+                    c.history
+                        .iter_mut()
+                        .rev()
+                        .find(|m| m.tool_call_id.as_deref() == Some(id))
+                }) {
+                    for note in notes {
+                        msg.content
+                            .push_str(&format!("\n\n[note from a post_tool hook] {note}"));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Answer every call left in the batch with `text` (they will not run).
     fn skip_batch(&mut self, text: &str) {
         let Some(pos) = self.current.as_mut() else {
@@ -331,6 +385,8 @@ impl RunState {
                     pending: None,
                     iteration_start: 0,
                     stall: StallState::default(),
+                    agent_stop_blocks: 0,
+                    agent_stop_decided: None,
                 });
             }
             RunEvent::RunResumed { .. } => {
@@ -418,6 +474,7 @@ impl RunState {
                         call_id: call_id.clone(),
                         tool: tool.clone(),
                         arguments: arguments.clone(),
+                        hooks_cleared: false,
                     });
                 }
             }
@@ -480,6 +537,24 @@ impl RunState {
                     ctx.history.push(Message::user(message.clone()));
                 }
             }
+            RunEvent::HookDecision {
+                hook,
+                call_id,
+                decision,
+                reason,
+                notes,
+                ..
+            } => self.hook_decided(*hook, call_id.as_deref(), decision, reason, notes),
+            RunEvent::StopBlocked {
+                blocks, message, ..
+            } => {
+                if let Some(pos) = self.current.as_mut() {
+                    pos.agent_stop_blocks = *blocks;
+                }
+                if let Some(ctx) = self.current_context_mut() {
+                    ctx.history.push(Message::user(message.clone()));
+                }
+            }
             RunEvent::StopRequested { .. } => {
                 self.skip_batch(NOT_EXECUTED_STOPPED);
                 if let Some(pos) = self.current.as_mut() {
@@ -506,6 +581,7 @@ impl RunState {
             | RunEvent::LlmStream { .. }
             | RunEvent::BudgetExhausted { .. }
             | RunEvent::Stalled { .. }
+            | RunEvent::StopForced { .. }
             | RunEvent::ToolEvent { .. }
             | RunEvent::InteractionRequest(_)
             | RunEvent::InteractionAcknowledged(_)

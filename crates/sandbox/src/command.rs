@@ -118,6 +118,15 @@ impl CommandPolicy {
         }
     }
 
+    /// How `program` (a resolved file) runs: inside the OS sandbox, or unconfined when that
+    /// is unavailable and accepted. Err: why it must not run.
+    pub(crate) fn confinement_for(
+        &self,
+        program: &Path,
+    ) -> Result<crate::confine::Confinement, String> {
+        self.exec.confinement_for(program)
+    }
+
     /// Parse `line` and check it: syntax, program name, path arguments, redirections; then
     /// decide how the program is confined. Err: the reason, for the model.
     pub(crate) fn check(&self, line: &str, paths: &PathPolicy) -> Result<CheckedCommand, String> {

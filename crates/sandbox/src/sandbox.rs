@@ -179,6 +179,25 @@ impl Sandbox {
         &self.config
     }
 
+    /// The canonical folder commands run in and relative paths resolve against.
+    pub fn working_dir(&self) -> &std::path::Path {
+        &self.working_dir
+    }
+
+    /// How a program run on the harness's behalf outside any tool (a hook command) is
+    /// confined: the same OS sandbox as the programs tools execute (read roots readable,
+    /// write roots writable, no network unless allowed, the program's own folder readable).
+    /// Err: why it must not run (confinement unavailable and `allow_unconfined_exec` off).
+    ///
+    /// # Errors
+    /// As described.
+    pub fn confinement_for(
+        &self,
+        program: &std::path::Path,
+    ) -> Result<crate::confine::Confinement, String> {
+        self.commands.confinement_for(program)
+    }
+
     /// Run one anonymous call through every check, in the documented order. Tools see no
     /// [`ToolContext::caller`]; use [`Sandbox::execute_as`] to say who the call is for.
     pub async fn execute(&self, name: &str, args: &serde_json::Value) -> Execution {

@@ -1,0 +1,462 @@
+//! Hooks: code outside the loop that is told of a run's moments and may weigh in on some.
+//!
+//! - `pre_tool` — before a permitted call runs; may deny it with a reason the model sees.
+//! - `post_tool` — after a call's result is recorded; observes, may add a note to the result.
+//! - `agent_stop` — when the model answers without a tool call; may block the stop with a
+//!   reason (the model continues), at most `agent_stop_max_blocks` times in a phase — then
+//!   the stop proceeds and the transcript records it as forced.
+//! - `run_start`, `run_end` — observe.
+//!
+//! Two ways in: the [`Hook`] trait (`AgentHarness::with_hook`, `HarnessFactory::with_hook`)
+//! and external commands ([`CommandHook`], `[[hooks.<point>]]` in `lsm.toml`). The driver
+//! runs the hooks; the pure core decides on their answers and records them as one
+//! `hook_decision` event, so a resumed run replays a decision and never runs its hooks again.
+//! A hook cannot touch the budget or the sandbox: it sees a JSON description of the moment
+//! and answers allow, deny (block), a note, or fails.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use lsm_sandbox::{Confinement, Sandbox};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::io::AsyncWriteExt;
+
+/// The moments hooks are told of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum HookPoint {
+    /// Before a tool call runs.
+    PreTool,
+    /// After a tool call's result is recorded.
+    PostTool,
+    /// The model answered without a tool call (it wants to stop).
+    AgentStop,
+    /// The run starts.
+    RunStart,
+    /// The run ends.
+    RunEnd,
+}
+
+impl HookPoint {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookPoint::PreTool => "pre_tool",
+            HookPoint::PostTool => "post_tool",
+            HookPoint::AgentStop => "agent_stop",
+            HookPoint::RunStart => "run_start",
+            HookPoint::RunEnd => "run_end",
+        }
+    }
+
+    /// Whether a hook that fails refuses (`pre_tool` denies, `agent_stop` blocks) unless it
+    /// is configured to fail open.
+    pub fn decides(self) -> bool {
+        matches!(self, HookPoint::PreTool | HookPoint::AgentStop)
+    }
+}
+
+/// What a hook is told: the JSON a command hook reads on its stdin.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct HookEvent {
+    /// The moment.
+    pub hook: HookPoint,
+    /// The run.
+    pub run_id: String,
+    /// The agent.
+    pub agent: String,
+    /// The tool (`pre_tool`, `post_tool`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// The call's id (`pre_tool`, `post_tool`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// The call's arguments (`pre_tool`, `post_tool`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+    /// The call's output or error (`post_tool`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+    /// Whether the call succeeded (`post_tool`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub success: Option<bool>,
+    /// The model's answer (`agent_stop`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_text: Option<String>,
+    /// The run's status (`run_end`: `completed`, `stopped`, `failed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+}
+
+/// One hook's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookAnswer {
+    /// Go ahead.
+    Allow,
+    /// `pre_tool`: refuse the call; `agent_stop`: block the stop. With the reason.
+    Deny(String),
+    /// `post_tool`: add this note to the result the model sees.
+    Note(String),
+    /// The hook failed (could not start, crashed, timed out, answered nonsense).
+    Failed(String),
+}
+
+/// Code told of a run's moments. Implement it to hook into runs from Rust.
+#[async_trait::async_trait]
+pub trait Hook: Send + Sync {
+    /// A name for the record (a command hook's is its command line).
+    fn name(&self) -> String;
+
+    /// Whether this hook wants to hear of `point` (for `tool`, at the tool points).
+    fn matches(&self, point: HookPoint, tool: Option<&str>) -> bool;
+
+    /// A hook that fails lets the run go on (`true`) or refuses (`false`, the default) at
+    /// the points that decide (`pre_tool`, `agent_stop`).
+    fn fail_open(&self) -> bool {
+        false
+    }
+
+    /// The hook's answer to `event`.
+    async fn call(&self, event: &HookEvent) -> HookAnswer;
+}
+
+/// One hook's run, as recorded in `hook_decision`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct HookRun {
+    /// The hook's name.
+    pub name: String,
+    /// `allow`, `deny`, `note` or `failed`.
+    pub outcome: String,
+    /// The reason, note or failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// A failure lets the run go on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fail_open: bool,
+}
+
+impl HookRun {
+    /// The record of `hook`'s `answer`.
+    pub fn of(hook: &dyn Hook, answer: HookAnswer) -> HookRun {
+        let (outcome, message) = match answer {
+            HookAnswer::Allow => ("allow", None),
+            HookAnswer::Deny(r) => ("deny", Some(r)),
+            HookAnswer::Note(n) => ("note", Some(n)),
+            HookAnswer::Failed(e) => ("failed", Some(e)),
+        };
+        HookRun {
+            name: hook.name(),
+            outcome: outcome.to_string(),
+            message,
+            fail_open: hook.fail_open(),
+        }
+    }
+
+    /// Whether this run refuses (a deny, or a failure that fails closed at a point that
+    /// decides), and why.
+    pub fn refusal(&self, point: HookPoint) -> Option<String> {
+        let message = self.message.clone().unwrap_or_default();
+        match self.outcome.as_str() {
+            "deny" if point.decides() => Some(if message.is_empty() {
+                format!("refused by the hook {}", self.name)
+            } else {
+                message
+            }),
+            "failed" if point.decides() && !self.fail_open => {
+                Some(format!("refused because a hook failed: {message}"))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Run the hooks of `hooks` that match `event` in order; stop at the first that refuses (at
+/// a point that decides).
+pub async fn run_hooks(hooks: &[Arc<dyn Hook>], event: &HookEvent) -> Vec<HookRun> {
+    let mut runs = Vec::new();
+    for hook in hooks
+        .iter()
+        .filter(|h| h.matches(event.hook, event.tool.as_deref()))
+    {
+        let run = HookRun::of(hook.as_ref(), hook.call(event).await);
+        let refused = run.refusal(event.hook).is_some();
+        if run.outcome == "failed" {
+            tracing::warn!(hook = %run.name, point = event.hook.as_str(), "hook failed: {}", run.message.as_deref().unwrap_or(""));
+        }
+        runs.push(run);
+        if refused {
+            break;
+        }
+    }
+    runs
+}
+
+/// Default time limit of a command hook.
+pub const DEFAULT_HOOK_TIMEOUT_SECONDS: f64 = 30.0;
+
+/// Default number of times `agent_stop` hooks may block a stop in one phase.
+pub const DEFAULT_AGENT_STOP_MAX_BLOCKS: u32 = 2;
+
+/// One `[[hooks.<point>]]` entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandHookConfig {
+    /// The program and its arguments (no shell). A program given by a relative path is
+    /// found from the sandbox's working directory; a bare name on `PATH`.
+    pub command: Vec<String>,
+    /// Only for calls of these tools (`pre_tool`, `post_tool`); all when absent.
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+    /// Time limit in seconds (default 30); a hook that takes longer is killed and failed.
+    #[serde(default = "default_timeout")]
+    pub timeout_seconds: f64,
+    /// A failure lets the run go on instead of refusing (default `false`).
+    #[serde(default)]
+    pub fail_open: bool,
+}
+
+fn default_timeout() -> f64 {
+    DEFAULT_HOOK_TIMEOUT_SECONDS
+}
+
+fn default_max_blocks() -> u32 {
+    DEFAULT_AGENT_STOP_MAX_BLOCKS
+}
+
+/// `[hooks]` in `lsm.toml`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HooksConfig {
+    /// How often `agent_stop` hooks may block a stop in one phase before it is forced.
+    #[serde(default = "default_max_blocks")]
+    pub agent_stop_max_blocks: u32,
+    /// `[[hooks.pre_tool]]`.
+    pub pre_tool: Vec<CommandHookConfig>,
+    /// `[[hooks.post_tool]]`.
+    pub post_tool: Vec<CommandHookConfig>,
+    /// `[[hooks.agent_stop]]`.
+    pub agent_stop: Vec<CommandHookConfig>,
+    /// `[[hooks.run_start]]`.
+    pub run_start: Vec<CommandHookConfig>,
+    /// `[[hooks.run_end]]`.
+    pub run_end: Vec<CommandHookConfig>,
+}
+
+impl Default for HooksConfig {
+    fn default() -> Self {
+        HooksConfig {
+            agent_stop_max_blocks: DEFAULT_AGENT_STOP_MAX_BLOCKS,
+            pre_tool: Vec::new(),
+            post_tool: Vec::new(),
+            agent_stop: Vec::new(),
+            run_start: Vec::new(),
+            run_end: Vec::new(),
+        }
+    }
+}
+
+impl HooksConfig {
+    /// Every configured command hook, run inside `sandbox`'s OS confinement.
+    ///
+    /// # Errors
+    /// An entry with an empty command or a timeout that is not a positive number (the
+    /// message names the entry).
+    pub fn command_hooks(&self, sandbox: &Arc<Sandbox>) -> Result<Vec<Arc<dyn Hook>>, String> {
+        let mut hooks: Vec<Arc<dyn Hook>> = Vec::new();
+        for (point, entries) in [
+            (HookPoint::PreTool, &self.pre_tool),
+            (HookPoint::PostTool, &self.post_tool),
+            (HookPoint::AgentStop, &self.agent_stop),
+            (HookPoint::RunStart, &self.run_start),
+            (HookPoint::RunEnd, &self.run_end),
+        ] {
+            for (i, entry) in entries.iter().enumerate() {
+                let at = format!("[[hooks.{}]] entry {}", point.as_str(), i + 1);
+                if entry.command.first().is_none_or(|p| p.trim().is_empty()) {
+                    return Err(format!("{at}: `command` must name a program"));
+                }
+                if !(entry.timeout_seconds.is_finite() && entry.timeout_seconds > 0.0) {
+                    return Err(format!(
+                        "{at}: `timeout_seconds` must be a positive number of seconds"
+                    ));
+                }
+                hooks.push(Arc::new(CommandHook {
+                    point,
+                    config: entry.clone(),
+                    sandbox: Arc::clone(sandbox),
+                }));
+            }
+        }
+        Ok(hooks)
+    }
+}
+
+/// An external command as a hook: the event as JSON on stdin; exit code 0 allows (stdout
+/// may hold `{"note": "..."}` for `post_tool`), 2 denies or blocks (the reason is stdout's
+/// `{"reason": "..."}` or else stderr), anything else is a failure. Run without a shell,
+/// inside the sandbox's OS confinement, with a clean environment (`PATH` only) and a
+/// time limit.
+pub struct CommandHook {
+    point: HookPoint,
+    config: CommandHookConfig,
+    sandbox: Arc<Sandbox>,
+}
+
+impl std::fmt::Debug for CommandHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommandHook")
+            .field("point", &self.point)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a hook may print on stdout.
+#[derive(Debug, Default, Deserialize)]
+struct HookOutput {
+    #[serde(default)]
+    note: Option<String>,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// Longest reason or note taken from a hook, in characters.
+const MAX_HOOK_TEXT: usize = 2000;
+
+fn bounded(text: &str) -> String {
+    let t = text.trim();
+    match t.char_indices().nth(MAX_HOOK_TEXT) {
+        Some((i, _)) => format!("{}…", &t[..i]),
+        None => t.to_string(),
+    }
+}
+
+impl CommandHook {
+    /// The file that will run: a path (relative to the working directory) or a name on PATH.
+    fn program(&self, argv0: &str) -> Option<PathBuf> {
+        if argv0.contains('/') {
+            let p = Path::new(argv0);
+            let p = if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                self.sandbox.working_dir().join(p)
+            };
+            return p.is_file().then_some(p);
+        }
+        std::env::var_os("PATH").and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join(argv0))
+                .find(|p| p.is_file())
+        })
+    }
+
+    async fn run(&self, event: &HookEvent) -> Result<HookAnswer, String> {
+        let Some((argv0, args)) = self.config.command.split_first() else {
+            return Err("no command".into());
+        };
+        let program = self
+            .program(argv0)
+            .ok_or_else(|| format!("the program '{argv0}' was not found"))?;
+        let program_str = program
+            .to_str()
+            .ok_or_else(|| format!("the program '{argv0}' has a non-UTF-8 path"))?
+            .to_string();
+        let timeout = Duration::from_secs_f64(self.config.timeout_seconds);
+        let mut command = match self.sandbox.confinement_for(&program)? {
+            Confinement::Confined(confined) => tokio::process::Command::from(confined.command(
+                &program_str,
+                args,
+                timeout,
+                self.sandbox.config().max_write_bytes,
+            )),
+            Confinement::Unconfined(reason) => {
+                tracing::warn!(hook = %self.name(), "hook runs unconfined: {reason}");
+                let mut c = tokio::process::Command::new(&program);
+                c.args(args);
+                c
+            }
+        };
+        command.env_clear();
+        if let Some(path) = std::env::var_os("PATH") {
+            command.env("PATH", path);
+        }
+        command
+            .current_dir(self.sandbox.working_dir())
+            .kill_on_drop(true)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = command
+            .spawn()
+            .map_err(|e| format!("could not start '{argv0}': {e}"))?;
+        let input = serde_json::to_vec(event).map_err(|e| e.to_string())?;
+        let output = tokio::time::timeout(timeout, async move {
+            if let Some(mut stdin) = child.stdin.take() {
+                // A hook that does not read its stdin is not a failure.
+                let _ = stdin.write_all(&input).await;
+                drop(stdin);
+            }
+            child.wait_with_output().await
+        })
+        .await
+        .map_err(|_| {
+            format!(
+                "timed out after {} seconds (timeout_seconds) and was killed",
+                self.config.timeout_seconds
+            )
+        })?
+        .map_err(|e| format!("waiting for it: {e}"))?;
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let parsed: HookOutput = if stdout.trim().is_empty() {
+            HookOutput::default()
+        } else {
+            serde_json::from_str(stdout.trim()).unwrap_or_default()
+        };
+        match output.status.code() {
+            Some(0) => Ok(match parsed.note {
+                Some(note) if self.point == HookPoint::PostTool => HookAnswer::Note(bounded(&note)),
+                _ => HookAnswer::Allow,
+            }),
+            Some(2) => {
+                let reason = parsed
+                    .reason
+                    .filter(|r| !r.trim().is_empty())
+                    .unwrap_or_else(|| stderr.to_string());
+                Ok(HookAnswer::Deny(bounded(&reason)))
+            }
+            Some(code) => Err(format!("exited with status {code}: {}", bounded(&stderr))),
+            None => Err(format!("was killed by a signal: {}", bounded(&stderr))),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Hook for CommandHook {
+    fn name(&self) -> String {
+        self.config.command.join(" ")
+    }
+
+    fn matches(&self, point: HookPoint, tool: Option<&str>) -> bool {
+        point == self.point
+            && match (&self.config.tools, tool) {
+                (Some(tools), Some(tool)) => tools.iter().any(|t| t == tool),
+                (Some(_), None) => false,
+                (None, _) => true,
+            }
+    }
+
+    fn fail_open(&self) -> bool {
+        self.config.fail_open
+    }
+
+    async fn call(&self, event: &HookEvent) -> HookAnswer {
+        match self.run(event).await {
+            Ok(answer) => answer,
+            Err(e) => HookAnswer::Failed(format!("hook '{}' {e}", self.name())),
+        }
+    }
+}
