@@ -18,7 +18,7 @@ fn usage_line(v: Value, input: u64, output: u64) -> Value {
     v
 }
 
-fn general_script() -> Vec<Value> {
+pub(super) fn general_script() -> Vec<Value> {
     vec![
         usage_line(
             call(
@@ -44,7 +44,7 @@ fn general_script() -> Vec<Value> {
     ]
 }
 
-fn research_script() -> Vec<Value> {
+pub(super) fn research_script() -> Vec<Value> {
     vec![
         usage_line(text(r#"["storage", "loss"]"#), 11, 2),
         usage_line(text("Soil stores carbon."), 12, 3),
@@ -55,13 +55,13 @@ fn research_script() -> Vec<Value> {
 }
 
 /// A workspace for one run: the script, `notes.md`, the served log.
-struct Ws {
-    dir: tempfile::TempDir,
-    script: PathBuf,
+pub(super) struct Ws {
+    pub(super) dir: tempfile::TempDir,
+    pub(super) script: PathBuf,
 }
 
 impl Ws {
-    fn new(lines: &[Value]) -> Ws {
+    pub(super) fn new(lines: &[Value]) -> Ws {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("notes.md"), "hello\n").unwrap();
         let script = dir.path().join("script.jsonl");
@@ -70,11 +70,11 @@ impl Ws {
         Ws { dir, script }
     }
 
-    fn path(&self) -> &Path {
+    pub(super) fn path(&self) -> &Path {
         self.dir.path()
     }
 
-    fn cmd(&self) -> Command {
+    pub(super) fn cmd(&self) -> Command {
         let mut c = lsm(self.path());
         c.env(
             "LSM_TEST_SCRIPTED_SERVED_LOG",
@@ -83,7 +83,7 @@ impl Ws {
         c
     }
 
-    fn start(&self, agent: &str, env: &[(&str, String)]) -> Output {
+    pub(super) fn start(&self, agent: &str, env: &[(&str, String)]) -> Output {
         let mut c = self.cmd();
         c.args(["agent", "run", agent]);
         if agent == "research" {
@@ -100,7 +100,7 @@ impl Ws {
         run(&mut c)
     }
 
-    fn resume(&self, run_id: &str, extra: &[&str]) -> Output {
+    pub(super) fn resume(&self, run_id: &str, extra: &[&str]) -> Output {
         let mut c = self.cmd();
         c.args([
             "runs",
@@ -114,7 +114,7 @@ impl Ws {
         run(&mut c)
     }
 
-    fn run_dir(&self, agent: &str) -> PathBuf {
+    pub(super) fn run_dir(&self, agent: &str) -> PathBuf {
         let logs = self.path().join("Agents").join(agent).join("logs");
         std::fs::read_dir(&logs)
             .unwrap()
@@ -124,7 +124,7 @@ impl Ws {
             .unwrap()
     }
 
-    fn served(&self) -> Vec<u64> {
+    pub(super) fn served(&self) -> Vec<u64> {
         std::fs::read_to_string(self.path().join("served.log"))
             .unwrap_or_default()
             .lines()
@@ -132,7 +132,7 @@ impl Ws {
             .collect()
     }
 
-    fn file_lines(&self, name: &str) -> usize {
+    pub(super) fn file_lines(&self, name: &str) -> usize {
         std::fs::read_to_string(self.path().join(name))
             .map(|t| t.lines().count())
             .unwrap_or(0)
@@ -140,7 +140,7 @@ impl Ws {
 }
 
 /// The transcript's lines, each checked to be a JSON object, with `seq` 1, 2, 3, ….
-fn journal(run_dir: &Path) -> Vec<Value> {
+pub(super) fn journal(run_dir: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(run_dir.join("transcript.jsonl")).unwrap();
     assert!(
         text.ends_with('\n'),
@@ -156,7 +156,7 @@ fn journal(run_dir: &Path) -> Vec<Value> {
     lines
 }
 
-fn tokens(summary: &Value) -> (u64, u64, u64) {
+pub(super) fn tokens(summary: &Value) -> (u64, u64, u64) {
     let u = &summary["token_usage"];
     (
         u["tokens_used"].as_u64().unwrap(),
