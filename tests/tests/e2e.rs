@@ -25,6 +25,9 @@ mod mcp;
 /// Crash and resume, the run lock, SIGTERM, `--output-format stream-json`.
 #[path = "e2e/resume.rs"]
 mod resume;
+/// Runs killed with SIGKILL at random points of their event stream, then resumed.
+#[path = "e2e/resume_sigkill.rs"]
+mod resume_sigkill;
 
 /// A temp workspace holding a copy of `examples/file-task`.
 fn example_copy() -> tempfile::TempDir {

@@ -19,6 +19,7 @@ mod foreground;
 mod interaction_wiring;
 mod kb_cmd;
 mod launch;
+mod legacy_runs;
 mod llm_cmd;
 mod mcp_cmd;
 mod mcp_wiring;

@@ -10,6 +10,7 @@ use lsm_harness::{HarnessError, LockState, ResumePoint, RunEvent, StartedRun};
 use crate::agent_run::{self, OutputFormat, RunArgs, usage};
 use crate::config;
 use crate::exit;
+use crate::legacy_runs;
 
 /// `lsm runs ...`.
 #[derive(Debug, Subcommand)]
@@ -83,6 +84,11 @@ struct RunRow {
     #[serde(skip_serializing_if = "Option::is_none")]
     finished: Option<String>,
     run_dir: String,
+    /// The transcript's schema version (1: written before typed run events).
+    schema_version: u64,
+    /// Whether `lsm runs resume` can continue it now: interrupted, and recorded with a
+    /// schema a resume can fold (version 1 runs never are).
+    resumable: bool,
 }
 
 /// Run a `lsm runs` command; returns the exit code.
@@ -162,6 +168,10 @@ fn scan(root: &Path) -> Vec<RunRow> {
 }
 
 fn row_of(run_dir: &Path) -> Option<RunRow> {
+    let transcript = run_dir.join("transcript.jsonl");
+    if legacy_runs::schema_version(&transcript)? < u64::from(lsm_harness::SCHEMA_VERSION) {
+        return legacy_row(run_dir);
+    }
     let journal = lsm_harness::read_journal(&run_dir.join("transcript.jsonl")).ok()?;
     let started = StartedRun::of(&journal.events)?;
     let finished = journal.events.iter().rev().find_map(|e| match &e.event {
@@ -184,6 +194,30 @@ fn row_of(run_dir: &Path) -> Option<RunRow> {
         topic: started.topic,
         finished,
         run_dir: run_dir.display().to_string(),
+        schema_version: u64::from(journal.events.first()?.schema_version),
+        resumable: status == Status::Interrupted,
+    })
+}
+
+/// A run recorded before typed run events: its status from `run_summary.json` or `run_end`;
+/// never resumable.
+fn legacy_row(run_dir: &Path) -> Option<RunRow> {
+    let run = legacy_runs::read(run_dir)?;
+    let status = match run.finished.as_deref() {
+        Some("failed") => Status::Failed,
+        Some(_) => Status::Done,
+        None => Status::Interrupted,
+    };
+    Some(RunRow {
+        run_id: run.run_id,
+        agent: run.agent,
+        status,
+        started_at: run.started_at,
+        topic: run.topic,
+        finished: run.finished,
+        run_dir: run_dir.display().to_string(),
+        schema_version: 1,
+        resumable: false,
     })
 }
 
@@ -213,6 +247,11 @@ pub fn open_run(root: &Path, run_id: &str) -> Result<ResumePoint> {
             root.display()
         )));
     };
+    if legacy_runs::schema_version(&run_dir.join("transcript.jsonl"))
+        .is_some_and(|v| v < u64::from(lsm_harness::SCHEMA_VERSION))
+    {
+        return Err(usage(legacy_runs::not_resumable(run_id)));
+    }
     ResumePoint::open(&run_dir).map_err(|e| match e {
         HarnessError::Locked { pid, .. } => usage(format!(
             "run {run_id} is already being driven by process {}; a run is resumed by one process at a time",

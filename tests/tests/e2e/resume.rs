@@ -18,7 +18,7 @@ fn usage_line(v: Value, input: u64, output: u64) -> Value {
     v
 }
 
-fn general_script() -> Vec<Value> {
+pub(super) fn general_script() -> Vec<Value> {
     vec![
         usage_line(
             call(
@@ -44,7 +44,7 @@ fn general_script() -> Vec<Value> {
     ]
 }
 
-fn research_script() -> Vec<Value> {
+pub(super) fn research_script() -> Vec<Value> {
     vec![
         usage_line(text(r#"["storage", "loss"]"#), 11, 2),
         usage_line(text("Soil stores carbon."), 12, 3),
@@ -55,13 +55,13 @@ fn research_script() -> Vec<Value> {
 }
 
 /// A workspace for one run: the script, `notes.md`, the served log.
-struct Ws {
-    dir: tempfile::TempDir,
-    script: PathBuf,
+pub(super) struct Ws {
+    pub(super) dir: tempfile::TempDir,
+    pub(super) script: PathBuf,
 }
 
 impl Ws {
-    fn new(lines: &[Value]) -> Ws {
+    pub(super) fn new(lines: &[Value]) -> Ws {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("notes.md"), "hello\n").unwrap();
         let script = dir.path().join("script.jsonl");
@@ -70,11 +70,11 @@ impl Ws {
         Ws { dir, script }
     }
 
-    fn path(&self) -> &Path {
+    pub(super) fn path(&self) -> &Path {
         self.dir.path()
     }
 
-    fn cmd(&self) -> Command {
+    pub(super) fn cmd(&self) -> Command {
         let mut c = lsm(self.path());
         c.env(
             "LSM_TEST_SCRIPTED_SERVED_LOG",
@@ -83,7 +83,7 @@ impl Ws {
         c
     }
 
-    fn start(&self, agent: &str, env: &[(&str, String)]) -> Output {
+    pub(super) fn start(&self, agent: &str, env: &[(&str, String)]) -> Output {
         let mut c = self.cmd();
         c.args(["agent", "run", agent]);
         if agent == "research" {
@@ -100,7 +100,7 @@ impl Ws {
         run(&mut c)
     }
 
-    fn resume(&self, run_id: &str, extra: &[&str]) -> Output {
+    pub(super) fn resume(&self, run_id: &str, extra: &[&str]) -> Output {
         let mut c = self.cmd();
         c.args([
             "runs",
@@ -114,7 +114,7 @@ impl Ws {
         run(&mut c)
     }
 
-    fn run_dir(&self, agent: &str) -> PathBuf {
+    pub(super) fn run_dir(&self, agent: &str) -> PathBuf {
         let logs = self.path().join("Agents").join(agent).join("logs");
         std::fs::read_dir(&logs)
             .unwrap()
@@ -124,7 +124,7 @@ impl Ws {
             .unwrap()
     }
 
-    fn served(&self) -> Vec<u64> {
+    pub(super) fn served(&self) -> Vec<u64> {
         std::fs::read_to_string(self.path().join("served.log"))
             .unwrap_or_default()
             .lines()
@@ -132,7 +132,7 @@ impl Ws {
             .collect()
     }
 
-    fn file_lines(&self, name: &str) -> usize {
+    pub(super) fn file_lines(&self, name: &str) -> usize {
         std::fs::read_to_string(self.path().join(name))
             .map(|t| t.lines().count())
             .unwrap_or(0)
@@ -140,7 +140,7 @@ impl Ws {
 }
 
 /// The transcript's lines, each checked to be a JSON object, with `seq` 1, 2, 3, ….
-fn journal(run_dir: &Path) -> Vec<Value> {
+pub(super) fn journal(run_dir: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(run_dir.join("transcript.jsonl")).unwrap();
     assert!(
         text.ends_with('\n'),
@@ -156,7 +156,7 @@ fn journal(run_dir: &Path) -> Vec<Value> {
     lines
 }
 
-fn tokens(summary: &Value) -> (u64, u64, u64) {
+pub(super) fn tokens(summary: &Value) -> (u64, u64, u64) {
     let u = &summary["token_usage"];
     (
         u["tokens_used"].as_u64().unwrap(),
@@ -525,4 +525,113 @@ async fn resuming_a_run_over_http_makes_no_request_twice() {
             "crash after line {n}"
         );
     }
+}
+
+/// A transcript written before typed run events (schema version 1), by hand.
+const V1_TRANSCRIPT: &str = r#"{"seq":1,"ts":"2026-11-01T10:00:00.000Z","run_id":"RUNID","event":"phase_start","label":"__default__","mode":"llm","user_message":"append the lines","tool_names":null,"max_iterations":20,"continue_context":true}
+{"seq":2,"ts":"2026-11-01T10:00:00.100Z","run_id":"RUNID","event":"llm_request","label":"__default__","iteration":1,"messages":2}
+{"seq":3,"ts":"2026-11-01T10:00:01.000Z","run_id":"RUNID","event":"llm_response","label":"__default__","iteration":1,"text":"","tool_calls":1,"tokens_used":12}
+{"seq":4,"ts":"2026-11-01T10:00:01.010Z","run_id":"RUNID","event":"tool_call","label":"__default__","tool":"append_file","arguments":{"path":"log.txt","content":"one\n"}}
+{"seq":5,"ts":"2026-11-01T10:00:01.020Z","run_id":"RUNID","event":"tool_result","label":"__default__","tool":"append_file","result":"Appended 4 bytes to log.txt"}
+"#;
+
+const V1_END: &str = r#"{"seq":6,"ts":"2026-11-01T10:00:02.000Z","run_id":"RUNID","event":"phase_end","label":"__default__","stop_reason":"done","tool_calls":1,"final_text":"done"}
+{"seq":7,"ts":"2026-11-01T10:00:02.010Z","run_id":"RUNID","event":"run_end","status":"failed","run_outcome":"error","tokens_used":12}
+"#;
+
+/// Write a version 1 run of `general` into `ws`: `end` appends `phase_end` and `run_end`;
+/// `summary` writes the `run_summary.json` of that time.
+fn v1_run(ws: &Ws, run_id: &str, end: bool, summary: Option<&str>) {
+    let dir = ws.path().join("Agents/general/logs").join(run_id);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut text = V1_TRANSCRIPT.replace("RUNID", run_id);
+    if end {
+        text.push_str(&V1_END.replace("RUNID", run_id));
+    }
+    std::fs::write(dir.join("transcript.jsonl"), text).unwrap();
+    if let Some(status) = summary {
+        let summary = json!({"run_id": run_id, "agent_name": "general", "topic": "append the lines",
+            "status": status, "run_outcome": "done", "started_at": "2026-11-01T10:00:00Z",
+            "finished_at": "2026-11-01T10:00:02Z", "duration_seconds": 2.0,
+            "provider": "scripted", "model": "scripted", "tools_used": {"append_file": 1},
+            "tool_sequence": ["append_file"],
+            "token_usage": {"tokens_used": 12, "input_tokens": 10, "output_tokens": 2}});
+        std::fs::write(dir.join("run_summary.json"), summary.to_string()).unwrap();
+    }
+}
+
+#[test]
+fn runs_recorded_before_typed_events_are_listed_and_refused_by_resume() {
+    let ws = Ws::new(&general_script());
+    // One run of this release, interrupted: it stays resumable beside the old ones.
+    let crashed = ws.start("general", &[("LSM_TEST_CRASH_AFTER_SEQ", "4".into())]);
+    assert!(!crashed.status.success());
+    let current = ws.run_dir("general");
+    let current = current.file_name().unwrap().to_str().unwrap();
+    v1_run(&ws, "20261101_100000_aaaa0001", true, Some("completed"));
+    v1_run(&ws, "20261101_100000_aaaa0002", true, None);
+    v1_run(&ws, "20261101_100000_aaaa0003", false, None);
+
+    let listed = run(ws
+        .cmd()
+        .args(["runs", "list", "--agents-folder", "Agents", "--json"]));
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr(&listed));
+    let rows = stdout_json(&listed);
+    let row = |id: &str| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["run_id"] == id)
+            .unwrap_or_else(|| panic!("{id} is not listed: {rows:#}"))
+            .clone()
+    };
+    let done = row("20261101_100000_aaaa0001");
+    assert_eq!(
+        (&done["status"], &done["finished"], &done["topic"]),
+        (
+            &json!("done"),
+            &json!("completed"),
+            &json!("append the lines")
+        ),
+        "from run_summary.json"
+    );
+    assert_eq!(done["started_at"], "2026-11-01T10:00:00Z");
+    assert_eq!(
+        row("20261101_100000_aaaa0002")["status"],
+        "failed",
+        "from run_end"
+    );
+    assert_eq!(row("20261101_100000_aaaa0003")["status"], "interrupted");
+    for id in [
+        "20261101_100000_aaaa0001",
+        "20261101_100000_aaaa0002",
+        "20261101_100000_aaaa0003",
+    ] {
+        assert_eq!(row(id)["agent"], "general");
+        assert_eq!(row(id)["schema_version"], 1);
+        assert_eq!(row(id)["resumable"], false, "{id}");
+    }
+    assert_eq!(row(current)["schema_version"], 2);
+    assert_eq!(row(current)["resumable"], true);
+
+    let table = run(ws.cmd().args(["runs", "list", "--agents-folder", "Agents"]));
+    assert_eq!(table.status.code(), Some(0), "{}", stderr(&table));
+    assert!(
+        String::from_utf8_lossy(&table.stdout).contains("20261101_100000_aaaa0003"),
+        "the table lists old runs too"
+    );
+
+    let refused = ws.resume("20261101_100000_aaaa0003", &["--json"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    let err = stderr(&refused);
+    assert!(
+        err.contains("schema version 1") && err.contains("cannot be resumed"),
+        "{err}"
+    );
+    assert!(
+        !ws.path()
+            .join("Agents/general/logs/20261101_100000_aaaa0003/run.lock")
+            .exists(),
+        "an old run is refused before it is touched"
+    );
 }
