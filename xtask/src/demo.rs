@@ -89,7 +89,7 @@ pub fn demo(root: &Path, scripted: bool) -> Result<()> {
     show_results(&work);
     let code = status.code();
     eprintln!("\nxtask: [demo] {}", outcome(code, scripted));
-    if !matches!(code, Some(0 | 3 | 5 | 6)) {
+    if !matches!(code, Some(0 | 3 | 5 | 6 | 7)) {
         bail!("the demo run exited with {status}");
     }
     if !scripted {
@@ -198,6 +198,9 @@ fn outcome(code: Option<i32>, scripted: bool) -> String {
             "the run reached its iteration limit ({MAX_ITERATIONS} LLM calls) without the model saying DONE — a normal end for a model this small.{quality}"
         ),
         Some(5) => format!("the model ended the run as blocked.{quality}"),
+        Some(7) => format!(
+            "stall detection ended the run: the model repeated the same step after being told it was repeating itself — a normal end for a model this small.{quality}"
+        ),
         Some(3) => format!("the run used up its token budget.{quality}"),
         Some(c) => format!("lsm exited with code {c}: the run failed (see the messages above)."),
         None => "lsm was stopped by a signal.".to_string(),
@@ -354,6 +357,7 @@ mod tests {
         assert!(outcome(Some(0), false).contains("DONE"));
         assert!(outcome(Some(6), false).contains("iteration limit"));
         assert!(outcome(Some(6), false).contains("real provider"));
+        assert!(outcome(Some(7), false).contains("repeated the same step"));
         assert!(outcome(Some(1), false).contains("failed"));
         assert!(!outcome(Some(0), true).contains("SmolLM2"));
     }
