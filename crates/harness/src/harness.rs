@@ -93,7 +93,7 @@ fn record_to(
         {
             sink.before_journal(recorder.next_seq(), &event);
         }
-        recorder.append(event)?
+        recorder.append_shown(event, events.is_some())?
     };
     if let Some(sink) = events {
         sink.event(&written);

@@ -298,7 +298,20 @@ impl Recorder {
     /// ...fields}`. The one place a transcript line is written; one `write` call per line,
     /// so a crash loses at most the line in flight. The sequence number is used only when
     /// the line is written.
+    #[cfg(test)]
     pub fn append(&mut self, event: RunEvent) -> Result<EventEnvelope, HarnessError> {
+        self.append_shown(event, false)
+    }
+
+    /// [`Recorder::append`], where `shown` says whether the returned envelope will be shown
+    /// (handed to an event sink). An envelope that is neither written nor shown is not
+    /// serialized or redacted at all: redaction is most of an iteration's cost without
+    /// records.
+    pub fn append_shown(
+        &mut self,
+        event: RunEvent,
+        shown: bool,
+    ) -> Result<EventEnvelope, HarnessError> {
         let sync = self.must_sync(&event);
         let mut record = self.envelope(event, self.seq + 1);
         let serialize = |e: serde_json::Error| HarnessError::Serialize {
@@ -308,6 +321,10 @@ impl Recorder {
         // Every string of the line is redacted ([`lsm_sandbox::redact_json_secrets`]: the
         // secret values the program registered and the usual key shapes); what event sinks
         // print and stream is the redacted line too.
+        if !self.enabled && !shown {
+            self.seq += 1;
+            return Ok(record);
+        }
         let mut value = serde_json::to_value(&record).map_err(serialize)?;
         if lsm_sandbox::redact_json_secrets(&mut value) {
             record = serde_json::from_value(value.clone()).map_err(serialize)?;
@@ -575,6 +592,26 @@ mod tests {
         let never = Recorder::new(PathBuf::new(), "r".into(), false)
             .with_fsync(JournalFsync::Never, ["write".to_string()].into());
         assert!(!never.must_sync(&started("write")));
+    }
+
+    #[test]
+    fn without_records_an_envelope_a_sink_will_show_is_still_redacted() {
+        let key = "records-secret-Qx81Lm2";
+        assert!(lsm_sandbox::register_secret(key));
+        let mut r = Recorder::new(PathBuf::new(), "r1".into(), false);
+        let event = || RunEvent::LlmError {
+            label: "__default__".into(),
+            error: format!("refused {key}"),
+            chain_broken: false,
+        };
+        let shown = r.append_shown(event(), true).unwrap();
+        assert!(
+            matches!(&shown.event, RunEvent::LlmError { error, .. } if error == "refused [REDACTED]"),
+            "{shown:?}"
+        );
+        assert_eq!(shown.seq, 1);
+        // Neither written nor shown: returned as it is, numbered all the same.
+        assert_eq!(r.append_shown(event(), false).unwrap().seq, 2);
     }
 
     #[test]
