@@ -150,29 +150,40 @@ impl Connection {
         }
     }
 
+    /// Await `request` on `live` within the timeout. A broken or silent session is dropped
+    /// (its process killed), so the next request starts a new one; a request abandoned
+    /// midway (its caller dropped) drops the session too.
+    async fn answer<T>(
+        &self,
+        live: &Arc<Live>,
+        request: impl std::future::Future<Output = Result<T, ServiceError>>,
+    ) -> Result<T, McpError> {
+        let guard = Unfinished(Some(Arc::clone(live)));
+        let result = tokio::time::timeout(self.timeout(), request).await;
+        guard.done();
+        match result {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(e)) => {
+                let (err, broken) = self.failed(e);
+                if broken {
+                    self.discard(live).await;
+                }
+                Err(err)
+            }
+            Err(_) => {
+                self.discard(live).await;
+                Err(self.timed_out())
+            }
+        }
+    }
+
     /// The server's tools (`tools/list`), starting it if needed.
     ///
     /// # Errors
     /// When the server cannot be started, breaks or does not answer in time.
     pub async fn list_tools(&self) -> Result<Vec<McpToolInfo>, McpError> {
         let live = self.session().await?;
-        let guard = Unfinished(Some(Arc::clone(&live)));
-        let result = tokio::time::timeout(self.timeout(), live.service.list_all_tools()).await;
-        guard.done();
-        match result {
-            Ok(Ok(tools)) => Ok(tools),
-            Ok(Err(e)) => {
-                let (err, broken) = self.failed(e);
-                if broken {
-                    self.discard(&live).await;
-                }
-                Err(err)
-            }
-            Err(_) => {
-                self.discard(&live).await;
-                Err(self.timed_out())
-            }
-        }
+        self.answer(&live, live.service.list_all_tools()).await
     }
 
     /// Call `tool` (the server's own name) with `arguments`, starting the server if needed.
@@ -186,24 +197,8 @@ impl Connection {
         arguments: serde_json::Map<String, serde_json::Value>,
     ) -> Result<CallToolResult, McpError> {
         let live = self.session().await?;
-        let guard = Unfinished(Some(Arc::clone(&live)));
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
-        let result = tokio::time::timeout(self.timeout(), live.service.call_tool(params)).await;
-        guard.done();
-        match result {
-            Ok(Ok(r)) => Ok(r),
-            Ok(Err(e)) => {
-                let (err, broken) = self.failed(e);
-                if broken {
-                    self.discard(&live).await;
-                }
-                Err(err)
-            }
-            Err(_) => {
-                self.discard(&live).await;
-                Err(self.timed_out())
-            }
-        }
+        self.answer(&live, live.service.call_tool(params)).await
     }
 
     /// Stop the session, if any (the process is killed when it does not exit at once).
