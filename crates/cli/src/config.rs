@@ -363,6 +363,10 @@ pub fn load(explicit: Option<&Path>, env: &[(String, String)]) -> Result<Config>
         .mcp
         .validate()
         .map_err(|e| config_error(format!("{name}: {e}")))?;
+    config
+        .hooks
+        .validate()
+        .map_err(|e| config_error(format!("{name}: {e}")))?;
     resolve_paths(&mut config, &base);
     config.source = path;
     // The keys it names are secrets from now on, wherever they would be printed or recorded.
@@ -586,6 +590,29 @@ mod tests {
                 .to_string()
                 .contains("not a tier")
         );
+    }
+
+    #[test]
+    fn a_bad_hook_entry_is_an_error_when_the_file_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("lsm.toml");
+        std::fs::write(
+            &f,
+            "[[hooks.pre_tool]]\ncommand = [\"/bin/true\"]\n[[hooks.pre_tool]]\ncommand = []\n",
+        )
+        .unwrap();
+        let e = load(Some(&f), &[]).unwrap_err().to_string();
+        assert!(
+            e.contains("lsm.toml") && e.contains("[[hooks.pre_tool]] entry 2"),
+            "{e}"
+        );
+        std::fs::write(
+            &f,
+            "[[hooks.agent_stop]]\ncommand = [\"x\"]\ntimeout_seconds = 0\n",
+        )
+        .unwrap();
+        let e = load(Some(&f), &[]).unwrap_err().to_string();
+        assert!(e.contains("timeout_seconds"), "{e}");
     }
 
     #[test]

@@ -127,6 +127,15 @@ pub enum RunEvent {
         /// detection's fingerprint); a tool absent here is identified by all of them.
         #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
         call_identity: crate::stall::CallIdentity,
+        /// How strictly a phase that completes the task must prove it.
+        #[serde(default)]
+        stop_mode: crate::StopMode,
+        /// How often the completion checks may send the model back in one phase.
+        #[serde(default = "default_completion_retries")]
+        completion_retries: u32,
+        /// The run's task contract, if it has one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        contract: Option<crate::contract::TaskContract>,
     },
     /// A process took the run over after its previous process died; written before anything
     /// else that process records. A model call requested and not answered is forgotten (it
@@ -187,6 +196,9 @@ pub enum RunEvent {
         messages: usize,
         /// Whether a standing-memory block was sent.
         standing_context: bool,
+        /// Whether the work items' reminder was sent (appended as the last message).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        work_items: bool,
         /// Names of the tools offered.
         tools: Vec<String>,
         /// The call's output cap (what is left of the budget, at most the configured cap).
@@ -437,6 +449,69 @@ pub enum RunEvent {
         /// Blocks in this phase.
         blocks: u32,
     },
+    /// A work-item tool changed the run's ledger; `item` is the item after the change.
+    WorkItemChanged {
+        /// Label (`None` in tool-only mode).
+        label: Option<String>,
+        /// The call that changed it.
+        call_id: String,
+        /// What changed.
+        action: crate::work_items::WorkItemAction,
+        /// The item as it is now.
+        item: crate::work_items::WorkItem,
+    },
+    /// The model declared the task complete with the `work_complete` control tool.
+    WorkCompleteDeclared {
+        /// Label.
+        label: String,
+        /// The phase's iteration.
+        iteration: u32,
+        /// The model's summary.
+        summary: String,
+    },
+    /// The task contract was checked: its coverage ledger (at a stop the model attempted, or
+    /// at the end of the run, for the summary).
+    ContractChecked {
+        /// Label (`None` at the end of the run).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        label: Option<String>,
+        /// The phase's iteration (0 at the end of the run).
+        iteration: u32,
+        /// `stop` or `run_end`.
+        at: String,
+        /// Every condition and whether it holds.
+        coverage: crate::contract::Coverage,
+    },
+    /// A completion check sent the model back to work: it tried to stop with something
+    /// unmet.
+    CompletionObjected {
+        /// Label.
+        label: String,
+        /// Which check: `work_complete`, `contract` or `work_items`.
+        check: String,
+        /// What is unmet, one line each.
+        unmet: Vec<String>,
+        /// Objections in this phase so far, this one included.
+        retries: u32,
+        /// What the model is told (a user message).
+        message: String,
+    },
+    /// The completion checks were still unmet after `completion_retries` objections and the
+    /// stop mode is `interactive`: the stop is accepted (the phase ends `done`).
+    StopAccepted {
+        /// Label.
+        label: String,
+        /// What was still unmet.
+        unmet: Vec<String>,
+    },
+    /// The completion checks were still unmet after `completion_retries` objections in the
+    /// `strict_automation` stop mode: the phase ends `contract_unmet`.
+    ContractUnmet {
+        /// Label.
+        label: String,
+        /// What was unmet.
+        unmet: Vec<String>,
+    },
     /// A stop was seen; the phase ends as `stop_requested`.
     StopRequested {
         /// Label (`None` in tool-only mode).
@@ -473,6 +548,10 @@ pub enum RunEvent {
         /// The run's tokens.
         tokens_used: u64,
     },
+}
+
+fn default_completion_retries() -> u32 {
+    crate::config::DEFAULT_COMPLETION_RETRIES
 }
 
 /// The fields of a tool's side-effect event: where it happened and what the tool reported.
@@ -543,6 +622,12 @@ impl RunEvent {
             RunEvent::StopBlocked { .. } => "stop_blocked",
             RunEvent::StopForced { .. } => "stop_forced",
             RunEvent::Stalled { .. } => "stalled",
+            RunEvent::WorkItemChanged { .. } => "work_item_changed",
+            RunEvent::WorkCompleteDeclared { .. } => "work_complete_declared",
+            RunEvent::ContractChecked { .. } => "contract_checked",
+            RunEvent::CompletionObjected { .. } => "completion_objected",
+            RunEvent::StopAccepted { .. } => "stop_accepted",
+            RunEvent::ContractUnmet { .. } => "contract_unmet",
             RunEvent::StopRequested { .. } => "stop_requested",
             RunEvent::Artifact { .. } => "artifact",
             RunEvent::PhaseEnded { .. } => "phase_ended",

@@ -60,8 +60,11 @@ impl RunLauncher for HarnessLauncher {
         let extra_tools = parts.expand_allowlist(self.config.agents.extra_tools_of(spec.name));
         let records = ctx.clone_record_setter();
         let (run_id, agent_name) = (ctx.run_id.clone(), ctx.agent.clone());
-        let factory = parts
-            .factory
+        let mut factory = parts.factory;
+        if let Some(contract) = self.config.agents.contract_of(spec.name) {
+            factory = factory.with_contract(contract);
+        }
+        let factory = factory
             .with_event_sink(Arc::clone(&ctx.log) as Arc<dyn EventSink>)
             .with_on_build(move |harness| {
                 records(harness.run_id());
