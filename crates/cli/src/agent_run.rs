@@ -267,6 +267,11 @@ async fn run_async(config_path: Option<&Path>, mut args: RunArgs) -> Result<u8> 
         )));
     }
 
+    // The window compaction measures prompts against: [agents.compaction], else the tier's
+    // or the model's configured one, else the provider's own table.
+    if config.agents.compaction.context_window.is_none() {
+        config.agents.compaction.context_window = llm.context_window_for(provider.model());
+    }
     let channel = interaction_wiring::run_channel(&config.agents.interaction)?;
     let stop = CancellationToken::new();
     let parts = run_wiring::build_run(&config, provider, &channel, stop.clone())?;

@@ -12,10 +12,13 @@ use serde::{Deserialize, Serialize};
 pub enum ContextStrategy {
     /// Send only the last 6 messages.
     Fresh,
-    /// Once a history holds more than 12 messages, replace all but the last 8 with a one-line
-    /// note.
+    /// Send the whole history; when a prompt would not fit the model's context window,
+    /// compact that context down the ladder of [`crate::compaction`] (`[agents.compaction]`).
     #[default]
     Compact,
+    /// Send the whole history, never compacted (for models whose window the runs never
+    /// fill; a prompt that does not fit is the provider's error).
+    Full,
 }
 
 /// When the journal (the transcript) is flushed to the disk with `fsync`.
@@ -98,6 +101,8 @@ pub struct HarnessConfig {
     /// How often the completion checks (`work_complete`, the task contract, open work items)
     /// may send the model back in one phase before the stop mode decides.
     pub completion_retries: u32,
+    /// Context compaction (`[agents.compaction]`), under the `compact` strategy.
+    pub compaction: crate::compaction::CompactionConfig,
     /// Offer the work-item tools (`work_item_add`, `work_item_update`, `work_item_list`,
     /// `work_item_set_artifact`, `work_item_flag_revision`) to every agent. An agent whose
     /// allowlist names one of them is offered that one anyway.
@@ -120,6 +125,7 @@ impl Default for HarnessConfig {
             stop_mode: StopMode::Interactive,
             completion_retries: DEFAULT_COMPLETION_RETRIES,
             work_items: false,
+            compaction: crate::compaction::CompactionConfig::default(),
         }
     }
 }

@@ -79,6 +79,10 @@ pub struct CoreConfig {
     pub contract: Option<TaskContract>,
     /// Offer the work-item tools to the agent whatever its allowlist says.
     pub work_items: bool,
+    /// Context compaction's settings.
+    pub compaction: crate::compaction::CompactionConfig,
+    /// The model's window and compaction's marks (from the settings and the provider).
+    pub window: crate::compaction::Window,
 }
 
 impl std::fmt::Debug for CoreConfig {
@@ -329,7 +333,17 @@ impl Core {
                 response,
                 cost,
                 totals,
+            } if Core::awaiting_summary(st) => {
+                self.summarized(st, response, cost, totals, env, out)
+            }
+            Input::Answered {
+                response,
+                cost,
+                totals,
             } => self.answered(st, response, cost, totals, env, out),
+            Input::ModelFailed { error, .. } if Core::awaiting_summary(st) => {
+                self.summary_failed(st, error, true, env, out)
+            }
             Input::ModelFailed {
                 error,
                 chain_broken,
@@ -591,6 +605,15 @@ impl Core {
         env: &Env<'_>,
         out: &mut Vec<RunEvent>,
     ) -> Effect {
+        let Some(pos) = st.current.as_ref() else {
+            return Effect::Finish(PhaseResult::empty(StopReason::Error));
+        };
+        if pos.compaction.is_some() {
+            // Stopped on the ladder, before the model call it made room for.
+            if let Some(effect) = self.resume_compaction(st, env, out) {
+                return effect;
+            }
+        }
         let Some(pos) = st.current.as_ref() else {
             return Effect::Finish(PhaseResult::empty(StopReason::Error));
         };
@@ -1115,7 +1138,63 @@ impl Core {
         }
     }
 
-    /// The standing block is known: assemble the request, gate it, record it.
+    /// The request of the current phase's next model call, from the state as it is (the
+    /// standing block recorded last), without its output cap; whether it carries the
+    /// standing block and the work items' reminder.
+    fn assemble(&self, st: &RunState) -> (LlmRequest, bool, bool) {
+        self.assemble_with(st, None)
+    }
+
+    /// As [`Core::assemble`], with the context's history replaced by `history` when given
+    /// (what compaction weighs before it records a rung).
+    fn assemble_with(
+        &self,
+        st: &RunState,
+        history: Option<&[lsm_providers::Message]>,
+    ) -> (LlmRequest, bool, bool) {
+        let Some(pos) = st.current.as_ref() else {
+            return (LlmRequest::default(), false, false);
+        };
+        let label = pos.label();
+        let tools = self.offered_tools(&pos.request, st.stop_mode);
+        let mut messages = Vec::new();
+        if !self.config.system_prompt.is_empty() {
+            messages.push(Message::system(self.config.system_prompt.clone()));
+        }
+        let has_standing = st.last_standing.is_some();
+        if let Some(block) = &st.last_standing {
+            messages.push(Message::system(block.clone()));
+        }
+        let (sent, previous_response_id) = st.context(label).map_or_else(
+            || (Vec::new(), None),
+            |c| {
+                (
+                    sent_messages(self.config.strategy, history.unwrap_or(&c.history)),
+                    c.last_response_id.clone(),
+                )
+            },
+        );
+        messages.extend(sent);
+        // The work items' current state, while some are open: appended to this request only
+        // (never kept in the history, never in the system prompt), after the stable prefix.
+        let reminder = work_items::reminder(&st.work_items);
+        let has_reminder = reminder.is_some();
+        if let Some(text) = reminder {
+            messages.push(Message::user(text));
+        }
+        let request = LlmRequest {
+            messages,
+            tools,
+            options: CallOptions {
+                previous_response_id,
+                prompt_cache_key: Some(format!("{}:{}", self.config.agent, label_name(label))),
+                ..CallOptions::default()
+            },
+        };
+        (request, has_standing, has_reminder)
+    }
+
+    /// The standing block is known: record it if it changed, then make the call ready.
     fn prepare_call(
         &self,
         st: &mut RunState,
@@ -1126,10 +1205,6 @@ impl Core {
         let Some(pos) = st.current.as_ref() else {
             return Effect::Finish(PhaseResult::empty(StopReason::Error));
         };
-        let label = pos.label().clone();
-        let lname = label_name(&label).to_string();
-        let iteration = pos.iteration + 1;
-        let tools = self.offered_tools(&pos.request, st.stop_mode);
         if standing != st.last_standing {
             // What the model is told from memory is part of the record; written when it
             // changes, not repeated with every call.
@@ -1137,47 +1212,28 @@ impl Core {
                 st,
                 out,
                 RunEvent::StandingContext {
-                    label: lname.clone(),
-                    iteration,
-                    text: standing.clone(),
+                    label: label_name(pos.label()).to_string(),
+                    iteration: pos.iteration + 1,
+                    text: standing,
                 },
             );
         }
-        let mut messages = Vec::new();
-        if !self.config.system_prompt.is_empty() {
-            messages.push(Message::system(self.config.system_prompt.clone()));
-        }
-        let has_standing = standing.is_some();
-        if let Some(block) = standing {
-            messages.push(Message::system(block));
-        }
-        let (history, previous_response_id) = st.context(&label).map_or_else(
-            || (Vec::new(), None),
-            |c| {
-                (
-                    sent_messages(self.config.strategy, &c.history),
-                    c.last_response_id.clone(),
-                )
-            },
-        );
-        messages.extend(history);
-        // The work items' current state, while some are open: appended to this request only
-        // (never kept in the history, never in the system prompt), after the stable prefix.
-        let reminder = work_items::reminder(&st.work_items);
-        let has_reminder = reminder.is_some();
-        if let Some(text) = reminder {
-            messages.push(Message::user(text));
-        }
-        let mut request = LlmRequest {
-            messages,
-            tools,
-            options: CallOptions {
-                previous_response_id,
-                prompt_cache_key: Some(format!("{}:{}", self.config.agent, lname)),
-                ..CallOptions::default()
-            },
+        self.ready_call(st, env, out)
+    }
+
+    /// Assemble the next call's request, compact its context first when it would not fit
+    /// the model's window, gate it, record it.
+    fn ready_call(&self, st: &mut RunState, env: &Env<'_>, out: &mut Vec<RunEvent>) -> Effect {
+        let Some(pos) = st.current.as_ref() else {
+            return Effect::Finish(PhaseResult::empty(StopReason::Error));
         };
+        let lname = label_name(pos.label()).to_string();
+        let iteration = pos.iteration + 1;
+        let (mut request, has_standing, has_reminder) = self.assemble(st);
         let estimate = (env.estimate)(&request);
+        if self.needs_compaction(st, iteration, estimate) {
+            return self.start_compaction(st, iteration, estimate, env, out);
+        }
         // The same gate as a tool's calls: output capped to what is left (the config's
         // max_output_tokens is the budget's per-call limit).
         let grant = match gate(
@@ -1197,7 +1253,9 @@ impl Core {
                 return finish(st, StopReason::BudgetExhausted, out);
             }
         };
-        request.options.max_output_tokens = Some(grant.cap);
+        // The answer must fit in the window beside the prompt.
+        let room = self.config.window.window.saturating_sub(estimate).max(1);
+        request.options.max_output_tokens = Some(grant.cap.min(room));
         emit(
             st,
             out,
@@ -1533,6 +1591,8 @@ fn end_phase(
     );
     Effect::Finish(result)
 }
+
+mod compact;
 
 #[cfg(test)]
 mod tests;

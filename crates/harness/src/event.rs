@@ -118,7 +118,7 @@ pub enum RunEvent {
         /// The run's cost ceiling, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_cost_usd: Option<f64>,
-        /// History trimming (`compact` or `fresh`).
+        /// History trimming (`compact`, `fresh` or `full`).
         context_window_strategy: crate::ContextStrategy,
         /// How the run's owner started it, so that it can rebuild the run to resume it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -512,6 +512,74 @@ pub enum RunEvent {
         /// What was unmet.
         unmet: Vec<String>,
     },
+    /// The prompt of the next model call would not fit the model's context window: the
+    /// context's history is compacted down the ladder before the call.
+    CompactionStarted {
+        /// Label.
+        label: String,
+        /// The model call it makes room for.
+        iteration: u32,
+        /// The prompt's estimate before compacting.
+        tokens_before: u64,
+        /// The model's window and the marks compaction works with.
+        window: crate::compaction::Window,
+    },
+    /// One rung of the ladder applied to the context's history (recorded with what the fold
+    /// needs to redo it).
+    CompactionStep {
+        /// Label.
+        label: String,
+        /// The rung and its data.
+        #[serde(flatten)]
+        step: crate::compaction::Step,
+        /// The prompt's estimate after it.
+        tokens_after: u64,
+        /// What the summary call used (the `summarize` rung).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
+        /// What it cost.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
+        /// The run's tokens after it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tokens_used: Option<u64>,
+    },
+    /// The summary call of the `summarize` rung is about to be made.
+    CompactionSummaryRequested {
+        /// Label.
+        label: String,
+        /// First message summarized.
+        from: usize,
+        /// One past the last.
+        to: usize,
+        /// The summary request's prompt estimate.
+        prompt_tokens_estimate: u64,
+        /// Its output cap.
+        max_output_tokens: u64,
+    },
+    /// The summary call failed (or answered nothing): the ladder goes on to dropping turns.
+    CompactionSummaryFailed {
+        /// Label.
+        label: String,
+        /// Why.
+        error: String,
+        /// The call was made (and failed, or answered nothing); `false` when the budget
+        /// refused it.
+        called: bool,
+    },
+    /// The compaction is over.
+    CompactionFinished {
+        /// Label.
+        label: String,
+        /// The model call it made room for.
+        iteration: u32,
+        /// The rungs applied, in order.
+        steps: Vec<String>,
+        /// The prompt's estimate before.
+        tokens_before: u64,
+        /// And after.
+        tokens_after: u64,
+    },
     /// A stop was seen; the phase ends as `stop_requested`.
     StopRequested {
         /// Label (`None` in tool-only mode).
@@ -628,6 +696,11 @@ impl RunEvent {
             RunEvent::CompletionObjected { .. } => "completion_objected",
             RunEvent::StopAccepted { .. } => "stop_accepted",
             RunEvent::ContractUnmet { .. } => "contract_unmet",
+            RunEvent::CompactionStarted { .. } => "compaction_started",
+            RunEvent::CompactionStep { .. } => "compaction_step",
+            RunEvent::CompactionSummaryRequested { .. } => "compaction_summary_requested",
+            RunEvent::CompactionSummaryFailed { .. } => "compaction_summary_failed",
+            RunEvent::CompactionFinished { .. } => "compaction_finished",
             RunEvent::StopRequested { .. } => "stop_requested",
             RunEvent::Artifact { .. } => "artifact",
             RunEvent::PhaseEnded { .. } => "phase_ended",

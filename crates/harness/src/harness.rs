@@ -346,6 +346,10 @@ impl AgentHarness {
             completion_retries: config.completion_retries,
             contract: None,
             work_items: config.work_items,
+            compaction: config.compaction,
+            window: config
+                .compaction
+                .window(provider.context_window(), config.max_output_tokens),
         });
         AgentHarness {
             identity,
@@ -929,6 +933,7 @@ impl AgentHarness {
             tracking.per_label.insert(
                 name,
                 LabelTracking {
+                    compactions: c.context.compactions,
                     iterations: c.context.iterations,
                     conversation_id: Some(c.context.conversation_id.clone()),
                     response_id: c.context.last_response_id.clone(),

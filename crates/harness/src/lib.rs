@@ -32,6 +32,7 @@
 //!   answers them from the run's state, see [`control`].)
 
 mod budget;
+pub mod compaction;
 mod config;
 mod contexts;
 pub mod contract;

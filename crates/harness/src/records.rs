@@ -97,6 +97,9 @@ pub struct LabelTracking {
     pub conversation_id: Option<String>,
     /// The last response id the provider returned in this context.
     pub response_id: Option<String>,
+    /// How often the context was compacted to fit the model's window.
+    #[serde(default)]
+    pub compactions: u32,
 }
 
 /// The `context_tracking` block of the summary.

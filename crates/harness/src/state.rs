@@ -8,7 +8,8 @@ use lsm_phase::{PhaseRequest, PhaseResult, StopReason, ToolCallRecord, ToolOutco
 use lsm_providers::{Message, ToolCall, Usage};
 use serde::{Deserialize, Serialize};
 
-use crate::contexts::{ContextState, apply_strategy};
+use crate::compaction::{self, Rung, Step};
+use crate::contexts::ContextState;
 use crate::contract::{Coverage, TaskContract};
 use crate::event::{Decision, EventEnvelope, PhaseMode, RunEvent};
 use crate::hooks::HookPoint;
@@ -135,6 +136,28 @@ pub struct PhasePosition {
     /// completion objection, an `agent_stop` block): its stop is decided, not decided again.
     #[serde(default)]
     pub sent_back_at: Option<u32>,
+    /// A compaction of the context under way (before the model call of its iteration).
+    #[serde(default)]
+    pub compaction: Option<Compacting>,
+    /// The iteration whose model call the context was last compacted for (not compacted
+    /// again for the same call).
+    #[serde(default)]
+    pub compacted_at: Option<u32>,
+}
+
+/// A compaction under way: where it is on the ladder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Compacting {
+    /// The model call it makes room for.
+    pub iteration: u32,
+    /// The prompt's estimate before it.
+    pub tokens_before: u64,
+    /// The rung it goes to next.
+    pub next: Rung,
+    /// The rungs applied so far.
+    pub steps: Vec<String>,
+    /// The summary call (rung b) asked for, not answered: the range it summarizes.
+    pub awaiting_summary: Option<(usize, usize)>,
 }
 
 impl PhasePosition {
@@ -419,11 +442,13 @@ impl RunState {
                             context: ContextState::new(id.clone()),
                         }),
                     }
-                    if !request.user_message.is_empty()
-                        && let Some(ctx) = self.context_mut(label)
-                    {
-                        ctx.history
-                            .push(Message::user(request.user_message.clone()));
+                    if let Some(ctx) = self.context_mut(label) {
+                        ctx.phase_start = None;
+                        if !request.user_message.is_empty() {
+                            ctx.phase_start = Some(ctx.history.len());
+                            ctx.history
+                                .push(Message::user(request.user_message.clone()));
+                        }
                     }
                 }
                 self.current = Some(PhasePosition {
@@ -444,6 +469,8 @@ impl RunState {
                     contract_checked_at: None,
                     completion_objections: 0,
                     sent_back_at: None,
+                    compaction: None,
+                    compacted_at: None,
                 });
             }
             RunEvent::RunResumed { .. } => {
@@ -458,14 +485,79 @@ impl RunState {
             }
             RunEvent::StandingContext { text, .. } => self.last_standing.clone_from(text),
             RunEvent::LlmRequest { iteration, .. } => {
-                let strategy = self.strategy;
                 if let Some(pos) = self.current.as_mut() {
                     pos.iteration = *iteration;
                     pos.awaiting_model = true;
                 }
+            }
+            RunEvent::CompactionStarted {
+                iteration,
+                tokens_before,
+                ..
+            } => {
+                if let Some(pos) = self.current.as_mut() {
+                    pos.compaction = Some(Compacting {
+                        iteration: *iteration,
+                        tokens_before: *tokens_before,
+                        next: Rung::Elide,
+                        steps: Vec::new(),
+                        awaiting_summary: None,
+                    });
+                }
+            }
+            RunEvent::CompactionSummaryRequested { from, to, .. } => {
+                if let Some(c) = self.current.as_mut().and_then(|p| p.compaction.as_mut()) {
+                    c.next = Rung::Summarize;
+                    c.awaiting_summary = Some((*from, *to));
+                }
+            }
+            RunEvent::CompactionSummaryFailed { .. } => {
+                if let Some(c) = self.current.as_mut().and_then(|p| p.compaction.as_mut()) {
+                    c.awaiting_summary = None;
+                    c.next = Rung::Drop;
+                }
+            }
+            RunEvent::CompactionStep {
+                step,
+                usage,
+                cost_usd,
+                ..
+            } => {
+                if let Some(u) = usage {
+                    self.usage.add(u, 1, *cost_usd);
+                }
+                if let Some(c) = self.current.as_mut().and_then(|p| p.compaction.as_mut()) {
+                    c.awaiting_summary = None;
+                    c.steps.push(step.name().to_string());
+                    c.next = match step {
+                        Step::ElideToolResults { .. } => Rung::Summarize,
+                        Step::Summarize { .. } | Step::DropOldest { .. } => Rung::Drop,
+                    };
+                }
                 if let Some(ctx) = self.current_context_mut() {
-                    // The same rewrite the request was built from (compact keeps it stable).
-                    let _ = apply_strategy(strategy, &mut ctx.history);
+                    let removed = compaction::apply(&mut ctx.history, step);
+                    if let (Some(p), Step::Summarize { to, .. } | Step::DropOldest { to, .. }) =
+                        (ctx.phase_start, step)
+                        && p >= *to
+                    {
+                        ctx.phase_start = Some(p.saturating_sub(removed.unsigned_abs()));
+                    }
+                }
+            }
+            RunEvent::CompactionFinished {
+                iteration, steps, ..
+            } => {
+                if let Some(pos) = self.current.as_mut() {
+                    pos.compaction = None;
+                    pos.compacted_at = Some(*iteration);
+                }
+                if let Some(ctx) = self.current_context_mut() {
+                    ctx.compactions = ctx.compactions.saturating_add(1);
+                    if !steps.is_empty() {
+                        // A server-side chain still holds what was compacted away: the next
+                        // call sends the compacted history in full.
+                        ctx.last_response_id = None;
+                    }
                 }
             }
             RunEvent::LlmResponse {

@@ -2361,3 +2361,6 @@ async fn the_live_state_is_the_fold_of_the_journal_in_a_run_with_every_kind_of_s
 
 #[path = "harness/control.rs"]
 mod control;
+
+#[path = "harness/compaction.rs"]
+mod compaction;

@@ -62,6 +62,8 @@ fn core(max_tokens: u64) -> Core {
         completion_retries: 2,
         contract: None,
         work_items: false,
+        compaction: crate::compaction::CompactionConfig::default(),
+        window: crate::compaction::CompactionConfig::default().window(None, Some(4096)),
     })
 }
 
