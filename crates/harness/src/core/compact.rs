@@ -13,7 +13,6 @@ use crate::budget::gate;
 use crate::compaction::{
     Layout, Rung, SUMMARY_PROMPT, Step, apply, elidable, layout, oldest_run, transcript_of,
 };
-use crate::contexts::label_name;
 use crate::event::RunEvent;
 use crate::state::{RunState, RunUsage};
 
