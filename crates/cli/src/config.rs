@@ -150,10 +150,11 @@ impl ResolvedLlm {
     }
 
     /// The context window configured for `model`: the tier's (or `[llm]`'s)
-    /// `context_window`, else its `[llm.context_windows]` entry. `None`: the provider's own
-    /// table decides.
+    /// `context_window`, else the local provider's `context_size`, else its
+    /// `[llm.context_windows]` entry. `None`: the provider's own table decides.
     pub fn context_window_for(&self, model: &str) -> Option<u64> {
         self.context_window
+            .or(self.context_size.map(u64::from))
             .or_else(|| self.windows.get(model).copied())
     }
 }
