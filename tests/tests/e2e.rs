@@ -19,6 +19,9 @@ mod agents_harness;
 /// Context compaction through `lsm agent run`.
 #[path = "e2e/compaction.rs"]
 mod compaction;
+/// The conductor and its workers through `lsm agent run conductor`.
+#[path = "e2e/conductor.rs"]
+mod conductor;
 /// Stall detection and hooks through `lsm agent run`.
 #[path = "e2e/control.rs"]
 mod control;
@@ -1241,12 +1244,13 @@ fn tools_list_shows_which_agents_are_offered_each_tool() {
     );
     // The permission column follows the configuration, not only the tool's default.
     assert_eq!(read["needs_permission"], true);
+    // Every built-in agent.
     assert_eq!(
         tool_row(&rows, "ask_user")["agents"]
             .as_array()
             .unwrap()
             .len(),
-        8
+        11
     );
 
     let out = run(lsm(dir.path()).args(["tools", "list", "--agent", "research", "--json"]));

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use chrono::{DateTime, SecondsFormat, Utc};
 use lsm_phase::{
     ExecutorFactory, LlmTier, PhaseExecutor, PhaseRequest, PhaseResult, RunOutcome, StopReason,
+    TurnReport, WorkerOutcome, WorkerRequest,
 };
 use serde::Serialize;
 
@@ -18,6 +19,9 @@ pub const DEFAULT_MAX_ITERATIONS: u32 = 25;
 
 /// Default number of refinement rounds of an agent that refines its work (research).
 pub const DEFAULT_MAX_ROUNDS: u32 = 2;
+
+/// Default number of worker runs an agent that delegates runs at once.
+pub const DEFAULT_MAX_WORKERS: usize = 3;
 
 /// The longest sanitized artifact name, in bytes, so a long topic cannot exceed a file
 /// system's name limit (255 bytes) once the timestamp and suffix are added.
@@ -50,6 +54,8 @@ pub struct AgentContext {
     pub extra_tools: Vec<String>,
     /// Where log lines go besides the agent's log file and `tracing`.
     pub log_sink: Option<Arc<dyn AgentLogSink>>,
+    /// How many worker runs an agent that delegates (the conductor) runs at once.
+    pub max_workers: usize,
 }
 
 impl std::fmt::Debug for AgentContext {
@@ -60,6 +66,7 @@ impl std::fmt::Debug for AgentContext {
             .field("max_rounds", &self.max_rounds)
             .field("ask_user_available", &self.ask_user_available)
             .field("extra_tools", &self.extra_tools)
+            .field("max_workers", &self.max_workers)
             .finish_non_exhaustive()
     }
 }
@@ -75,7 +82,14 @@ impl AgentContext {
             ask_user_available: false,
             extra_tools: Vec::new(),
             log_sink: None,
+            max_workers: DEFAULT_MAX_WORKERS,
         }
+    }
+
+    /// Set `max_workers` (at least 1).
+    pub fn with_max_workers(mut self, n: usize) -> Self {
+        self.max_workers = n.max(1);
+        self
     }
 
     /// Set `max_iterations`.
@@ -166,6 +180,9 @@ pub struct AgentOutput {
     /// Why the run failed: the agent's own error, or the last phase's message when that
     /// phase ended in `error`.
     pub error: Option<String>,
+    /// What the run reported (the model's `complete` report, or its last answer); `None`
+    /// when no phase ran. No accounting in it.
+    pub report: Option<TurnReport>,
 }
 
 /// State of the current run.
@@ -301,13 +318,32 @@ impl AgentCore {
     /// tool-only phase (`direct_tool_calls`) also creates or reuses the executor: its calls go
     /// through the same allowlist and sandbox as the model's.
     pub async fn run_phase(&mut self, system_prompt: &str, request: PhaseRequest) -> PhaseResult {
+        let label = request.context_label.clone();
+        let executor = self.executor(system_prompt);
+        let result = executor.run_bounded(request).await;
+        tracing::debug!(
+            agent = self.spec.name,
+            label = label.as_deref().unwrap_or("primary"),
+            stop_reason = %result.stop_reason,
+            tool_calls = result.tool_calls.len(),
+            "phase ended"
+        );
+        self.run.last_stop = Some(result.stop_reason);
+        self.run.last_error =
+            (result.stop_reason == StopReason::Error).then(|| result.final_text.clone());
+        result
+    }
+
+    /// The run's executor: created with `system_prompt` on the first call of the run, then
+    /// reused (a different prompt is ignored, logged at debug level).
+    fn executor(&mut self, system_prompt: &str) -> &mut Box<dyn PhaseExecutor> {
         let identity = self.identity(&self.run.topic);
         let RunState {
             executor,
             system_prompt: first_prompt,
             ..
         } = &mut self.run;
-        let executor = match executor {
+        match executor {
             Some(existing) => {
                 if first_prompt.as_deref() != Some(system_prompt) {
                     tracing::debug!(
@@ -323,20 +359,31 @@ impl AgentCore {
                 *first_prompt = Some(system_prompt.to_string());
                 slot.insert(self.ctx.factory.create(&identity, system_prompt))
             }
-        };
-        let label = request.context_label.clone();
-        let result = executor.run_bounded(request).await;
-        tracing::debug!(
-            agent = self.spec.name,
-            label = label.as_deref().unwrap_or("primary"),
-            stop_reason = %result.stop_reason,
-            tool_calls = result.tool_calls.len(),
-            "phase ended"
-        );
-        self.run.last_stop = Some(result.stop_reason);
-        self.run.last_error =
-            (result.stop_reason == StopReason::Error).then(|| result.final_text.clone());
-        result
+        }
+    }
+
+    /// Run worker agent runs for `requests` through the run's executor, at most
+    /// [`AgentContext::max_workers`] at once; their outcomes, in the order asked. The only
+    /// way an agent delegates: it never names what runs the workers.
+    pub async fn run_workers(
+        &mut self,
+        system_prompt: &str,
+        requests: Vec<WorkerRequest>,
+    ) -> Vec<WorkerOutcome> {
+        let max = self.ctx.max_workers.max(1);
+        let outcomes = self
+            .executor(system_prompt)
+            .run_workers(requests, max)
+            .await;
+        for o in &outcomes {
+            tracing::debug!(
+                agent = self.spec.name,
+                item = %o.item_id,
+                stop_reason = %o.stop_reason,
+                "worker ended"
+            );
+        }
+        outcomes
     }
 
     /// The last phase's stop reason in this run (`None` before the first phase).
@@ -366,7 +413,9 @@ impl AgentCore {
             (RunOutcome::Failed, None) => "Run failed.".to_string(),
         };
         self.log(&ended);
+        let mut report = None;
         if let Some(mut executor) = self.run.executor.take() {
+            report = executor.report();
             executor.finish(outcome).await;
         }
         AgentOutput {
@@ -376,6 +425,7 @@ impl AgentCore {
             artifacts: self.run.artifacts.clone(),
             log_file: self.run.log_file.clone(),
             error,
+            report,
         }
     }
 

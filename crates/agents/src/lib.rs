@@ -8,8 +8,9 @@
 //! files go through the workspace accessors ([`AgentCore::artifacts_dir`],
 //! [`AgentCore::save_artifact`], …) and its log through [`AgentCore::log`].
 //!
-//! The eight built-in agents ([`BUILTIN`], made with [`create`]) are documented phase by phase
-//! in `docs/AGENTS.md`.
+//! The built-in agents ([`BUILTIN`], made with [`create`]) — eight that work on their own, the
+//! `conductor` that delegates, and its two workers, `researcher` and `terminal` — are
+//! documented phase by phase in `docs/AGENTS.md`.
 //!
 //! # What this crate must never do
 //!
@@ -27,19 +28,23 @@ mod parse;
 
 use lsm_phase::AgentIdentity;
 pub use lsm_phase::{
-    DirectToolCall, LlmTier, PhaseRequest, PhaseResult, RunOutcome, StopReason, ToolCallRecord,
-    ToolOutcome,
+    DirectToolCall, Finding, LlmTier, PhaseRequest, PhaseResult, RunOutcome, StopReason,
+    ToolCallRecord, ToolOutcome, TurnReport, WorkerOutcome, WorkerRequest,
 };
 
 pub use crate::agents::assistant::{ASSISTANT, AssistantAgent};
+pub use crate::agents::conductor::{CONDUCTOR, ConductorAgent};
 pub use crate::agents::curator::{CURATOR, CuratorAgent};
 pub use crate::agents::research::{MAX_SUBTOPICS, RESEARCH, ResearchAgent};
-pub use crate::agents::simple::{GENERAL, LIBRARIAN, MANUSCRIPT_EDITOR, SimpleAgent};
+pub use crate::agents::simple::{
+    GENERAL, LIBRARIAN, MANUSCRIPT_EDITOR, RESEARCHER, SimpleAgent, TERMINAL,
+};
 pub use crate::agents::synthesis::{SYNTHESIS, SynthesisAgent};
 pub use crate::agents::writing::{WRITING, WritingAgent};
 pub use crate::core::{
     AgentContext, AgentCore, AgentError, AgentLogSink, AgentOutput, DEFAULT_MAX_ITERATIONS,
-    DEFAULT_MAX_ROUNDS, MAX_ARTIFACT_NAME_BYTES, artifact_filename_at, sanitize_artifact_name,
+    DEFAULT_MAX_ROUNDS, DEFAULT_MAX_WORKERS, MAX_ARTIFACT_NAME_BYTES, artifact_filename_at,
+    sanitize_artifact_name,
 };
 
 /// What a run of an agent is about: a task to do, or a topic to work on.
@@ -125,6 +130,9 @@ pub const BUILTIN: &[AgentSpec] = &[
     LIBRARIAN,
     MANUSCRIPT_EDITOR,
     ASSISTANT,
+    CONDUCTOR,
+    RESEARCHER,
+    TERMINAL,
 ];
 
 /// Look a built-in agent up by name.
@@ -143,6 +151,9 @@ pub fn create(name: &str, ctx: AgentContext) -> Option<Box<dyn Agent>> {
         "curator" => Box::new(CuratorAgent::new(ctx)),
         "writing" => Box::new(WritingAgent::new(ctx)),
         "assistant" => Box::new(AssistantAgent::new(ctx)),
+        "conductor" => Box::new(ConductorAgent::new(ctx)),
+        "researcher" => Box::new(SimpleAgent::new(RESEARCHER, ctx)),
+        "terminal" => Box::new(SimpleAgent::new(TERMINAL, ctx)),
         _ => return None,
     };
     Some(agent)

@@ -161,6 +161,22 @@ pub(crate) fn json_object(text: &str, key: &str) -> Option<serde_json::Map<Strin
     first
 }
 
+/// The first JSON array of objects in `text` (an array of anything else is skipped).
+pub(crate) fn json_objects(text: &str) -> Option<Vec<serde_json::Map<String, Value>>> {
+    json_candidates(text, '[').find_map(|candidate| match candidate {
+        Value::Array(items) if !items.is_empty() && items.iter().all(Value::is_object) => Some(
+            items
+                .into_iter()
+                .filter_map(|v| match v {
+                    Value::Object(map) => Some(map),
+                    _ => None,
+                })
+                .collect(),
+        ),
+        _ => None,
+    })
+}
+
 /// A JSON value read as a yes/no: booleans, and the strings `true`/`yes`/`false`/`no`.
 pub(crate) fn as_flag(v: &Value) -> Option<bool> {
     match v {

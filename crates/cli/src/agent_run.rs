@@ -101,6 +101,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "MODE", value_enum)]
     pub stop_mode: Option<StopModeArg>,
 
+    /// Worker runs the conductor runs at once (default: [conductor] max_workers, 3).
+    #[arg(long, value_name = "N")]
+    pub max_workers: Option<usize>,
+
     /// The task contract the run is held to: a TOML file of `[[require]]` predicates and
     /// `required_outputs` (see docs/CONFIG.md). Replaces [agents.contracts.<agent>].
     #[arg(long, value_name = "FILE")]
@@ -187,6 +191,12 @@ async fn run_async(config_path: Option<&Path>, mut args: RunArgs) -> Result<u8> 
     }
     if let Some(mode) = args.stop_mode {
         config.agents.stop_mode = mode.into();
+    }
+    if let Some(n) = args.max_workers {
+        if n == 0 {
+            return Err(usage("--max-workers must be at least 1"));
+        }
+        config.conductor.max_workers = n;
     }
     if let Some(path) = &args.contract {
         let contract = crate::agents_config::read_contract(path)?;
@@ -282,7 +292,15 @@ async fn run_async(config_path: Option<&Path>, mut args: RunArgs) -> Result<u8> 
         (false, _) => Output::Human,
     };
     let extra_tools = parts.expand_allowlist(extra_tools);
-    let mut factory = parts.factory.with_launch(launch);
+    let mut factory = parts
+        .factory
+        .with_launch(launch)
+        .with_worker_spawner(Arc::new(crate::workers::CliWorkers {
+            config: config.clone(),
+            flags: flags.clone(),
+            cwd: cwd.clone(),
+            auto_approve: args.yes,
+        }));
     if let Some(contract) = config.agents.contract_of(spec.name) {
         factory = factory.with_contract(contract);
     }
@@ -309,6 +327,7 @@ async fn run_async(config_path: Option<&Path>, mut args: RunArgs) -> Result<u8> 
         agents_folder: config.agents.agents_folder.clone(),
         max_iterations: config.agents.max_iterations,
         max_rounds: args.max_rounds,
+        max_workers: config.conductor.max_workers,
         ask_user_available,
         extra_tools,
         output,

@@ -131,6 +131,8 @@ pub struct AgentRunOptions {
     pub max_iterations: u32,
     /// Research refinement rounds (`None`: the default).
     pub max_rounds: Option<u32>,
+    /// Worker runs a delegating agent (the conductor) runs at once.
+    pub max_workers: usize,
     /// Whether `ask_user` is registered.
     pub ask_user_available: bool,
     /// Tools added to the agent's allowlist (`[agents.extra_tools]`, `--allow-tool`).
@@ -157,6 +159,7 @@ pub async fn run(
         agents_folder: opts.agents_folder.clone(),
         max_iterations: opts.max_iterations,
         max_rounds: opts.max_rounds,
+        max_workers: opts.max_workers,
         ask_user_available: opts.ask_user_available,
         extra_tools: opts.extra_tools.clone(),
         log_sink: Some(Arc::new(StderrAgentLog)),

@@ -265,6 +265,8 @@ pub struct Config {
     pub stall: lsm_harness::StallConfig,
     /// `[hooks]`: external commands told of a run's moments.
     pub hooks: lsm_harness::HooksConfig,
+    /// `[conductor]`: how the conductor delegates to workers.
+    pub conductor: crate::workers::ConductorConfig,
     /// `[agents.memory]`: persistent memory. Split off the `[agents]` table by [`load`]
     /// (the harness's settings refuse keys they do not know).
     #[serde(skip)]
@@ -393,6 +395,10 @@ pub fn load(explicit: Option<&Path>, env: &[(String, String)]) -> Result<Config>
         .compaction
         .validate()
         .map_err(|e| config_error(format!("{name}: {e}")))?;
+    config
+        .conductor
+        .validate()
+        .map_err(|e| config_error(format!("{name}: {e}")))?;
     resolve_paths(&mut config, &base);
     config.source = path;
     // The keys it names are secrets from now on, wherever they would be printed or recorded.
@@ -401,7 +407,7 @@ pub fn load(explicit: Option<&Path>, env: &[(String, String)]) -> Result<Config>
 }
 
 /// The sections an `LSM_<SECTION>_<KEY>` variable can address.
-const SECTIONS: &[&str] = &["agents", "sandbox", "llm", "kb", "stall"];
+const SECTIONS: &[&str] = &["agents", "sandbox", "llm", "kb", "stall", "conductor"];
 
 /// Tables nested in a section, addressed as `LSM_<SECTION>_<TABLE>_<KEY>`
 /// (`LSM_AGENTS_MEMORY_ENABLED` sets `[agents.memory] enabled`,

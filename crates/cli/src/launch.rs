@@ -25,6 +25,8 @@ pub struct AgentLaunch {
     pub max_iterations: u32,
     /// Research refinement rounds (`None`: the default).
     pub max_rounds: Option<u32>,
+    /// Worker runs a delegating agent runs at once.
+    pub max_workers: usize,
     /// Whether `ask_user` is registered.
     pub ask_user_available: bool,
     /// Tools added to the agent's allowlist.
@@ -64,6 +66,7 @@ pub async fn launch_agent(launch: AgentLaunch) -> Result<Launched> {
         launch.agents_folder,
     )
     .with_max_iterations(launch.max_iterations)
+    .with_max_workers(launch.max_workers)
     .with_ask_user(launch.ask_user_available)
     .with_extra_tools(launch.extra_tools);
     if let Some(n) = launch.max_rounds {

@@ -34,6 +34,7 @@ mod secrets;
 mod tools_cmd;
 mod tui;
 mod wiring;
+mod workers;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

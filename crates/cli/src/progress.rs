@@ -158,6 +158,51 @@ pub fn describe(e: &EventEnvelope) -> Option<String> {
                 field(m, "source")
             )
         }
+        RunEvent::WorkersRequested { requests, .. } => format!(
+            "  => dispatching {} worker(s): {}",
+            requests.len(),
+            requests
+                .iter()
+                .map(|r| format!("{} ({})", r.item_id, r.capability))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        RunEvent::WorkerStarted {
+            item_id,
+            capability,
+            agent,
+            worker_run_id,
+            ..
+        } => format!("  [{item_id}:{capability}] started: {agent} run {worker_run_id}"),
+        RunEvent::WorkerProgress {
+            item_id,
+            capability,
+            update,
+            ..
+        } => format!("  [{item_id}:{capability}] {}", clip(update, 160)),
+        RunEvent::WorkerCompleted {
+            item_id, outcome, ..
+        } => format!(
+            "  [{item_id}:{}] completed: {} finding(s)",
+            outcome.capability,
+            outcome.report.findings.len()
+        ),
+        RunEvent::WorkerFailed {
+            item_id, outcome, ..
+        } => format!(
+            "  [{item_id}:{}] failed ({}): {}",
+            outcome.capability,
+            outcome.stop_reason,
+            clip(
+                &outcome
+                    .report
+                    .escalations
+                    .first()
+                    .cloned()
+                    .unwrap_or_default(),
+                160
+            )
+        ),
         _ => return None,
     };
     Some(line)

@@ -45,9 +45,25 @@ pub fn build_run(
     channel: &Arc<InteractionChannel>,
     stop: CancellationToken,
 ) -> Result<RunParts> {
+    build_run_with(config, provider, channel, stop, None)
+}
+
+/// [`build_run`] on `budget` when given (a worker run draws on its parent's: a child of it),
+/// else on a budget of the run's own.
+///
+/// # Errors
+/// As [`build_run`].
+pub fn build_run_with(
+    config: &Config,
+    provider: Arc<dyn Provider>,
+    channel: &Arc<InteractionChannel>,
+    stop: CancellationToken,
+    budget: Option<RunBudget>,
+) -> Result<RunParts> {
     // One budget for the run: the harness's LLM calls and those the knowledge-base tools
     // make pass the same gate and are charged to it.
-    let budget = RunBudget::new(BudgetLimits::from_config(&config.agents.harness));
+    let budget =
+        budget.unwrap_or_else(|| RunBudget::new(BudgetLimits::from_config(&config.agents.harness)));
     // The built-ins, plus the knowledge-base tools when an index exists.
     let kb = crate::kb_cmd::agent_tools(config, Arc::clone(&provider), &budget)
         .map_err(|e| usage(format!("the knowledge base cannot be used: {e:#}")))?;

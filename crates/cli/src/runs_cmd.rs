@@ -327,6 +327,7 @@ fn resume(config_path: Option<&Path>, args: ResumeArgs) -> u8 {
         // A resumed run keeps the stop mode and contract its journal recorded.
         stop_mode: None,
         contract: None,
+        max_workers: None,
     };
     agent_run::run(config_path, run)
 }

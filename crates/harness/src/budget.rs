@@ -75,10 +75,16 @@ struct Ledger {
 /// the same budget. Create one per run and hand it to the harness
 /// ([`crate::AgentHarness::with_budget`], [`crate::HarnessFactory::with_budget`]) and to
 /// every [`BudgetedProvider`] given to that run's tools.
+///
+/// A run's worker runs draw on the same ceiling through a [`RunBudget::child`]: one ledger
+/// for the whole tree (a call of any run is gated by what all of them spent and hold), and
+/// each child also counting what its own run spent.
 #[derive(Debug, Clone)]
 pub struct RunBudget {
     limits: BudgetLimits,
     ledger: Arc<Mutex<Ledger>>,
+    /// A child's own spending (`None` for the tree's root).
+    own: Option<Arc<Mutex<RunUsage>>>,
 }
 
 impl RunBudget {
@@ -87,7 +93,24 @@ impl RunBudget {
         RunBudget {
             limits,
             ledger: Arc::new(Mutex::new(Ledger::default())),
+            own: None,
         }
+    }
+
+    /// A budget for a worker run of this one: the same ceilings and the same ledger (every
+    /// call of the tree is gated by, and charged to, it), with the child's own spending
+    /// counted apart ([`RunBudget::usage`]).
+    pub fn child(&self) -> RunBudget {
+        RunBudget {
+            limits: self.limits,
+            ledger: Arc::clone(&self.ledger),
+            own: Some(Arc::new(Mutex::new(RunUsage::default()))),
+        }
+    }
+
+    /// What the whole tree spent (the root's [`RunBudget::usage`]).
+    pub fn tree_usage(&self) -> RunUsage {
+        self.lock().spent
     }
 
     /// The ceilings.
@@ -96,9 +119,13 @@ impl RunBudget {
     }
 
     /// What every call charged so far spent (`llm_calls` counts the harness's calls and
-    /// those made inside tools).
+    /// those made inside tools): the whole tree's for a root budget, the run's own for a
+    /// [`RunBudget::child`].
     pub fn usage(&self) -> RunUsage {
-        self.lock().spent
+        match &self.own {
+            Some(own) => *own.lock().unwrap_or_else(PoisonError::into_inner),
+            None => self.lock().spent,
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Ledger> {
@@ -176,9 +203,18 @@ impl RunBudget {
     }
 
     /// Make what an earlier process of this run spent part of this ledger (a resumed run
-    /// continues with the usage its journal records).
+    /// continues with the usage its journal records): a root budget's spending becomes
+    /// `spent`; a child's own becomes `spent`, added to the tree's ledger.
     pub fn restore(&self, spent: RunUsage) {
-        self.lock().spent = spent;
+        let mut ledger = self.lock();
+        match &self.own {
+            Some(own) => {
+                let mut own = own.lock().unwrap_or_else(PoisonError::into_inner);
+                ledger.spent.absorb(&spent.minus(&own));
+                *own = spent;
+            }
+            None => ledger.spent = spent,
+        }
     }
 
     fn release(ledger: &mut Ledger, tokens: u64, cost: f64) {
@@ -363,17 +399,11 @@ impl CallPermit {
         let mut ledger = self.budget.lock();
         RunBudget::release(&mut ledger, self.reserved_tokens, self.reserved_cost);
         self.open = false;
-        let spent = &mut ledger.spent;
-        spent.tokens_used = spent.tokens_used.saturating_add(usage.total());
-        spent.input_tokens = spent.input_tokens.saturating_add(usage.input_tokens);
-        spent.output_tokens = spent.output_tokens.saturating_add(usage.output_tokens);
-        spent.cached_tokens = spent.cached_tokens.saturating_add(usage.cached_tokens);
-        spent.cache_creation_tokens = spent
-            .cache_creation_tokens
-            .saturating_add(usage.cache_creation_tokens);
-        spent.llm_calls += 1;
-        if let Some(c) = cost {
-            spent.cost_usd = Some(spent.cost_usd.unwrap_or(0.0) + c);
+        ledger.spent.add(usage, 1, cost);
+        if let Some(own) = &self.budget.own {
+            own.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .add(usage, 1, cost);
         }
         cost
     }
@@ -436,6 +466,10 @@ impl Provider for BudgetedProvider {
 
     fn model(&self) -> &str {
         self.inner.model()
+    }
+
+    fn context_window(&self) -> Option<u64> {
+        self.inner.context_window()
     }
 
     async fn complete(&self, request: &LlmRequest) -> Result<LlmResponse, ProviderError> {
@@ -538,5 +572,94 @@ mod tests {
         let as_provider_error = ProviderError::from(e);
         assert!(as_provider_error.is_budget_exhausted());
         assert!(!as_provider_error.is_retryable());
+    }
+
+    /// One step of the simulated tree: worker `w` either asks for a call (prompt estimate,
+    /// output wanted) or, holding one, finishes it (the prompt's error over its estimate,
+    /// the share of its cap it generated).
+    #[derive(Debug, Clone)]
+    struct Op {
+        worker: usize,
+        estimate: u64,
+        wanted: u64,
+        prompt_error: u64,
+        used: f64,
+    }
+
+    fn ops() -> impl proptest::strategy::Strategy<Value = Vec<Op>> {
+        use proptest::prelude::*;
+        proptest::collection::vec(
+            (0usize..6, 1u64..400, 1u64..600, 0u64..30, 0.0f64..=1.0).prop_map(
+                |(worker, estimate, wanted, prompt_error, used)| Op {
+                    worker,
+                    estimate,
+                    wanted,
+                    prompt_error,
+                    used,
+                },
+            ),
+            1..300,
+        )
+    }
+
+    proptest::proptest! {
+        /// Workers share one budget through children of it, calling at random moments: no
+        /// call starts once the tree's budget is spent, and the tree overshoots its ceiling
+        /// by no more than one call's prompt estimate plus what the prompts of the calls made
+        /// exceeded their estimates.
+        #[test]
+        fn concurrent_workers_never_start_a_call_after_the_shared_budget_is_spent(
+            ops in ops(),
+            max_tokens in 100u64..5_000,
+        ) {
+            let root = RunBudget::new(limits(max_tokens));
+            let children: Vec<RunBudget> = (0..6).map(|_| root.child()).collect();
+            let mut held: Vec<Option<(CallPermit, u64)>> = (0..6).map(|_| None).collect();
+            let mut largest_estimate = 0;
+            let mut errors = 0;
+            for op in ops {
+                match held[op.worker].take() {
+                    None => {
+                        let before = root.snapshot();
+                        let spent_out = before.spent_tokens + before.reserved_tokens >= max_tokens;
+                        match children[op.worker].begin(op.estimate, None, Some(op.wanted)) {
+                            Ok(permit) => {
+                                proptest::prop_assert!(!spent_out, "a call started after the budget was spent");
+                                largest_estimate = largest_estimate.max(op.estimate);
+                                held[op.worker] = Some((permit, op.estimate));
+                            }
+                            Err(_) => proptest::prop_assert!(spent_out),
+                        }
+                    }
+                    Some((permit, estimate)) => {
+                        let cap = permit.max_output_tokens();
+                        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                        let output = ((cap as f64) * op.used) as u64;
+                        errors += op.prompt_error;
+                        permit.charge(&Usage {
+                            input_tokens: estimate + op.prompt_error,
+                            output_tokens: output,
+                            ..Usage::default()
+                        });
+                    }
+                }
+            }
+            // Calls still in flight end, using all they were granted.
+            for (permit, estimate) in held.into_iter().flatten() {
+                let cap = permit.max_output_tokens();
+                permit.charge(&Usage {
+                    input_tokens: estimate,
+                    output_tokens: cap,
+                    ..Usage::default()
+                });
+            }
+            let spent = root.tree_usage().tokens_used;
+            proptest::prop_assert!(
+                spent <= max_tokens + largest_estimate + errors,
+                "spent {spent} > {max_tokens} + {largest_estimate} + {errors}"
+            );
+            let own: u64 = children.iter().map(|c| c.usage().tokens_used).sum();
+            proptest::prop_assert_eq!(own, spent, "every call is its worker's");
+        }
     }
 }

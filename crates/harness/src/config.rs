@@ -85,6 +85,9 @@ pub struct HarnessConfig {
     pub write_records: bool,
     /// Offer the reserved `block` control tool so the model can say it cannot proceed.
     pub offer_block_tool: bool,
+    /// Offer the reserved `complete` control tool so the model can end its work with a
+    /// report (findings with evidence, learnings, escalations).
+    pub offer_complete_tool: bool,
     /// Cost ceiling of one run in US dollars, across all phases and contexts. Needs the
     /// provider's prices (`[llm] pricing`); without them no cost is known and only the token
     /// budget applies.
@@ -119,6 +122,7 @@ impl Default for HarnessConfig {
             context_window_strategy: ContextStrategy::Compact,
             write_records: true,
             offer_block_tool: true,
+            offer_complete_tool: true,
             max_cost_usd: None,
             reserve_prompt_estimate: false,
             journal_fsync: JournalFsync::Batched,

@@ -6,6 +6,11 @@
 //! - `work_complete{summary}` — the model declares the task complete; the completion checks
 //!   then decide (offered in a phase that completes the task under the `strict_automation`
 //!   stop mode, which requires it, or when the agent's allowlist names it).
+//! - `complete{summary, findings, learnings, escalations}` — the model is done and reports
+//!   what it found (seed 003's `Complete` decision and `WorkerTurnReport`): the phase ends
+//!   `done` (the completion checks permitting) with the report recorded; it also counts as
+//!   the `work_complete` declaration. Offered with every call unless `[agents]
+//!   offer_complete_tool = false`.
 //! - the work-item tools ([`crate::work_items`]) — offered when `[agents] work_items = true`
 //!   or the agent's allowlist names them.
 //!
@@ -23,14 +28,20 @@ pub const BLOCK_TOOL: &str = "block";
 /// The control tool with which the model declares the task complete.
 pub const WORK_COMPLETE_TOOL: &str = "work_complete";
 
+/// The control tool with which the model ends its work with a report.
+pub const COMPLETE_TOOL: &str = "complete";
+
 /// Whether `name` is a control tool.
 pub fn is_control_tool(name: &str) -> bool {
-    name == BLOCK_TOOL || name == WORK_COMPLETE_TOOL || WORK_ITEM_TOOLS.contains(&name)
+    name == BLOCK_TOOL
+        || name == WORK_COMPLETE_TOOL
+        || name == COMPLETE_TOOL
+        || WORK_ITEM_TOOLS.contains(&name)
 }
 
 /// Every control tool's name (for listings).
 pub fn control_tool_names() -> Vec<&'static str> {
-    let mut names = vec![BLOCK_TOOL, WORK_COMPLETE_TOOL];
+    let mut names = vec![BLOCK_TOOL, COMPLETE_TOOL, WORK_COMPLETE_TOOL];
     names.extend(WORK_ITEM_TOOLS);
     names
 }
@@ -59,6 +70,35 @@ pub fn control_tool_definition(name: &str) -> Option<ToolDefinition> {
             parameters: json!({
                 "type": "object",
                 "properties": {"summary": {"type": "string", "description": "What was done."}},
+                "required": ["summary"],
+                "additionalProperties": false
+            }),
+        }),
+        COMPLETE_TOOL => Some(ToolDefinition {
+            name: COMPLETE_TOOL.to_string(),
+            description: "Call this when your work is done, to end it with a report: a summary, \
+                          the findings (each a claim, your confidence from 0 to 1, and the \
+                          evidence: call ids of your tool results, or the file paths, URLs or \
+                          source ids they returned), what you learned, and what needs a \
+                          decision above you."
+                .to_string(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "summary": {"type": "string", "description": "What was done."},
+                    "findings": {"type": "array", "items": {
+                        "type": "object",
+                        "properties": {
+                            "claim": {"type": "string"},
+                            "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+                            "evidence_refs": {"type": "array", "items": {"type": "string"}}
+                        },
+                        "required": ["claim"],
+                        "additionalProperties": false
+                    }},
+                    "learnings": {"type": "array", "items": {"type": "string"}},
+                    "escalations": {"type": "array", "items": {"type": "string"}}
+                },
                 "required": ["summary"],
                 "additionalProperties": false
             }),

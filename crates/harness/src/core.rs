@@ -20,7 +20,9 @@ use serde_json::Value;
 use crate::budget::{BudgetLimits, BudgetSnapshot, Grant, exhausted, gate};
 use crate::contexts::{label_name, sent_messages};
 use crate::contract::{Coverage, Evidence, FileFact, TaskContract, evaluate};
-use crate::control::{BLOCK_TOOL, WORK_COMPLETE_TOOL, control_tool_definition, is_control_tool};
+use crate::control::{
+    BLOCK_TOOL, COMPLETE_TOOL, WORK_COMPLETE_TOOL, control_tool_definition, is_control_tool,
+};
 use crate::event::{
     Decision, PhaseMode, RepairAction, RunEvent, RunLaunch, ToolSideEffect, summarize,
     without_reserved,
@@ -51,6 +53,8 @@ pub struct CoreConfig {
     pub tools: Vec<ToolDefinition>,
     /// Offer the `block` control tool.
     pub offer_block_tool: bool,
+    /// Offer the `complete` control tool.
+    pub offer_complete_tool: bool,
     /// History trimming.
     pub strategy: ContextStrategy,
     /// The run's budget ceilings.
@@ -537,28 +541,7 @@ impl Core {
         env: &Env<'_>,
         out: &mut Vec<RunEvent>,
     ) -> Effect {
-        if !st.started {
-            let c = &self.config;
-            emit(
-                st,
-                out,
-                RunEvent::RunStarted {
-                    agent: c.agent.clone(),
-                    topic: c.topic.clone(),
-                    tool_allowlist: c.allowlist_order.clone(),
-                    provider: c.provider.clone(),
-                    model: c.model.clone(),
-                    max_tokens_budget: c.limits.max_tokens,
-                    max_cost_usd: c.limits.max_cost_usd,
-                    context_window_strategy: c.strategy,
-                    launch: c.launch.clone(),
-                    call_identity: c.call_identity.clone(),
-                    stop_mode: c.stop_mode,
-                    completion_retries: c.completion_retries,
-                    contract: c.contract.clone(),
-                },
-            );
-        }
+        self.ensure_started(st, out);
         let mode = if request.direct_tool_calls.is_some() {
             PhaseMode::ToolOnly
         } else {
@@ -592,6 +575,34 @@ impl Core {
             return finish(st, StopReason::StopRequested, out);
         }
         self.advance(st, env, out)
+    }
+
+    /// Record `run_started` if the run has not started yet (its first phase, or its first
+    /// wave of workers, starts it).
+    pub fn ensure_started(&self, st: &mut RunState, out: &mut Vec<RunEvent>) {
+        if st.started {
+            return;
+        }
+        let c = &self.config;
+        emit(
+            st,
+            out,
+            RunEvent::RunStarted {
+                agent: c.agent.clone(),
+                topic: c.topic.clone(),
+                tool_allowlist: c.allowlist_order.clone(),
+                provider: c.provider.clone(),
+                model: c.model.clone(),
+                max_tokens_budget: c.limits.max_tokens,
+                max_cost_usd: c.limits.max_cost_usd,
+                context_window_strategy: c.strategy,
+                launch: c.launch.clone(),
+                call_identity: c.call_identity.clone(),
+                stop_mode: c.stop_mode,
+                completion_retries: c.completion_retries,
+                contract: c.contract.clone(),
+            },
+        );
     }
 
     /// Continue the current phase of a resumed run from its folded position (after
@@ -1017,6 +1028,7 @@ impl Core {
         let c = &self.config;
         match name {
             BLOCK_TOOL => c.offer_block_tool,
+            COMPLETE_TOOL => c.offer_complete_tool,
             WORK_COMPLETE_TOOL => {
                 request.completes_task
                     && (mode == StopMode::StrictAutomation || c.allowlist.contains(name))
@@ -1043,7 +1055,7 @@ impl Core {
             .collect();
         let control = WORK_ITEM_TOOLS
             .iter()
-            .chain(&[WORK_COMPLETE_TOOL, BLOCK_TOOL])
+            .chain(&[WORK_COMPLETE_TOOL, COMPLETE_TOOL, BLOCK_TOOL])
             .filter(|name| self.control_offered(name, request, mode))
             .filter_map(|name| control_tool_definition(name));
         tools.extend(control);
@@ -1070,6 +1082,30 @@ impl Core {
             artifacts: Vec::new(),
             permission: None,
         };
+        if call.name == COMPLETE_TOOL {
+            let iteration = st.current.as_ref().map_or(0, |p| p.iteration);
+            let report = crate::report::from_arguments(&call.arguments, &st.evidence);
+            let dropped = report.dropped_evidence.len();
+            emit(
+                st,
+                out,
+                RunEvent::WorkReported {
+                    label: label.clone().unwrap_or_default(),
+                    iteration,
+                    report,
+                },
+            );
+            let note = if dropped > 0 {
+                format!(
+                    " {dropped} evidence reference(s) pointed at nothing this run has and were \
+                     dropped."
+                )
+            } else {
+                String::new()
+            };
+            emit(st, out, result(true, format!("Report recorded.{note}")));
+            return;
+        }
         if call.name == WORK_COMPLETE_TOOL {
             let summary = call
                 .arguments

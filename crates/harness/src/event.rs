@@ -460,6 +460,16 @@ pub enum RunEvent {
         /// The item as it is now.
         item: crate::work_items::WorkItem,
     },
+    /// The model ended its work with a report (the `complete` control tool); the report's
+    /// evidence is checked (references to nothing the run has are listed as dropped).
+    WorkReported {
+        /// Label.
+        label: String,
+        /// The phase's iteration.
+        iteration: u32,
+        /// The report.
+        report: lsm_phase::TurnReport,
+    },
     /// The model declared the task complete with the `work_complete` control tool.
     WorkCompleteDeclared {
         /// Label.
@@ -580,6 +590,118 @@ pub enum RunEvent {
         /// And after.
         tokens_after: u64,
     },
+    /// The run asked for worker runs (one call of `run_workers`: a wave).
+    WorkersRequested {
+        /// The wave's index in the run, from 0.
+        wave: u32,
+        /// What was asked for.
+        requests: Vec<lsm_phase::WorkerRequest>,
+        /// How many run at once.
+        max_concurrent: usize,
+    },
+    /// A worker run started (its run folder, for a resumed parent to continue it).
+    WorkerStarted {
+        /// The wave.
+        wave: u32,
+        /// The request's item id.
+        item_id: String,
+        /// The request's capability.
+        capability: String,
+        /// The agent the worker runs.
+        agent: String,
+        /// The worker's run id.
+        worker_run_id: String,
+        /// The parent's run id.
+        parent_run_id: String,
+        /// The worker's run folder.
+        run_dir: String,
+        /// What it was asked to do.
+        objective: String,
+    },
+    /// What a worker is doing, for whoever watches the parent (event sink only, never
+    /// journaled; `seq` 0).
+    WorkerProgress {
+        /// The request's item id.
+        item_id: String,
+        /// The request's capability.
+        capability: String,
+        /// The worker's run id.
+        worker_run_id: String,
+        /// The parent's run id.
+        parent_run_id: String,
+        /// The worker's event it stands for.
+        worker_event: String,
+        /// One line.
+        update: String,
+    },
+    /// One finding of a worker's report.
+    WorkerFinding {
+        /// The wave.
+        wave: u32,
+        /// The request's item id.
+        item_id: String,
+        /// The worker's run id.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worker_run_id: Option<String>,
+        /// The parent's run id.
+        parent_run_id: String,
+        /// The finding.
+        finding: lsm_phase::Finding,
+    },
+    /// One learning of a worker's report.
+    WorkerLearning {
+        /// The wave.
+        wave: u32,
+        /// The request's item id.
+        item_id: String,
+        /// The worker's run id.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worker_run_id: Option<String>,
+        /// The parent's run id.
+        parent_run_id: String,
+        /// The learning.
+        learning: String,
+    },
+    /// A worker did what it was asked (its last phase `done`, its report successful).
+    WorkerCompleted {
+        /// The wave.
+        wave: u32,
+        /// The request's item id.
+        item_id: String,
+        /// The worker's run id.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worker_run_id: Option<String>,
+        /// The parent's run id.
+        parent_run_id: String,
+        /// How it ended, with its report.
+        outcome: lsm_phase::WorkerOutcome,
+        /// What its model calls spent (charged to the tree's budget).
+        usage: crate::RunUsage,
+    },
+    /// A worker failed, blocked, stalled or stopped (or could not run).
+    WorkerFailed {
+        /// The wave.
+        wave: u32,
+        /// The request's item id.
+        item_id: String,
+        /// The worker's run id.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worker_run_id: Option<String>,
+        /// The parent's run id.
+        parent_run_id: String,
+        /// How it ended.
+        outcome: lsm_phase::WorkerOutcome,
+        /// What its model calls spent.
+        usage: crate::RunUsage,
+    },
+    /// Every worker of a wave ended; their outcomes in the order asked (a resumed run
+    /// replays the wave from this).
+    WorkersFinished {
+        /// The wave.
+        wave: u32,
+        /// The outcomes.
+        outcomes: Vec<lsm_phase::WorkerOutcome>,
+    },
     /// A stop was seen; the phase ends as `stop_requested`.
     StopRequested {
         /// Label (`None` in tool-only mode).
@@ -691,6 +813,7 @@ impl RunEvent {
             RunEvent::StopForced { .. } => "stop_forced",
             RunEvent::Stalled { .. } => "stalled",
             RunEvent::WorkItemChanged { .. } => "work_item_changed",
+            RunEvent::WorkReported { .. } => "work_reported",
             RunEvent::WorkCompleteDeclared { .. } => "work_complete_declared",
             RunEvent::ContractChecked { .. } => "contract_checked",
             RunEvent::CompletionObjected { .. } => "completion_objected",
@@ -701,6 +824,14 @@ impl RunEvent {
             RunEvent::CompactionSummaryRequested { .. } => "compaction_summary_requested",
             RunEvent::CompactionSummaryFailed { .. } => "compaction_summary_failed",
             RunEvent::CompactionFinished { .. } => "compaction_finished",
+            RunEvent::WorkersRequested { .. } => "workers_requested",
+            RunEvent::WorkerStarted { .. } => "worker_started",
+            RunEvent::WorkerProgress { .. } => "worker_progress",
+            RunEvent::WorkerFinding { .. } => "worker_finding",
+            RunEvent::WorkerLearning { .. } => "worker_learning",
+            RunEvent::WorkerCompleted { .. } => "worker_completed",
+            RunEvent::WorkerFailed { .. } => "worker_failed",
+            RunEvent::WorkersFinished { .. } => "workers_finished",
             RunEvent::StopRequested { .. } => "stop_requested",
             RunEvent::Artifact { .. } => "artifact",
             RunEvent::PhaseEnded { .. } => "phase_ended",
@@ -731,9 +862,13 @@ impl RunEvent {
         })
     }
 
-    /// Whether this event is written to the journal (stream pieces are not).
+    /// Whether this event is written to the journal (stream pieces and workers' progress
+    /// are not).
     pub fn is_journaled(&self) -> bool {
-        !matches!(self, RunEvent::LlmStream { .. })
+        !matches!(
+            self,
+            RunEvent::LlmStream { .. } | RunEvent::WorkerProgress { .. }
+        )
     }
 }
 

@@ -33,6 +33,7 @@ pub struct HarnessFactory {
     agent_stop_max_blocks: u32,
     budget: Option<RunBudget>,
     contract: Option<TaskContract>,
+    spawner: Option<Arc<dyn crate::WorkerSpawner>>,
     handle: Option<RunHandle>,
     launch: Option<RunLaunch>,
     hooks: Vec<BuildHook>,
@@ -64,6 +65,7 @@ impl HarnessFactory {
             agent_stop_max_blocks: crate::hooks::DEFAULT_AGENT_STOP_MAX_BLOCKS,
             budget: None,
             contract: None,
+            spawner: None,
             handle: None,
             launch: None,
             hooks: Vec::new(),
@@ -140,6 +142,12 @@ impl HarnessFactory {
         self
     }
 
+    /// Every harness built starts worker runs through `spawner` (see [`crate::workers`]).
+    pub fn with_worker_spawner(mut self, spawner: Arc<dyn crate::WorkerSpawner>) -> Self {
+        self.spawner = Some(spawner);
+        self
+    }
+
     /// Every harness checks tool calls with `guard` before the sandbox runs them.
     pub fn with_call_guard(mut self, guard: Arc<dyn ToolCallGuard>) -> Self {
         self.guards.push(guard);
@@ -199,6 +207,9 @@ impl HarnessFactory {
         }
         if let Some(contract) = &self.contract {
             h = h.with_contract(contract.clone());
+        }
+        if let Some(spawner) = &self.spawner {
+            h = h.with_worker_spawner(Arc::clone(spawner));
         }
         if let Some(launch) = &self.launch {
             h = h.with_launch(launch.clone());

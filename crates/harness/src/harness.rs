@@ -75,6 +75,24 @@ impl RecordHandle {
     pub fn record_event(&self, event: RunEvent) -> Result<EventEnvelope, HarnessError> {
         record_to(&self.recorder, self.events.as_ref(), event)
     }
+
+    /// Hand `event` to the event sink only (`seq` 0, never journaled), redacted like a
+    /// journal line.
+    pub fn show(&self, event: RunEvent) {
+        let Some(sink) = &self.events else {
+            return;
+        };
+        let envelope = lock_recorder(&self.recorder).envelope(event, 0);
+        let shown = serde_json::to_value(&envelope)
+            .ok()
+            .map(|mut v| {
+                lsm_sandbox::redact_json_secrets(&mut v);
+                v
+            })
+            .and_then(|v| serde_json::from_value(v).ok())
+            .unwrap_or(envelope);
+        sink.event(&shown);
+    }
 }
 
 fn lock_recorder(recorder: &Mutex<Recorder>) -> MutexGuard<'_, Recorder> {
@@ -237,6 +255,10 @@ pub struct AgentHarness {
     /// The pending call's repair, decided when the run was taken over.
     repair: Option<RepairAction>,
     handles: Vec<RunHandle>,
+    /// Worker waves the agent asked for in this process (the next one's index).
+    waves_requested: u32,
+    /// Who starts worker runs (none: `run_workers` fails every request).
+    spawner: Option<Arc<dyn crate::WorkerSpawner>>,
 }
 
 /// What a resumed harness records first.
@@ -332,6 +354,7 @@ impl AgentHarness {
             allowlist_order: identity.tool_allowlist.clone(),
             tools,
             offer_block_tool: config.offer_block_tool,
+            offer_complete_tool: config.offer_complete_tool,
             strategy: config.context_window_strategy,
             limits,
             provider: provider.name().to_string(),
@@ -371,6 +394,8 @@ impl AgentHarness {
             resume: None,
             repair: None,
             handles: Vec::new(),
+            waves_requested: 0,
+            spawner: None,
         }
     }
 
@@ -408,7 +433,7 @@ impl AgentHarness {
             h.started_at = t.with_timezone(&Utc);
         }
         h.state = point.state;
-        h.budget.restore(h.state.usage);
+        h.budget.restore(h.state.tree_usage());
         h.resume = Some(Takeover { after_seq });
         h.repair = repair;
         h
@@ -474,6 +499,12 @@ impl AgentHarness {
         self
     }
 
+    /// Start worker runs (`run_workers`) through `spawner`.
+    pub fn with_worker_spawner(mut self, spawner: Arc<dyn crate::WorkerSpawner>) -> Self {
+        self.spawner = Some(spawner);
+        self
+    }
+
     /// Check every tool call with `guard` before the sandbox runs it.
     pub fn with_call_guard(mut self, guard: Arc<dyn ToolCallGuard>) -> Self {
         self.core.config_mut().guards.push(guard);
@@ -488,8 +519,9 @@ impl AgentHarness {
     pub fn with_budget(mut self, budget: RunBudget) -> Self {
         self.core.config_mut().limits = budget.limits();
         if self.resume.is_some() {
-            // A resumed run continues with what its journal records as spent.
-            budget.restore(self.state.usage);
+            // A resumed run continues with what its journal records as spent (its ended
+            // workers' spending included).
+            budget.restore(self.state.tree_usage());
         }
         self.budget = budget;
         self
@@ -640,17 +672,11 @@ impl AgentHarness {
     async fn run_bounded_inner(&mut self, request: PhaseRequest) -> PhaseResult {
         let index = self.phases_requested;
         self.phases_requested = self.phases_requested.saturating_add(1);
-        if let Some(takeover) = self.resume.take() {
-            let resumed = RunEvent::RunResumed {
-                pid: std::process::id(),
-                after_seq: takeover.after_seq,
+        if let Err(e) = self.take_over() {
+            return match self.record_failed(e) {
+                Effect::Finish(result) => result,
+                _ => PhaseResult::empty(StopReason::Error),
             };
-            if let Err(e) = self.emit(resumed) {
-                return match self.record_failed(e) {
-                    Effect::Finish(result) => result,
-                    _ => PhaseResult::empty(StopReason::Error),
-                };
-            }
         }
         if let Some(recorded) = self.state.phases.get(&index) {
             // Replay: this phase ended before the run was resumed.
@@ -677,6 +703,141 @@ impl AgentHarness {
             effect
         };
         self.drive(effect).await
+    }
+
+    /// A resumed harness's first act in this process: record that it took the run over.
+    fn take_over(&mut self) -> Result<(), HarnessError> {
+        if let Some(takeover) = self.resume.take() {
+            self.emit(RunEvent::RunResumed {
+                pid: std::process::id(),
+                after_seq: takeover.after_seq,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// `run_workers`: see [`crate::workers`].
+    async fn run_workers_inner(
+        &mut self,
+        requests: Vec<lsm_phase::WorkerRequest>,
+        max_concurrent: usize,
+    ) -> Vec<lsm_phase::WorkerOutcome> {
+        use futures::StreamExt;
+        use lsm_phase::WorkerOutcome;
+
+        let wave = self.waves_requested;
+        self.waves_requested = self.waves_requested.saturating_add(1);
+        let fail_all = |reason: &str| -> Vec<WorkerOutcome> {
+            requests
+                .iter()
+                .map(|r| WorkerOutcome::failed(r, reason))
+                .collect()
+        };
+        if let Err(e) = self.take_over() {
+            return fail_all(&format!("the run's records could not be written: {e}"));
+        }
+        if let Some(done) = self.state.waves.get(&wave).and_then(|w| w.finished.clone()) {
+            // Replay: this wave ended before the run was resumed.
+            return done;
+        }
+        let Some(spawner) = self.spawner.clone() else {
+            return fail_all("this run cannot start worker runs (no worker spawner is configured)");
+        };
+        if !self.state.started {
+            let mut out = Vec::new();
+            self.core.ensure_started(&mut self.state, &mut out);
+            if let Err(e) = self.commit(out) {
+                return fail_all(&format!("the run's records could not be written: {e}"));
+            }
+            self.observe(HookPoint::RunStart, None).await;
+        }
+        if !self.state.waves.contains_key(&wave) {
+            let requested = RunEvent::WorkersRequested {
+                wave,
+                requests: requests.clone(),
+                max_concurrent,
+            };
+            if let Err(e) = self.emit(requested) {
+                return fail_all(&format!("the run's records could not be written: {e}"));
+            }
+        }
+        let known = self.state.waves.get(&wave).cloned().unwrap_or_default();
+        let recorded = Arc::new(Mutex::new(Vec::new()));
+        let record = self.record_handle();
+        let parent = self.run_id.clone();
+        type Job =
+            std::pin::Pin<Box<dyn std::future::Future<Output = (usize, WorkerOutcome)> + Send>>;
+        let jobs: Vec<Job> = requests
+            .iter()
+            .enumerate()
+            .map(|(index, request)| {
+                let prior = known.outcomes.get(&request.item_id).cloned();
+                let reporter = crate::WorkerReporter {
+                    record: record.clone(),
+                    wave,
+                    item_id: request.item_id.clone(),
+                    capability: request.capability.clone(),
+                    parent_run_id: parent.clone(),
+                    recorded: Arc::clone(&recorded),
+                    worker_run_id: Arc::new(Mutex::new(
+                        known
+                            .started
+                            .get(&request.item_id)
+                            .map(|s| s.worker_run_id.clone()),
+                    )),
+                };
+                let job = crate::WorkerJob {
+                    request: request.clone(),
+                    parent_run_id: parent.clone(),
+                    budget: self.budget.child(),
+                    stop: self.stop.child_token(),
+                    resume: known
+                        .started
+                        .get(&request.item_id)
+                        .map(|s| PathBuf::from(&s.run_dir)),
+                    reporter,
+                };
+                let spawner = Arc::clone(&spawner);
+                let parent = parent.clone();
+                Box::pin(async move {
+                    if let Some(outcome) = prior {
+                        return (index, outcome);
+                    }
+                    let budget = job.budget.clone();
+                    let reporter = job.reporter.clone();
+                    let mut outcome = spawner.run(job).await;
+                    if outcome.worker_run_id.is_none() {
+                        outcome.worker_run_id = reporter.worker_run_id();
+                    }
+                    for event in
+                        crate::workers::ending_events(wave, &parent, &outcome, budget.usage())
+                    {
+                        reporter.record(event);
+                    }
+                    (index, outcome)
+                }) as Job
+            })
+            .collect();
+        // At most `max_concurrent` at once, each started as soon as another ends.
+        let mut outcomes: Vec<(usize, WorkerOutcome)> = futures::stream::iter(jobs)
+            .buffer_unordered(max_concurrent.max(1))
+            .collect()
+            .await;
+        outcomes.sort_by_key(|(index, _)| *index);
+        let outcomes: Vec<WorkerOutcome> = outcomes.into_iter().map(|(_, o)| o).collect();
+        // What the workers recorded in this journal while they ran, applied to the state in
+        // the journal's order: the state is the fold of the journal again.
+        let mut lines =
+            std::mem::take(&mut *recorded.lock().unwrap_or_else(PoisonError::into_inner));
+        lines.sort_by_key(|l| l.seq);
+        for line in &lines {
+            self.state.apply(&line.event);
+        }
+        let _ = self.emit(RunEvent::WorkersFinished {
+            wave,
+            outcomes: outcomes.clone(),
+        });
+        outcomes
     }
 
     /// Carry effects out until the phase ends.
@@ -976,6 +1137,7 @@ impl AgentHarness {
                     cache_creation_tokens: usage.cache_creation_tokens,
                     cost_usd: usage.cost_usd,
                     max_cost_usd: limits.max_cost_usd,
+                    workers_tokens_used: self.state.worker_usage.tokens_used,
                 }
             },
             constraints: extract_constraints(&self.identity.topic),
@@ -1000,7 +1162,13 @@ impl AgentHarness {
                     .unwrap_or_default(),
             }),
             unmet_checks: self.state.unmet_accepted.clone(),
+            report: self.run_report(),
         }
+    }
+
+    /// The run's report (see [`crate::report::of_state`]).
+    pub fn run_report(&self) -> Option<lsm_phase::TurnReport> {
+        crate::report::of_state(&self.state)
     }
 
     /// Write the summary for `outcome` (once). Returns it, and why writing failed if it did.
@@ -1042,6 +1210,18 @@ impl PhaseExecutor for AgentHarness {
     async fn finish(&mut self, outcome: RunOutcome) {
         self.run_end_hooks(outcome).await;
         self.finish_inner(outcome);
+    }
+
+    fn report(&self) -> Option<lsm_phase::TurnReport> {
+        self.run_report()
+    }
+
+    async fn run_workers(
+        &mut self,
+        requests: Vec<lsm_phase::WorkerRequest>,
+        max_concurrent: usize,
+    ) -> Vec<lsm_phase::WorkerOutcome> {
+        self.run_workers_inner(requests, max_concurrent).await
     }
 
     /// Lists the file in the summary's `artifacts_created` and records an `artifact` event.

@@ -46,11 +46,13 @@ pub mod hooks;
 pub mod lock;
 mod memory;
 mod records;
+mod report;
 pub mod resume;
 pub mod stall;
 pub mod state;
 pub mod stop;
 pub mod work_items;
+pub mod workers;
 
 pub use budget::{
     BudgetExhausted, BudgetLimits, BudgetSnapshot, BudgetedProvider, CallPermit, Grant, RunBudget,
@@ -61,7 +63,9 @@ pub use config::{
 };
 pub use contexts::ContextState;
 pub use contract::{Coverage, CoverageItem, Predicate, TaskContract};
-pub use control::{BLOCK_TOOL, WORK_COMPLETE_TOOL, control_tool_names, is_control_tool};
+pub use control::{
+    BLOCK_TOOL, COMPLETE_TOOL, WORK_COMPLETE_TOOL, control_tool_names, is_control_tool,
+};
 pub use error::HarnessError;
 pub use event::{EventEnvelope, RepairAction, RunEvent, RunLaunch, SCHEMA_VERSION};
 pub use factory::HarnessFactory;
@@ -79,3 +83,4 @@ pub use resume::{ResumePoint, StartedRun};
 pub use stall::StallConfig;
 pub use state::{RunState, RunUsage};
 pub use work_items::{WorkItem, WorkStatus};
+pub use workers::{WorkerJob, WorkerReporter, WorkerSpawner};

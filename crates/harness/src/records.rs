@@ -71,6 +71,9 @@ pub struct TokenUsage {
     /// The run's cost ceiling, when one is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_cost_usd: Option<f64>,
+    /// Of `tokens_used`, what the run's worker runs spent (they draw on its budget).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub workers_tokens_used: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -175,6 +178,10 @@ pub struct RunSummary {
     /// after its retries.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unmet_checks: Vec<String>,
+    /// What the run reported (the model's `complete` report, or its last answer); no
+    /// accounting in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<lsm_phase::TurnReport>,
 }
 
 /// A task contract's coverage ledger, as the run summary gives it.
@@ -266,7 +273,10 @@ impl Recorder {
             JournalFsync::Never => false,
             JournalFsync::Batched => match event {
                 RunEvent::ToolCallStarted { tool, .. } => self.side_effects.contains(tool),
-                RunEvent::PhaseEnded { .. } | RunEvent::RunFinished { .. } => true,
+                RunEvent::PhaseEnded { .. }
+                | RunEvent::RunFinished { .. }
+                | RunEvent::WorkerStarted { .. }
+                | RunEvent::WorkersFinished { .. } => true,
                 _ => false,
             },
         }
@@ -691,6 +701,7 @@ mod tests {
                 ..ContractReport::default()
             }),
             unmet_checks: vec![format!("text_contains {key}: no")],
+            report: None,
         };
         r.write_summary(&summary).unwrap();
         for file in [r.transcript_path(), r.summary_path()] {

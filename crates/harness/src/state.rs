@@ -30,7 +30,7 @@ pub(crate) const NOT_EXECUTED_STOPPED: &str = "Not executed: a stop was requeste
 /// Token accounting of a run: every LLM call charged to its [`crate::RunBudget`], the
 /// harness's own and those made inside tools. Visible to the harness's owner (the CLI,
 /// tests), never to an agent: it is not part of any phase result.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunUsage {
     /// Input + output tokens.
     pub tokens_used: u64,
@@ -49,6 +49,40 @@ pub struct RunUsage {
 }
 
 impl RunUsage {
+    /// Add another run's usage to this one.
+    pub fn absorb(&mut self, other: &RunUsage) {
+        self.tokens_used = self.tokens_used.saturating_add(other.tokens_used);
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cached_tokens = self.cached_tokens.saturating_add(other.cached_tokens);
+        self.cache_creation_tokens = self
+            .cache_creation_tokens
+            .saturating_add(other.cache_creation_tokens);
+        self.llm_calls = self.llm_calls.saturating_add(other.llm_calls);
+        if let Some(c) = other.cost_usd {
+            self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + c);
+        }
+    }
+
+    /// This usage less `other` (never below zero), e.g. what was spent since `other`.
+    pub fn minus(&self, other: &RunUsage) -> RunUsage {
+        RunUsage {
+            tokens_used: self.tokens_used.saturating_sub(other.tokens_used),
+            input_tokens: self.input_tokens.saturating_sub(other.input_tokens),
+            output_tokens: self.output_tokens.saturating_sub(other.output_tokens),
+            cached_tokens: self.cached_tokens.saturating_sub(other.cached_tokens),
+            cache_creation_tokens: self
+                .cache_creation_tokens
+                .saturating_sub(other.cache_creation_tokens),
+            llm_calls: self.llm_calls.saturating_sub(other.llm_calls),
+            cost_usd: match (self.cost_usd, other.cost_usd) {
+                (Some(a), Some(b)) => Some((a - b).max(0.0)),
+                (a, None) => a,
+                (None, Some(_)) => None,
+            },
+        }
+    }
+
     /// Add `calls` calls that used `usage` and cost `cost`.
     pub fn add(&mut self, usage: &Usage, calls: u64, cost: Option<f64>) {
         self.tokens_used = self.tokens_used.saturating_add(usage.total());
@@ -229,6 +263,19 @@ pub struct RunState {
     /// What was still unmet when an `interactive` stop was accepted.
     #[serde(default)]
     pub unmet_accepted: Vec<String>,
+    /// The last report the model gave (`complete`).
+    #[serde(default)]
+    pub report: Option<lsm_phase::TurnReport>,
+    /// What a finding may cite: the call ids of successful tool calls and the sources they
+    /// named or returned (bounded).
+    #[serde(default)]
+    pub evidence: std::collections::BTreeSet<String>,
+    /// The run's worker waves, by index.
+    #[serde(default)]
+    pub waves: BTreeMap<u32, crate::workers::Wave>,
+    /// What the ended workers spent (charged to this run's budget, the tree's).
+    #[serde(default)]
+    pub worker_usage: RunUsage,
 }
 
 impl RunState {
@@ -249,6 +296,13 @@ impl RunState {
             .flat_map(|r| r.tool_calls.iter())
             .chain(self.current.iter().flat_map(|p| p.tool_calls.iter()))
             .collect()
+    }
+
+    /// What the run and its ended workers spent: what a resumed run's budget starts from.
+    pub fn tree_usage(&self) -> RunUsage {
+        let mut total = self.usage;
+        total.absorb(&self.worker_usage);
+        total
     }
 
     /// The context of `label`, if it exists.
@@ -291,6 +345,17 @@ impl RunState {
             reason: d.reason.clone(),
             timestamp: d.timestamp.clone(),
         });
+    }
+
+    fn note_evidence(&mut self, call_id: &str, arguments: &serde_json::Value, content: &str) {
+        let keys = std::iter::once(call_id.to_string())
+            .chain(crate::report::evidence_keys(arguments, content));
+        for key in keys {
+            if self.evidence.len() >= crate::report::MAX_EVIDENCE_KEYS {
+                return;
+            }
+            self.evidence.insert(key);
+        }
     }
 
     fn add_artifact(&mut self, path: &str) {
@@ -660,6 +725,16 @@ impl RunState {
                 } else {
                     ToolOutcome::Error(content.clone())
                 };
+                if *success {
+                    let arguments = self
+                        .current
+                        .as_ref()
+                        .and_then(|p| p.pending.as_ref())
+                        .filter(|p| &p.call_id == call_id)
+                        .map(|p| p.arguments.clone())
+                        .unwrap_or_default();
+                    self.note_evidence(call_id, &arguments, content);
+                }
                 self.finish_call(call_id, tool, outcome);
             }
             RunEvent::ToolUsage {
@@ -708,6 +783,17 @@ impl RunState {
                 }
             }
             RunEvent::WorkItemChanged { item, .. } => upsert(&mut self.work_items, item),
+            RunEvent::WorkReported {
+                iteration, report, ..
+            } => {
+                self.report = Some(report.clone());
+                if let Some(pos) = self.current.as_mut() {
+                    pos.work_complete_at = Some(*iteration);
+                    if pos.final_text.trim().is_empty() {
+                        pos.final_text.clone_from(&report.summary);
+                    }
+                }
+            }
             RunEvent::WorkCompleteDeclared {
                 iteration, summary, ..
             } => {
@@ -743,6 +829,52 @@ impl RunState {
                 }
             }
             RunEvent::StopAccepted { unmet, .. } => self.unmet_accepted.clone_from(unmet),
+            RunEvent::WorkersRequested { wave, requests, .. } => {
+                self.waves
+                    .entry(*wave)
+                    .or_default()
+                    .requests
+                    .clone_from(requests);
+            }
+            RunEvent::WorkerStarted {
+                wave,
+                item_id,
+                worker_run_id,
+                run_dir,
+                ..
+            } => {
+                self.waves.entry(*wave).or_default().started.insert(
+                    item_id.clone(),
+                    crate::workers::StartedWorker {
+                        worker_run_id: worker_run_id.clone(),
+                        run_dir: run_dir.clone(),
+                    },
+                );
+            }
+            RunEvent::WorkerCompleted {
+                wave,
+                item_id,
+                outcome,
+                usage,
+                ..
+            }
+            | RunEvent::WorkerFailed {
+                wave,
+                item_id,
+                outcome,
+                usage,
+                ..
+            } => {
+                self.waves
+                    .entry(*wave)
+                    .or_default()
+                    .outcomes
+                    .insert(item_id.clone(), outcome.clone());
+                self.worker_usage.absorb(usage);
+            }
+            RunEvent::WorkersFinished { wave, outcomes } => {
+                self.waves.entry(*wave).or_default().finished = Some(outcomes.clone());
+            }
             RunEvent::StopRequested { .. } => {
                 self.skip_batch(NOT_EXECUTED_STOPPED);
                 if let Some(pos) = self.current.as_mut() {
@@ -771,6 +903,9 @@ impl RunState {
             | RunEvent::Stalled { .. }
             | RunEvent::StopForced { .. }
             | RunEvent::ContractUnmet { .. }
+            | RunEvent::WorkerProgress { .. }
+            | RunEvent::WorkerFinding { .. }
+            | RunEvent::WorkerLearning { .. }
             | RunEvent::ToolEvent { .. }
             | RunEvent::InteractionRequest(_)
             | RunEvent::InteractionAcknowledged(_)

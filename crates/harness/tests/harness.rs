@@ -351,11 +351,12 @@ fn contents(req: &lsm_providers::LlmRequest) -> Vec<String> {
     req.messages.iter().map(|m| m.content.clone()).collect()
 }
 
+/// The tools offered, the control tools (offered with every call) aside.
 fn offered(req: &lsm_providers::LlmRequest) -> Vec<String> {
     req.tools
         .iter()
         .map(|t| t.name.clone())
-        .filter(|n| n != lsm_harness::BLOCK_TOOL)
+        .filter(|n| !lsm_harness::is_control_tool(n))
         .collect()
 }
 
@@ -2364,3 +2365,6 @@ mod control;
 
 #[path = "harness/compaction.rs"]
 mod compaction;
+
+#[path = "harness/workers.rs"]
+mod workers;

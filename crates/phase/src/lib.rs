@@ -17,6 +17,10 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+mod report;
+
+pub use report::{Finding, TurnReport, WorkerOutcome, WorkerRequest};
+
 /// Why a bounded phase stopped. Serialized in `snake_case` (`"budget_exhausted"`, …).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -313,6 +317,28 @@ pub trait PhaseExecutor: Send {
     /// own workspace), so the run's records list it beside the files its tools wrote. The
     /// default ignores it.
     fn record_artifact(&mut self, _path: &std::path::Path) {}
+
+    /// What the run reports so far: the model's `complete` report, or its last answer as the
+    /// summary. `None` before any phase ran (and by default).
+    fn report(&self) -> Option<TurnReport> {
+        None
+    }
+
+    /// Run worker agent runs for `requests`, at most `max_concurrent` at once, sharing this
+    /// run's budget and stop; return when every one has ended, their outcomes in the order
+    /// of `requests`. A worker that fails, blocks or stalls is an outcome, never an error.
+    /// The default (an executor that cannot start workers) fails each request.
+    async fn run_workers(
+        &mut self,
+        requests: Vec<WorkerRequest>,
+        max_concurrent: usize,
+    ) -> Vec<WorkerOutcome> {
+        let _ = max_concurrent;
+        requests
+            .iter()
+            .map(|r| WorkerOutcome::failed(r, "this executor cannot start worker runs"))
+            .collect()
+    }
 }
 
 /// How a whole agent run ended, as the agent layer reports it to its executor.

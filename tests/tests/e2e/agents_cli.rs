@@ -60,6 +60,9 @@ fn agent_list_shows_every_agent_with_its_tier_input_and_tools() {
         "librarian",
         "manuscript_editor",
         "assistant",
+        "conductor",
+        "researcher",
+        "terminal",
     ] {
         assert!(table.contains(name), "{name} missing:\n{table}");
     }
@@ -71,7 +74,7 @@ fn agent_list_shows_every_agent_with_its_tier_input_and_tools() {
     let out = run(lsm(dir.path()).args(["agent", "list", "--json"]));
     let rows = stdout_json(&out);
     let rows = rows.as_array().unwrap();
-    assert_eq!(rows.len(), 8);
+    assert_eq!(rows.len(), 11);
     let research = rows.iter().find(|r| r["name"] == "research").unwrap();
     assert_eq!(research["tier"], "complex");
     assert_eq!(research["input"], "topic");

@@ -321,12 +321,12 @@ async fn research_runs_its_phases_in_named_contexts_on_one_harness() {
             "{log}"
         );
     }
-    // The DECOMPOSE call offered no tool but the control tool; RESEARCH offered only the KB tool.
+    // The DECOMPOSE call offered no tool but the control tools; RESEARCH only the KB tool.
     let requests = rig.provider.requests();
     let offered =
         |i: usize| -> Vec<String> { requests[i].tools.iter().map(|t| t.name.clone()).collect() };
-    assert_eq!(offered(0), ["block"]);
-    assert_eq!(offered(1), ["query_and_synthesize", "block"]);
+    assert_eq!(offered(0), ["complete", "block"]);
+    assert_eq!(offered(1), ["query_and_synthesize", "complete", "block"]);
     let transcript = std::fs::read_to_string(run_dir.join("transcript.jsonl")).unwrap();
     assert!(transcript.contains("\"event\":\"artifact\""));
 }

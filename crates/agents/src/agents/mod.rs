@@ -2,6 +2,7 @@
 //! begins a run, orchestrates phases, saves its artifacts and ends the run.
 
 pub(crate) mod assistant;
+pub(crate) mod conductor;
 pub(crate) mod curator;
 pub(crate) mod research;
 pub(crate) mod simple;

@@ -70,11 +70,71 @@ answer with an edit report: each change, where it is, and why. If you cannot pro
 `block` with the reason.",
 };
 
+/// The researcher worker: the knowledge base and remote sources, files to read, notes to
+/// write; ends with a report.
+pub const RESEARCHER: AgentSpec = AgentSpec {
+    name: "researcher",
+    description: "Researcher worker: finds and checks facts in the knowledge base, remote sources and files, then reports findings with evidence.",
+    tier: LlmTier::Normal,
+    tools: &[
+        "query_and_synthesize",
+        "query_context",
+        "extract_snippets",
+        "source_map",
+        "similarity_search",
+        "find_section",
+        "query_remote_chain",
+        "load_url",
+        "read_file",
+        "read_folder",
+        "find_file",
+        "write_file",
+    ],
+    input: TaskInput::Task,
+    system_prompt: "You are a researcher working on one objective given by a conductor. Find \
+what is known about it in the knowledge base, remote sources and files; check claims against \
+the sources; write notes to a file only when the objective asks for one. Never invent a \
+source. When the work is done, call `complete` with a short summary, your findings — each a \
+claim, your confidence from 0 to 1, and its evidence: the ids of the tool calls whose results \
+show it, or the file paths, URLs or source ids they returned — what you learned, and anything \
+that needs a decision above you (escalations). If you cannot do the work at all, call `block` \
+with the reason.",
+};
+
+/// The terminal worker: files and allowed programs in the sandbox; ends with a report. Its
+/// card does not name `bash` (no built-in card does): a conductor's run offers it to its
+/// terminal workers, and `lsm agent run terminal --allow-tool bash` to a run of its own.
+pub const TERMINAL: AgentSpec = AgentSpec {
+    name: "terminal",
+    description: "Terminal worker: reads and changes files and runs allowed programs in the sandbox, then reports what it did and found.",
+    tier: LlmTier::Normal,
+    tools: &[
+        "read_file",
+        "read_folder",
+        "find_file",
+        "file_metadata",
+        "hash_file",
+        "write_file",
+        "append_file",
+        "edit_file",
+        "create_folder",
+    ],
+    input: TaskInput::Task,
+    system_prompt: "You are a terminal worker doing one objective given by a conductor, in a \
+sandboxed workspace: inspect files, change them, and run the allowed programs as the \
+objective requires; paths are relative to the workspace. When the work is done, call \
+`complete` with a short summary, your findings — each a claim, your confidence from 0 to 1, \
+and its evidence: the ids of the tool calls whose results show it, or the file paths they \
+named — what you learned, and anything that needs a decision above you (escalations). If you \
+cannot do the work at all, call `block` with the reason.",
+};
+
 /// What each simple agent calls the artifact its answer is saved as, and its heading.
 fn artifact_name(spec: &AgentSpec) -> (&'static str, &'static str) {
     match spec.name {
         "librarian" => ("answer", "Answer"),
         "manuscript_editor" => ("edit_report", "Edit report"),
+        "researcher" | "terminal" => ("worker_report", "Worker report"),
         _ => ("result", "Result"),
     }
 }

@@ -207,6 +207,16 @@ fn a_runs_output_has_no_accounting_field_on_the_wire() {
         artifacts: vec!["a.md".into()],
         log_file: None,
         error: None,
+        report: Some(crate::TurnReport {
+            summary: "s".into(),
+            success: true,
+            findings: vec![crate::Finding {
+                claim: "c".into(),
+                confidence: 0.5,
+                evidence_refs: vec!["call_1_0".into()],
+            }],
+            ..crate::TurnReport::default()
+        }),
     };
     let v = serde_json::to_value(&out).unwrap();
     let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
@@ -218,9 +228,22 @@ fn a_runs_output_has_no_accounting_field_on_the_wire() {
             "error",
             "log_file",
             "outcome",
+            "report",
             "stop_reason",
             "text"
         ]
+    );
+    let mut report_keys: Vec<&str> = v["report"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    report_keys.sort_unstable();
+    assert_eq!(
+        report_keys,
+        ["escalations", "findings", "learnings", "success", "summary"],
+        "a report carries no accounting either"
     );
     assert_eq!(
         v["stop_reason"], "budget_exhausted",

@@ -66,7 +66,14 @@ impl RunLauncher for HarnessLauncher {
         let extra_tools = parts.expand_allowlist(self.config.agents.extra_tools_of(spec.name));
         let records = ctx.clone_record_setter();
         let (run_id, agent_name) = (ctx.run_id.clone(), ctx.agent.clone());
-        let mut factory = parts.factory;
+        let mut factory = parts
+            .factory
+            .with_worker_spawner(Arc::new(crate::workers::CliWorkers {
+                config: config.clone(),
+                flags: self.flags.clone(),
+                cwd: self.cwd.clone(),
+                auto_approve: false,
+            }));
         if let Some(contract) = self.config.agents.contract_of(spec.name) {
             factory = factory.with_contract(contract);
         }
@@ -83,6 +90,7 @@ impl RunLauncher for HarnessLauncher {
             agents_folder: self.config.agents.agents_folder.clone(),
             max_iterations: self.config.agents.max_iterations,
             max_rounds: None,
+            max_workers: config.conductor.max_workers,
             ask_user_available: parts.ask_user_available,
             extra_tools,
             log_sink: Some(Arc::new(LogStreamAgentLog(Arc::clone(&ctx.log)))),

@@ -48,6 +48,7 @@ fn core(max_tokens: u64) -> Core {
         allowlist_order: vec!["tool_a".into(), "tool_b".into()],
         tools: vec![def("tool_a"), def("tool_b"), def("tool_c")],
         offer_block_tool: true,
+        offer_complete_tool: false,
         strategy: Default::default(),
         limits: limits(max_tokens),
         provider: "p".into(),

@@ -260,3 +260,56 @@ async fn a_strict_run_whose_contract_stays_unmet_ends_contract_unmet() {
         "required_output summary.md: no such file"
     );
 }
+
+// ---------- completion with a report ----------
+
+#[tokio::test]
+async fn complete_ends_the_phase_with_a_report_whose_evidence_is_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.md"), "Soil holds carbon.\n").unwrap();
+    let script = vec![
+        call("read_file", json!({"path": "notes.md"})),
+        call(
+            "complete",
+            json!({"summary": "Read the notes.",
+                   "findings": [{"claim": "Soil holds carbon", "confidence": 0.9,
+                                 "evidence_refs": ["call_1_0", "notes.md", "invented.md"]}],
+                   "learnings": ["the notes are short"],
+                   "escalations": ["nothing on tillage"]}),
+        ),
+    ];
+    let mut h = file_harness(dir.path(), script, StopMode::Interactive, None);
+    let r = h
+        .run_bounded(PhaseRequest::new("read the notes").with_max_iterations(5))
+        .await;
+    assert_eq!(r.stop_reason, StopReason::Done);
+    assert_eq!(r.final_text, "Read the notes.");
+    let report = h.report().unwrap();
+    assert!(report.success);
+    assert_eq!(report.findings[0].evidence_refs, ["call_1_0", "notes.md"]);
+    assert_eq!(report.dropped_evidence, ["invented.md"]);
+    assert_eq!(report.escalations, ["nothing on tillage"]);
+    h.finish(RunOutcome::Completed).await;
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(h.run_dir().join("run_summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["report"]["learnings"][0], "the notes are short");
+    assert_eq!(summary["report"]["dropped_evidence"][0], "invented.md");
+    assert!(
+        summary["report"].get("tokens_used").is_none(),
+        "no accounting in it"
+    );
+}
+
+#[tokio::test]
+async fn a_model_that_just_stops_talking_completes_with_an_empty_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = vec![ScriptedResponse::text("All done.").with_usage(10, 5)];
+    let mut h = file_harness(dir.path(), script, StopMode::Interactive, None);
+    assert!(h.report().is_none(), "no phase yet");
+    let r = h.run_bounded(PhaseRequest::new("x")).await;
+    assert_eq!(r.stop_reason, StopReason::Done);
+    let report = h.report().unwrap();
+    assert_eq!(report.summary, "All done.");
+    assert!(report.success && report.findings.is_empty() && report.escalations.is_empty());
+}

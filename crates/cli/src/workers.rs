@@ -1,0 +1,321 @@
+//! Worker runs of a delegating agent (the conductor): the composition root's
+//! [`WorkerSpawner`]. A worker is an agent run of its own — its own harness, contexts,
+//! sandbox policy and transcript — built like any `lsm agent run` (the same wiring and launch
+//! path), on a child of the parent's budget and stop token, reporting its progress to the
+//! parent's records.
+//!
+//! - A capability names an agent: `researcher` and `terminal` by default, more in
+//!   `[conductor.capabilities]`.
+//! - The researcher writes only into its own artifacts folder; the terminal worker works in
+//!   the run's sandbox, with `bash` offered.
+//! - Workers answer permission requests as a headless run does: denied at once, or approved
+//!   with `--yes` — never a prompt on the terminal while several run.
+//! - With `--provider scripted:run.jsonl`, the worker of agenda item ID plays `run.ID.jsonl`
+//!   (beside it): one script per worker, for tests and demonstrations.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use lsm_harness::workers::ended_outcome;
+use lsm_harness::{
+    EventEnvelope, EventSink, ResumePoint, WorkerJob, WorkerReporter, WorkerSpawner,
+};
+use lsm_phase::{StopReason, WorkerOutcome, WorkerRequest};
+
+use crate::config::Config;
+use crate::launch::{AgentLaunch, launch_agent};
+use crate::{foreground, interaction_wiring, run_wiring, wiring};
+
+/// `[conductor]`: how the conductor delegates.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConductorConfig {
+    /// Worker runs at once (at least 1). Flag: `--max-workers`.
+    pub max_workers: usize,
+    /// Capability → the agent its workers run (beside `researcher` and `terminal`, which run
+    /// the agents of those names unless mapped here).
+    pub capabilities: std::collections::BTreeMap<String, String>,
+}
+
+impl Default for ConductorConfig {
+    fn default() -> Self {
+        ConductorConfig {
+            max_workers: lsm_agents::DEFAULT_MAX_WORKERS,
+            capabilities: std::collections::BTreeMap::new(),
+        }
+    }
+}
+
+impl ConductorConfig {
+    /// Check the section.
+    ///
+    /// # Errors
+    /// A zero `max_workers`, or a capability mapped to something that is not an agent (or to
+    /// the conductor itself).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.max_workers == 0 {
+            return Err("[conductor] max_workers must be at least 1".into());
+        }
+        for (capability, agent) in &self.capabilities {
+            if agent == "conductor" || lsm_agents::find(agent).is_none() {
+                let known: Vec<&str> = lsm_agents::BUILTIN
+                    .iter()
+                    .map(|a| a.name)
+                    .filter(|n| *n != "conductor")
+                    .collect();
+                return Err(format!(
+                    "[conductor.capabilities] {capability} = \"{agent}\": not an agent a worker can run; the agents are: {}",
+                    known.join(", ")
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The agent a worker of `capability` runs.
+    pub fn agent_for(&self, capability: &str) -> Option<&'static lsm_agents::AgentSpec> {
+        let name = self
+            .capabilities
+            .get(capability)
+            .map_or(capability, String::as_str);
+        lsm_agents::find(name).filter(|spec| spec.name != "conductor")
+    }
+}
+
+/// Starts the workers of one parent run.
+pub struct CliWorkers {
+    /// The parent run's configuration.
+    pub config: Config,
+    /// The parent's provider flags (`--provider`, `--model`, `--base-url`).
+    pub flags: wiring::ProviderFlags,
+    /// The working directory.
+    pub cwd: PathBuf,
+    /// `--yes`: approve the workers' permission requests.
+    pub auto_approve: bool,
+}
+
+/// A worker's events, passed on to its parent's watchers.
+struct ToParent(WorkerReporter);
+
+impl EventSink for ToParent {
+    fn event(&self, event: &EventEnvelope) {
+        self.0.progress(event);
+    }
+}
+
+/// The script of a worker: `run.ID.jsonl` beside the parent's `run.jsonl`.
+fn worker_script(spec: &str, item_id: &str) -> Option<String> {
+    let file = spec.strip_prefix("scripted:")?;
+    let path = Path::new(file);
+    let stem = path.file_stem()?.to_string_lossy();
+    let ext = path
+        .extension()
+        .map_or_else(String::new, |e| format!(".{}", e.to_string_lossy()));
+    let name = format!("{stem}.{item_id}{ext}");
+    Some(format!("scripted:{}", path.with_file_name(name).display()))
+}
+
+impl CliWorkers {
+    async fn run_job(&self, job: WorkerJob) -> Result<WorkerOutcome, String> {
+        let request = job.request.clone();
+        let spec = self.config.conductor.agent_for(&request.capability).ok_or_else(|| {
+            let mut known: Vec<String> = ["researcher", "terminal"]
+                .into_iter()
+                .map(String::from)
+                .chain(self.config.conductor.capabilities.keys().cloned())
+                .collect();
+            known.dedup();
+            format!(
+                "no worker has the capability '{}' (known: {}; [conductor.capabilities] maps more)",
+                request.capability,
+                known.join(", ")
+            )
+        })?;
+        let point = match &job.resume {
+            // A worker whose run never wrote a line (the parent died first) starts anew.
+            Some(dir) if dir.join("transcript.jsonl").is_file() => {
+                if let Some(outcome) = ended_outcome(&request, dir, &job.budget) {
+                    return Ok(outcome);
+                }
+                Some(ResumePoint::open(dir).map_err(|e| e.to_string())?)
+            }
+            _ => None,
+        };
+        let mut config = self.config.clone();
+        let mut sandbox = config.run_sandbox();
+        let mut objective = request.objective.clone();
+        if spec.name == "researcher" {
+            // Its notes go into its own artifacts folder, nowhere else; it reads where the
+            // run reads (relative paths still resolve against the run's working directory).
+            let artifacts = config
+                .agents
+                .agents_folder
+                .join(spec.name)
+                .join("artifacts");
+            std::fs::create_dir_all(&artifacts)
+                .map_err(|e| format!("cannot create {}: {e}", artifacts.display()))?;
+            if sandbox.working_dir.is_none() {
+                sandbox.working_dir = sandbox
+                    .allowed_write_paths
+                    .first()
+                    .or(sandbox.allowed_read_paths.first())
+                    .cloned();
+            }
+            sandbox.allowed_write_paths = vec![artifacts.clone()];
+            if !sandbox.allowed_read_paths.is_empty() {
+                sandbox.allowed_read_paths.push(artifacts.clone());
+            }
+            // The agents folder holds the write root; the rest of it stays out of reach
+            // because nothing outside the root is writable.
+            let agents = config.agents.agents_folder.clone();
+            sandbox.protected_paths.retain(|p| p != &agents);
+            objective.push_str(&format!(
+                "\n(Write any notes under {}; nowhere else is writable.)",
+                artifacts.display()
+            ));
+        }
+        config.sandbox = sandbox;
+        let llm = config
+            .llm
+            .resolve(spec.tier)
+            .map_err(|e| format!("{e:#}"))?;
+        let mut flags = self.flags.clone();
+        let spec_of_parent = flags.provider.clone().or_else(|| llm.provider.clone());
+        if let Some(script) = spec_of_parent
+            .as_deref()
+            .and_then(|s| worker_script(s, &request.item_id))
+        {
+            flags.provider = Some(script);
+        }
+        flags.script_start = point.as_ref().map_or(0, |p| {
+            usize::try_from(p.model_calls_made()).unwrap_or(usize::MAX)
+        });
+        let provider = wiring::build_provider(&llm, &flags, &self.cwd, &config.source_name())
+            .map_err(|e| format!("{e:#}"))?
+            .provider;
+        if config.agents.compaction.context_window.is_none() {
+            config.agents.compaction.context_window = llm.context_window_for(provider.model());
+        }
+        let channel = interaction_wiring::run_channel(&config.agents.interaction)
+            .map_err(|e| format!("{e:#}"))?;
+        let answering = foreground::spawn(
+            Arc::clone(&channel),
+            foreground::Policy {
+                auto_approve: self.auto_approve,
+                interactive: false,
+            },
+            None,
+            std::io::sink(),
+        );
+        let mut extra_tools = config.agents.extra_tools_of(spec.name);
+        if spec.name == "terminal" && !extra_tools.iter().any(|t| t == "bash") {
+            extra_tools.push("bash".into());
+        }
+        let parts = run_wiring::build_run_with(
+            &config,
+            provider,
+            &channel,
+            job.stop.clone(),
+            Some(job.budget.clone()),
+        )
+        .map_err(|e| format!("{e:#}"))?;
+        let extra_tools = parts.expand_allowlist(extra_tools);
+        let reporter = job.reporter.clone();
+        let recorded_objective = objective.clone();
+        let agent = spec.name;
+        let mut factory = parts
+            .factory
+            .with_event_sink(Arc::new(ToParent(job.reporter.clone())))
+            .with_on_build(move |h| {
+                reporter.started(h.run_id(), agent, &h.run_dir(), &recorded_objective);
+            });
+        if let Some(contract) = config.agents.contract_of(spec.name) {
+            factory = factory.with_contract(contract);
+        }
+        if let Some(point) = point {
+            factory = factory.resuming(point);
+        }
+        let launched = launch_agent(AgentLaunch {
+            spec,
+            objective,
+            factory,
+            agents_folder: config.agents.agents_folder.clone(),
+            max_iterations: config.agents.max_iterations,
+            max_rounds: None,
+            max_workers: config.conductor.max_workers,
+            ask_user_available: parts.ask_user_available,
+            extra_tools,
+            log_sink: None,
+            interactions: Some(Arc::clone(&channel)),
+        })
+        .await;
+        channel.shutdown("the worker run ended");
+        answering.abort();
+        let launched = launched.map_err(|e| format!("{e:#}"))?;
+        let output = launched.output;
+        Ok(WorkerOutcome {
+            item_id: request.item_id,
+            capability: request.capability,
+            worker_run_id: launched.summary.map(|s| s.run_id),
+            stop_reason: output.stop_reason.unwrap_or(StopReason::Error),
+            report: output.report.unwrap_or_default(),
+            error: output.error,
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl WorkerSpawner for CliWorkers {
+    async fn run(&self, job: WorkerJob) -> WorkerOutcome {
+        let request: WorkerRequest = job.request.clone();
+        match self.run_job(job).await {
+            Ok(outcome) => outcome,
+            Err(reason) => WorkerOutcome::failed(&request, reason),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_plays_the_script_named_after_its_item() {
+        assert_eq!(
+            worker_script("scripted:/tmp/run.jsonl", "a1").as_deref(),
+            Some("scripted:/tmp/run.a1.jsonl")
+        );
+        assert_eq!(
+            worker_script("scripted:plan", "b").as_deref(),
+            Some("scripted:plan.b")
+        );
+        assert_eq!(worker_script("openai", "a1"), None);
+    }
+
+    #[test]
+    fn capabilities_map_to_worker_agents_and_bad_mappings_are_refused() {
+        let mut c = ConductorConfig::default();
+        assert_eq!(
+            c.agent_for("researcher").map(|s| s.name),
+            Some("researcher")
+        );
+        assert_eq!(c.agent_for("terminal").map(|s| s.name), Some("terminal"));
+        assert!(c.agent_for("painter").is_none());
+        assert!(
+            c.agent_for("conductor").is_none(),
+            "no conductor under a conductor"
+        );
+        c.capabilities
+            .insert("librarian".into(), "librarian".into());
+        c.capabilities.insert("writer".into(), "writing".into());
+        c.validate().unwrap();
+        assert_eq!(c.agent_for("writer").map(|s| s.name), Some("writing"));
+        c.capabilities.insert("boss".into(), "conductor".into());
+        assert!(c.validate().unwrap_err().contains("boss"));
+        let zero = ConductorConfig {
+            max_workers: 0,
+            ..ConductorConfig::default()
+        };
+        assert!(zero.validate().is_err());
+    }
+}
