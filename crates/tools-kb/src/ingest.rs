@@ -450,7 +450,7 @@ fn read_file(
 ///
 /// # Errors
 /// [`KbError::Index`] when the index cannot be written.
-pub fn remove(store: &Store, path: &Path) -> Result<Vec<String>> {
+pub fn remove_path(store: &Store, path: &Path) -> Result<Vec<String>> {
     let target = path
         .canonicalize()
         .unwrap_or_else(|_| path.to_path_buf())

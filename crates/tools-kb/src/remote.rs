@@ -245,7 +245,7 @@ impl RemoteProvider for Arxiv {
                 provider: self.name.clone(),
                 title: e.get("title").cloned().unwrap_or_default(),
                 url: e.get("id").cloned().unwrap_or_default(),
-                snippet: crate::pipeline::truncate_chars(
+                snippet: crate::text::truncate_chars(
                     e.get("summary").map_or("", String::as_str),
                     600,
                 ),

@@ -10,11 +10,9 @@ use std::sync::atomic::Ordering;
 
 use lsm_providers::{ProviderError, ScriptedProvider, ScriptedResponse};
 use lsm_tools_kb::embed::{Embedder, HashEmbedder};
-use lsm_tools_kb::ingest::{FileOutcome, IngestOptions, IngestProgress, NoProgress};
-use lsm_tools_kb::pipeline::QueryResponse;
 use lsm_tools_kb::{
-    EmbedderKind, Filters, KbConfig, KbError, KnowledgeBase, ModePolicy, ModeSpec, Pipeline,
-    QueryRequest,
+    EmbedderKind, FileOutcome, Filters, IngestOptions, IngestProgress, KbConfig, KbError,
+    KnowledgeBase, ModePolicy, ModeSpec, NoProgress, Pipeline, QueryRequest, QueryResponse,
 };
 
 #[path = "kb/remote.rs"]
@@ -101,7 +99,7 @@ impl Fixture {
     }
 
     /// Ingest the documents.
-    pub fn ingest(&self, kb: &KnowledgeBase) -> lsm_tools_kb::ingest::IngestReport {
+    pub fn ingest(&self, kb: &KnowledgeBase) -> lsm_tools_kb::IngestReport {
         kb.ingest(
             std::slice::from_ref(&self.docs),
             &IngestOptions::default(),
@@ -387,9 +385,9 @@ fn kb_rm_removes_a_file_or_a_folder() {
     f.corpus();
     let kb = f.kb(None);
     f.ingest(&kb);
-    let gone = lsm_tools_kb::ingest::remove(kb.store(), &f.docs.join("kitchen")).unwrap();
+    let gone = lsm_tools_kb::remove_path(kb.store(), &f.docs.join("kitchen")).unwrap();
     assert_eq!(gone.len(), 2);
-    let gone = lsm_tools_kb::ingest::remove(kb.store(), &f.docs.join("aero/wings.md")).unwrap();
+    let gone = lsm_tools_kb::remove_path(kb.store(), &f.docs.join("aero/wings.md")).unwrap();
     assert_eq!(gone.len(), 1);
     assert_eq!(kb.stats().unwrap().files, 3);
     let hits = lexical_paths(&kb, "knead dough");
@@ -804,7 +802,7 @@ fn modes_resolve_by_name_or_object_and_composed_modes_are_validated() {
 // The local embedder (needs `cargo xtask fetch-model`)
 
 fn local_model_dir() -> Option<PathBuf> {
-    let dir = lsm_tools_kb::config::default_model_dir()?;
+    let dir = lsm_tools_kb::default_model_dir()?;
     if lsm_tools_kb::embed::local_model_present(&dir) {
         Some(dir)
     } else {
@@ -828,7 +826,7 @@ fn the_local_minilm_embeds_meaningfully_and_pools_without_padding() {
         "Shares dropped steeply this week as markets slid.",
     ];
     let v = e.embed(&texts).unwrap();
-    let cos = |a: &[f32], b: &[f32]| lsm_tools_kb::store::dot(a, b);
+    let cos = |a: &[f32], b: &[f32]| lsm_tools_kb::dot(a, b);
     for x in &v {
         assert!((cos(x, x) - 1.0).abs() < 1e-4);
     }

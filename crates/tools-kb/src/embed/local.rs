@@ -1,5 +1,3 @@
-//! Embedders: text → unit-length vectors for dense retrieval.
-//!
 //! [`LocalMiniLm`] runs all-MiniLM-L6-v2 (a 6-layer BERT, 384 dimensions) on the CPU with
 //! `candle`, from the `model.safetensors` + `tokenizer.json` that `cargo xtask fetch-model`
 //! puts in `~/.cache/lsm/models/all-MiniLM-L6-v2`. It works offline. The shipped
@@ -8,12 +6,13 @@
 //! truncation raised to the model's 256 tokens.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use candle_core::{D, DType, Device, Module, Tensor};
 use candle_nn::{Embedding, LayerNorm, Linear, VarBuilder};
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
+use super::{Embedder, local_model_files};
 use crate::error::{KbError, Result};
 
 /// The local model's name, as recorded in an index.
@@ -22,49 +21,6 @@ pub const LOCAL_MODEL_NAME: &str = "all-MiniLM-L6-v2";
 pub const LOCAL_MODEL_DIMS: usize = 384;
 /// The local model's input limit in tokens (sentence-transformers' `max_seq_length`).
 pub const LOCAL_MAX_TOKENS: usize = 256;
-
-/// Turns texts into vectors. Implementations are blocking (call them from a blocking thread)
-/// and return unit-length vectors of [`Embedder::dims`] dimensions.
-pub trait Embedder: Send + Sync {
-    /// The model name recorded in the index.
-    fn model(&self) -> &str;
-
-    /// Vector dimensions.
-    fn dims(&self) -> usize;
-
-    /// One unit-length vector per text, in order.
-    ///
-    /// # Errors
-    /// [`KbError::Embedder`] when the model fails on the input.
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>>;
-}
-
-/// `model (dims)`, as shown in messages and `lsm kb stats`.
-pub fn describe(model: &str, dims: usize) -> String {
-    format!("{model} ({dims} dims)")
-}
-
-/// Scale `v` to unit length (a zero vector stays zero).
-pub fn normalize(v: &mut [f32]) {
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if norm > 0.0 {
-        v.iter_mut().for_each(|x| *x /= norm);
-    }
-}
-
-/// The files the local model needs, in `dir`.
-pub fn local_model_files(dir: &Path) -> [PathBuf; 3] {
-    [
-        dir.join("model.safetensors"),
-        dir.join("tokenizer.json"),
-        dir.join("config.json"),
-    ]
-}
-
-/// Whether the local model's files are present in `dir`.
-pub fn local_model_present(dir: &Path) -> bool {
-    local_model_files(dir).iter().all(|p| p.is_file())
-}
 
 /// all-MiniLM-L6-v2 on the CPU.
 pub struct LocalMiniLm {
@@ -291,58 +247,5 @@ impl Bert {
                 .forward(&(layer.output.forward(&inter)? + &attn)?)?;
         }
         Ok(x)
-    }
-}
-
-/// A deterministic bag-of-words embedder (each analyzed term hashed to one of `dims`
-/// dimensions): no model, no quality worth the name. For tests and benchmarks only.
-#[derive(Debug, Clone)]
-pub struct HashEmbedder {
-    model: String,
-    dims: usize,
-}
-
-impl HashEmbedder {
-    /// An embedder of `dims` dimensions named `hash-<dims>`.
-    pub fn new(dims: usize) -> Self {
-        HashEmbedder {
-            model: format!("hash-{dims}"),
-            dims: dims.max(1),
-        }
-    }
-
-    /// The same, under another model name (to test mismatch checks).
-    pub fn named(model: &str, dims: usize) -> Self {
-        HashEmbedder {
-            model: model.to_string(),
-            dims: dims.max(1),
-        }
-    }
-}
-
-impl Embedder for HashEmbedder {
-    fn model(&self) -> &str {
-        &self.model
-    }
-
-    fn dims(&self) -> usize {
-        self.dims
-    }
-
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
-        Ok(texts
-            .iter()
-            .map(|t| {
-                let mut v = vec![0.0f32; self.dims];
-                for term in crate::store::analyze(t) {
-                    let h = term.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-                        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-                    });
-                    v[(h % self.dims as u64) as usize] += 1.0;
-                }
-                normalize(&mut v);
-                v
-            })
-            .collect())
     }
 }
