@@ -27,6 +27,7 @@
 //! implementations) and [`eval`] (retrieval evaluation). Every other module is private, so
 //! files can be split or moved without breaking a user of the crate.
 
+mod blocking;
 mod chunk;
 mod config;
 pub mod embed;

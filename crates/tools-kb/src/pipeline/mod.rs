@@ -29,6 +29,7 @@ pub use types::{
     Source, TraceStage,
 };
 
+use crate::blocking::off_runtime;
 use crate::error::{KbError, Result};
 use crate::kb::KnowledgeBase;
 use crate::mode::{self, ModeConfig, ModePolicy, ModeSpec};
@@ -167,28 +168,40 @@ impl Pipeline {
             return Ok(package);
         }
 
-        let snapshot = self.kb.store().snapshot()?;
-        let query_terms = analyze(&request.query);
-        let query_vec = self.embed_query(&snapshot, profile, &request.query, &mut trace)?;
-        let pool = settings.candidates.max(k);
-        let fused = stages::retrieve(
-            &snapshot,
-            &request,
-            profile,
-            query_vec.as_deref(),
-            pool,
-            &settings,
-            &mut trace,
-        )?;
-
-        // Load the candidates and score their relevance. Post-processing looks at a few times
-        // k: enough to dedupe, diversify and re-rank.
-        let load = (3 * k).max(settings.rerank_candidates).max(20).min(pool);
-        let t = Instant::now();
-        let mut cands =
-            stages::load_candidates(&snapshot, &fused, load, query_vec.as_deref(), &query_terms)?;
-        trace.record("load", Some(t), fused.len().min(load), cands.len(), None);
-        stages::dedupe(&mut cands, settings.near_duplicate_threshold, &mut trace);
+        // Retrieval reads the index and embeds the query: blocking work, off the runtime.
+        let kb = Arc::clone(&self.kb);
+        let query = request.clone();
+        let (mut cands, mut trace) = off_runtime(move || -> Result<_> {
+            let snapshot = kb.store().snapshot()?;
+            let query_terms = analyze(&query.query);
+            let query_vec = stages::embed_query(&kb, &snapshot, profile, &query.query, &mut trace)?;
+            let pool = settings.candidates.max(k);
+            let fused = stages::retrieve(
+                &snapshot,
+                &query,
+                profile,
+                query_vec.as_deref(),
+                pool,
+                &settings,
+                &mut trace,
+            )?;
+            // Load the candidates and score their relevance. Post-processing looks at a few
+            // times k: enough to dedupe, diversify and re-rank.
+            let load = (3 * k).max(settings.rerank_candidates).max(20).min(pool);
+            let t = Instant::now();
+            let mut cands = stages::load_candidates(
+                &snapshot,
+                &fused,
+                load,
+                query_vec.as_deref(),
+                &query_terms,
+            )?;
+            trace.record("load", Some(t), fused.len().min(load), cands.len(), None);
+            stages::dedupe(&mut cands, settings.near_duplicate_threshold, &mut trace);
+            Ok((cands, trace))
+        })
+        .await?;
+        let settings = &self.kb.config().retrieval;
         if profile == Profile::LlmRerank {
             let t = Instant::now();
             let n = settings.rerank_candidates.min(cands.len());
@@ -201,7 +214,7 @@ impl Pipeline {
             &mut package,
             &mut trace,
         );
-        let chosen = stages::diversify(cands, k, &settings, &mut trace);
+        let chosen = stages::diversify(cands, k, settings, &mut trace);
         package.candidates = chosen
             .into_iter()
             .enumerate()

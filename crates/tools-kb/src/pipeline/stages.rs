@@ -10,6 +10,7 @@ use super::Pipeline;
 use super::types::{ContextPackage, QueryRequest, RetrievalTrace, Source};
 use crate::config::RetrievalSettings;
 use crate::error::{KbError, Result};
+use crate::kb::KnowledgeBase;
 use crate::mode::ModeConfig;
 use crate::remote::RemoteResult;
 use crate::retrieve::{self, MmrItem, Profile};
@@ -54,43 +55,6 @@ impl Pipeline {
         remote_results
     }
 
-    /// The query vector, when the profile uses one and there is an embedder; otherwise the
-    /// trace says the profile fell back to lexical.
-    pub(super) fn embed_query(
-        &self,
-        snapshot: &Snapshot,
-        profile: Profile,
-        query: &str,
-        trace: &mut RetrievalTrace,
-    ) -> Result<Option<Vec<f32>>> {
-        if !profile.uses_dense() {
-            return Ok(None);
-        }
-        match (self.kb.embedder(), snapshot.dense()) {
-            (Some(e), Some(_)) => {
-                let t = Instant::now();
-                let v = e.embed(&[query])?;
-                let query_vec = v.into_iter().next();
-                trace.record(
-                    "embed_query",
-                    Some(t),
-                    1,
-                    usize::from(query_vec.is_some()),
-                    None,
-                );
-                Ok(query_vec)
-            }
-            _ => {
-                trace.effective_profile = Profile::Lexical.as_str().to_string();
-                trace.notes.push(format!(
-                    "{} needs an embedder and the index has none: fell back to lexical",
-                    profile.as_str()
-                ));
-                Ok(None)
-            }
-        }
-    }
-
     /// Ask the LLM to order `cands` by relevance; keeps the order on any failure. Returns a
     /// note for the trace.
     ///
@@ -127,6 +91,43 @@ impl Pipeline {
             *slot = c;
         }
         Ok(format!("the LLM ranked {ranked} passages"))
+    }
+}
+
+/// The query vector, when the profile uses one and there is an embedder; otherwise the
+/// trace says the profile fell back to lexical.
+pub(super) fn embed_query(
+    kb: &KnowledgeBase,
+    snapshot: &Snapshot,
+    profile: Profile,
+    query: &str,
+    trace: &mut RetrievalTrace,
+) -> Result<Option<Vec<f32>>> {
+    if !profile.uses_dense() {
+        return Ok(None);
+    }
+    match (kb.embedder(), snapshot.dense()) {
+        (Some(e), Some(_)) => {
+            let t = Instant::now();
+            let v = e.embed(&[query])?;
+            let query_vec = v.into_iter().next();
+            trace.record(
+                "embed_query",
+                Some(t),
+                1,
+                usize::from(query_vec.is_some()),
+                None,
+            );
+            Ok(query_vec)
+        }
+        _ => {
+            trace.effective_profile = Profile::Lexical.as_str().to_string();
+            trace.notes.push(format!(
+                "{} needs an embedder and the index has none: fell back to lexical",
+                profile.as_str()
+            ));
+            Ok(None)
+        }
     }
 }
 

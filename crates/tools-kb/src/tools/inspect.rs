@@ -10,10 +10,11 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::bounded::{bounded, tool_err};
+use crate::blocking::off_runtime;
 use crate::mode::ModeSpec;
 use crate::pipeline::{Pipeline, QueryRequest};
 use crate::retrieve::MinHash;
-use crate::store::{Filters, dot};
+use crate::store::{Filters, Snapshot, dot};
 use crate::text::truncate_chars;
 
 /// `extract_snippets`: short passages around the query's terms.
@@ -51,31 +52,46 @@ impl ExtractSnippets {
         a: ExtractSnippetsArgs,
         _ctx: ToolContext,
     ) -> Result<ToolOutput, ToolError> {
-        let n = a.max_snippets.unwrap_or(5).clamp(1, 20) as usize;
-        let width = a.context_chars.unwrap_or(300).clamp(40, 2000) as usize;
-        let filters = Filters {
-            path_contains: a.path_contains,
-            ..Default::default()
-        };
-        let snap = self.0.kb().store().snapshot().map_err(tool_err)?;
-        let hits = snap.lexical(&a.query, &filters, n).map_err(tool_err)?;
-        let terms = crate::store::analyze(&a.query);
-        let mut out = Vec::new();
-        for h in hits {
-            let c = snap.chunk(h.addr).map_err(tool_err)?;
-            out.push(json!({
-                "path": c.path,
-                "heading": c.heading(),
-                "chunk_index": c.chunk_index,
-                "chunk_id": c.chunk_id,
-                "score": h.score,
-                "snippet": snippet(&c.text, &terms, width),
-            }));
-        }
-        Ok(ToolOutput::text(bounded(
-            json!({"query": a.query, "snippets": out}),
-        )))
+        let pipeline = Arc::clone(&self.0);
+        off_runtime(move || extract_snippets(&pipeline, a)).await
     }
+}
+
+/// The index as of now, and a filter on the path.
+fn snapshot_and_filter(
+    pipeline: &Pipeline,
+    path_contains: Option<String>,
+) -> Result<(Snapshot, Filters), ToolError> {
+    let filters = Filters {
+        path_contains,
+        ..Default::default()
+    };
+    let snap = pipeline.kb().store().snapshot().map_err(tool_err)?;
+    Ok((snap, filters))
+}
+
+/// The work of `ExtractSnippets`: index reads, off the runtime.
+fn extract_snippets(pipeline: &Pipeline, a: ExtractSnippetsArgs) -> Result<ToolOutput, ToolError> {
+    let n = a.max_snippets.unwrap_or(5).clamp(1, 20) as usize;
+    let width = a.context_chars.unwrap_or(300).clamp(40, 2000) as usize;
+    let (snap, filters) = snapshot_and_filter(pipeline, a.path_contains)?;
+    let hits = snap.lexical(&a.query, &filters, n).map_err(tool_err)?;
+    let terms = crate::store::analyze(&a.query);
+    let mut out = Vec::new();
+    for h in hits {
+        let c = snap.chunk(h.addr).map_err(tool_err)?;
+        out.push(json!({
+            "path": c.path,
+            "heading": c.heading(),
+            "chunk_index": c.chunk_index,
+            "chunk_id": c.chunk_id,
+            "score": h.score,
+            "snippet": snippet(&c.text, &terms, width),
+        }));
+    }
+    Ok(ToolOutput::text(bounded(
+        json!({"query": a.query, "snippets": out}),
+    )))
 }
 
 /// A window of about `width` characters of `text` around the first word whose analyzed form
@@ -143,24 +159,11 @@ kb_tool! { SourceMap {
 
 impl SourceMap {
     async fn run(&self, a: SourceMapArgs, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
-        let mut entries: Vec<(String, Value)> = Vec::new();
+        let mut entries: Vec<MapEntry> = Vec::new();
         let mut missing = Vec::new();
         if let Some(ids) = a.chunk_ids.filter(|v| !v.is_empty()) {
-            let snap = self.0.kb().store().snapshot().map_err(tool_err)?;
-            for id in ids.iter().take(100) {
-                match snap.find_chunk(id).map_err(tool_err)? {
-                    Some(addr) => {
-                        let c = snap.chunk(addr).map_err(tool_err)?;
-                        entries.push((
-                            c.path.clone(),
-                            json!({"chunk_id": c.chunk_id, "heading": c.heading(),
-                               "chunk_index": c.chunk_index,
-                               "excerpt": truncate_chars(c.text.trim(), 200)}),
-                        ));
-                    }
-                    None => missing.push(id.clone()),
-                }
-            }
+            let pipeline = Arc::clone(&self.0);
+            (entries, missing) = off_runtime(move || chunks_by_id(&pipeline, &ids)).await?;
         } else if let Some(query) = a.query.filter(|q| !q.trim().is_empty()) {
             let mut mode = crate::mode::grounded();
             mode.local_policy.min_relevance = 0.0;
@@ -207,6 +210,34 @@ impl SourceMap {
     }
 }
 
+/// One chunk in `source_map`: its file and what is said of it.
+type MapEntry = (String, Value);
+
+/// `source_map`'s entries for chunk ids (at most 100), and the ids the index does not hold.
+fn chunks_by_id(
+    pipeline: &Pipeline,
+    ids: &[String],
+) -> Result<(Vec<MapEntry>, Vec<String>), ToolError> {
+    let mut entries = Vec::new();
+    let mut missing = Vec::new();
+    let snap = pipeline.kb().store().snapshot().map_err(tool_err)?;
+    for id in ids.iter().take(100) {
+        match snap.find_chunk(id).map_err(tool_err)? {
+            Some(addr) => {
+                let c = snap.chunk(addr).map_err(tool_err)?;
+                entries.push((
+                    c.path.clone(),
+                    json!({"chunk_id": c.chunk_id, "heading": c.heading(),
+                       "chunk_index": c.chunk_index,
+                       "excerpt": truncate_chars(c.text.trim(), 200)}),
+                ));
+            }
+            None => missing.push(id.clone()),
+        }
+    }
+    Ok((entries, missing))
+}
+
 /// `similarity_search`: pairs of chunks that say nearly the same thing.
 #[derive(Debug)]
 pub struct SimilaritySearch(pub Arc<Pipeline>);
@@ -246,67 +277,69 @@ impl SimilaritySearch {
         a: SimilaritySearchArgs,
         _ctx: ToolContext,
     ) -> Result<ToolOutput, ToolError> {
-        let threshold = a.threshold.unwrap_or(0.85).clamp(0.0, 1.0) as f32;
-        let max_pairs = a.max_pairs.unwrap_or(20).clamp(1, 100) as usize;
-        let filters = Filters {
-            path_contains: a.path_contains,
-            ..Default::default()
-        };
-        let snap = self.0.kb().store().snapshot().map_err(tool_err)?;
-        let addrs: Vec<tantivy::DocAddress> =
-            match a.query.as_deref().filter(|q| !q.trim().is_empty()) {
-                Some(q) => snap
-                    .lexical(q, &filters, SIMILARITY_SCAN)
-                    .map_err(tool_err)?
-                    .into_iter()
-                    .map(|h| h.addr)
-                    .collect(),
-                None => snap.filtered(&filters, SIMILARITY_SCAN).map_err(tool_err)?,
+        let pipeline = Arc::clone(&self.0);
+        off_runtime(move || similar_pairs(&pipeline, a)).await
+    }
+}
+
+/// The work of `SimilaritySearch`: index reads, off the runtime.
+fn similar_pairs(pipeline: &Pipeline, a: SimilaritySearchArgs) -> Result<ToolOutput, ToolError> {
+    let threshold = a.threshold.unwrap_or(0.85).clamp(0.0, 1.0) as f32;
+    let max_pairs = a.max_pairs.unwrap_or(20).clamp(1, 100) as usize;
+    let (snap, filters) = snapshot_and_filter(pipeline, a.path_contains)?;
+    let addrs: Vec<tantivy::DocAddress> = match a.query.as_deref().filter(|q| !q.trim().is_empty())
+    {
+        Some(q) => snap
+            .lexical(q, &filters, SIMILARITY_SCAN)
+            .map_err(tool_err)?
+            .into_iter()
+            .map(|h| h.addr)
+            .collect(),
+        None => snap.filtered(&filters, SIMILARITY_SCAN).map_err(tool_err)?,
+    };
+    let chunks: Vec<crate::store::ChunkRecord> = addrs
+        .iter()
+        .map(|a| snap.chunk(*a))
+        .collect::<Result<_, _>>()
+        .map_err(tool_err)?;
+    let vectors: Vec<Option<&[f32]>> = addrs
+        .iter()
+        .map(|a| snap.dense().and_then(|d| d.vector_of(*a)))
+        .collect();
+    let sigs: Vec<MinHash> = chunks.iter().map(|c| MinHash::of(&c.text)).collect();
+    let mut pairs: Vec<(f32, usize, usize)> = Vec::new();
+    for i in 0..chunks.len() {
+        for j in i + 1..chunks.len() {
+            let sim = match (vectors[i], vectors[j]) {
+                (Some(x), Some(y)) => dot(x, y),
+                _ => sigs[i].similarity(&sigs[j]),
             };
-        let chunks: Vec<crate::store::ChunkRecord> = addrs
-            .iter()
-            .map(|a| snap.chunk(*a))
-            .collect::<Result<_, _>>()
-            .map_err(tool_err)?;
-        let vectors: Vec<Option<&[f32]>> = addrs
-            .iter()
-            .map(|a| snap.dense().and_then(|d| d.vector_of(*a)))
-            .collect();
-        let sigs: Vec<MinHash> = chunks.iter().map(|c| MinHash::of(&c.text)).collect();
-        let mut pairs: Vec<(f32, usize, usize)> = Vec::new();
-        for i in 0..chunks.len() {
-            for j in i + 1..chunks.len() {
-                let sim = match (vectors[i], vectors[j]) {
-                    (Some(x), Some(y)) => dot(x, y),
-                    _ => sigs[i].similarity(&sigs[j]),
-                };
-                if sim >= threshold {
-                    pairs.push((sim, i, j));
-                }
+            if sim >= threshold {
+                pairs.push((sim, i, j));
             }
         }
-        pairs.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let total = pairs.len();
-        pairs.truncate(max_pairs);
-        let side = |c: &crate::store::ChunkRecord| {
-            json!({"chunk_id": c.chunk_id, "path": c.path, "heading": c.heading(),
-               "chunk_index": c.chunk_index, "excerpt": truncate_chars(c.text.trim(), 160)})
-        };
-        let out: Vec<Value> = pairs
-            .iter()
-            .map(|(s, i, j)| {
-                json!({"similarity": (s * 1000.0).round() / 1000.0,
-                   "a": side(&chunks[*i]), "b": side(&chunks[*j])})
-            })
-            .collect();
-        Ok(ToolOutput::text(bounded(json!({
-            "compared_chunks": chunks.len(),
-            "measure": if snap.dense().is_some() { "cosine" } else { "minhash_jaccard" },
-            "threshold": threshold,
-            "pairs_found": total,
-            "pairs": out,
-        }))))
     }
+    pairs.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let total = pairs.len();
+    pairs.truncate(max_pairs);
+    let side = |c: &crate::store::ChunkRecord| {
+        json!({"chunk_id": c.chunk_id, "path": c.path, "heading": c.heading(),
+           "chunk_index": c.chunk_index, "excerpt": truncate_chars(c.text.trim(), 160)})
+    };
+    let out: Vec<Value> = pairs
+        .iter()
+        .map(|(s, i, j)| {
+            json!({"similarity": (s * 1000.0).round() / 1000.0,
+               "a": side(&chunks[*i]), "b": side(&chunks[*j])})
+        })
+        .collect();
+    Ok(ToolOutput::text(bounded(json!({
+        "compared_chunks": chunks.len(),
+        "measure": if snap.dense().is_some() { "cosine" } else { "minhash_jaccard" },
+        "threshold": threshold,
+        "pairs_found": total,
+        "pairs": out,
+    }))))
 }
 
 /// `find_section`: a section of a file, by its heading.
@@ -353,7 +386,10 @@ impl FindSection {
         let ext = crate::extract::extension_of(path.shown());
         let ct = crate::extract::ContentType::for_extension(&ext)
             .unwrap_or(crate::extract::ContentType::Text);
-        let doc = crate::extract::extract(ct, &bytes).map_err(ToolError::Failed)?;
+        // Parsing (a PDF especially) is CPU work: off the runtime.
+        let doc = off_runtime(move || crate::extract::extract(ct, &bytes))
+            .await
+            .map_err(ToolError::Failed)?;
         let outline: Vec<Value> = doc
             .headings
             .iter()

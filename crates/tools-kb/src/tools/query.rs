@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::bounded::{bounded, package_json, response_json, tool_err};
+use crate::blocking::off_runtime;
 use crate::mode::ModeSpec;
 use crate::pipeline::{ContextPackage, Pipeline, QueryRequest};
 use crate::store::Filters;
@@ -112,7 +113,10 @@ impl ExecuteContext {
             }
             pkg.mode.synthesis_style = style;
         }
-        let mut pkg = self.0.refresh_package(pkg).map_err(tool_err)?;
+        let pipeline = Arc::clone(&self.0);
+        let mut pkg = off_runtime(move || pipeline.refresh_package(pkg))
+            .await
+            .map_err(tool_err)?;
         let best = pkg
             .candidates
             .iter()
