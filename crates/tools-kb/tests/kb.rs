@@ -844,6 +844,76 @@ fn the_local_minilm_embeds_meaningfully_and_pools_without_padding() {
 }
 
 #[test]
+fn the_local_minilm_gives_the_same_vectors_batched_in_parallel_as_one_at_a_time() {
+    let Some(dir) = local_model_dir() else { return };
+    let e = lsm_tools_kb::embed::LocalMiniLm::load(&dir, 2).unwrap();
+    // Lengths from a few tokens to past the 256-token limit, in no order: several batches,
+    // padded differently, run on several threads.
+    let texts: Vec<String> = [90, 3, 300, 40, 12, 140]
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            format!(
+                "{} note {i} about wings and {}",
+                "lift ".repeat(*n),
+                ["flutter", "bread", "markets", "rain"][i % 4]
+            )
+        })
+        .collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let counted = std::sync::atomic::AtomicUsize::new(0);
+    let together = e
+        .embed_observed(&refs, &|n| {
+            counted.fetch_add(n, Ordering::SeqCst);
+        })
+        .unwrap();
+    assert_eq!(counted.load(Ordering::SeqCst), texts.len());
+    for (t, v) in refs.iter().zip(&together) {
+        let alone = e.embed(&[t]).unwrap();
+        assert!(lsm_tools_kb::dot(&alone[0], v) > 0.9999, "{t:.40}");
+    }
+}
+
+#[test]
+fn ingest_reports_embedding_progress_per_chunk_group() {
+    /// Records every `chunks_embedded` call.
+    #[derive(Default)]
+    struct Embedding(std::sync::Mutex<Vec<(usize, usize)>>);
+    impl IngestProgress for Embedding {
+        fn start(&self, _: usize) {}
+        fn file_done(&self, _: &Path, _: &FileOutcome) {}
+        fn chunks_embedded(&self, done: usize, queued: usize) {
+            self.0.lock().unwrap().push((done, queued));
+        }
+        fn finish(&self) {}
+    }
+    let f = Fixture::new();
+    f.corpus();
+    let kb = f.kb(Some(hash_embedder()));
+    let progress = Embedding::default();
+    let options = IngestOptions {
+        commit_every: 2,
+        ..Default::default()
+    };
+    let report = kb
+        .ingest(std::slice::from_ref(&f.docs), &options, &progress)
+        .unwrap();
+    let calls = progress.0.into_inner().unwrap();
+    // One call as each batch is handed over and one as it is embedded, for several batches.
+    assert!(calls.len() >= 4, "{calls:?}");
+    assert!(
+        calls
+            .windows(2)
+            .all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1)
+    );
+    assert!(
+        calls.iter().all(|(done, queued)| done <= queued),
+        "{calls:?}"
+    );
+    assert_eq!(calls.last(), Some(&(report.chunks, report.chunks)));
+}
+
+#[test]
 fn a_local_model_index_answers_semantic_queries() {
     let Some(_) = local_model_dir() else { return };
     let mut f = Fixture::new();

@@ -12,6 +12,8 @@ pub use openai::OpenAiEmbedder;
 
 use std::path::{Path, PathBuf};
 
+#[cfg(doc)]
+use crate::error::KbError;
 use crate::error::Result;
 
 /// Turns texts into vectors. Implementations are blocking (call them from a blocking thread)
@@ -28,6 +30,22 @@ pub trait Embedder: Send + Sync {
     /// # Errors
     /// [`KbError::Embedder`] when the model fails on the input.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>>;
+
+    /// As [`Embedder::embed`], telling `done` how many more texts are embedded as each
+    /// group of them is (from any thread; the counts add up to `texts.len()` on success).
+    /// By default one call at the end.
+    ///
+    /// # Errors
+    /// As [`Embedder::embed`].
+    fn embed_observed(
+        &self,
+        texts: &[&str],
+        done: &(dyn Fn(usize) + Sync),
+    ) -> Result<Vec<Vec<f32>>> {
+        let vectors = self.embed(texts)?;
+        done(texts.len());
+        Ok(vectors)
+    }
 }
 
 /// `model (dims)`, as shown in messages and `lsm kb stats`.
