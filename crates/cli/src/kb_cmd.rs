@@ -7,9 +7,9 @@ use std::sync::atomic::Ordering;
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use lsm_tools_kb::ingest::{FileOutcome, IngestOptions, IngestProgress, IngestReport};
 use lsm_tools_kb::{
-    Filters, KbError, KnowledgeBase, ModePolicy, ModeSpec, Pipeline, QueryRequest, QueryResponse,
+    FileOutcome, Filters, IngestOptions, IngestProgress, IngestReport, KbError, KnowledgeBase,
+    ModePolicy, ModeSpec, Pipeline, QueryRequest, QueryResponse,
 };
 
 use crate::config::{self, Config, ConfigError};
@@ -248,7 +248,7 @@ pub fn rm(config_path: Option<&Path>, args: RmArgs) -> u8 {
         let config = load_config(config_path)?;
         let kb = KnowledgeBase::open(&config.kb)?;
         let path = std::env::current_dir()?.join(&args.path);
-        let removed = lsm_tools_kb::ingest::remove(kb.store(), &path)?;
+        let removed = lsm_tools_kb::remove_path(kb.store(), &path)?;
         if args.json {
             println!("{}", serde_json::json!({ "removed": removed }));
         } else if removed.is_empty() {
@@ -319,7 +319,7 @@ pub fn agent_tools(
     budget: &lsm_harness::RunBudget,
 ) -> Result<AgentKb> {
     let base = lsm_sandbox::builtin::registry();
-    if lsm_tools_kb::store::read_manifest(&config.kb.index_dir)?.is_none() {
+    if lsm_tools_kb::read_manifest(&config.kb.index_dir)?.is_none() {
         return Ok(AgentKb {
             registry: base,
             guard: None,

@@ -407,13 +407,25 @@ impl Recorder {
         lsm_sandbox::redact_json_secrets(&mut value);
         let text = serde_json::to_vec_pretty(&value).map_err(serialize)?;
         let path = self.summary_path();
-        let tmp = self.run_dir.join("run_summary.json.tmp");
-        std::fs::write(&tmp, text)
-            .and_then(|()| std::fs::rename(&tmp, &path))
-            .map_err(|e| HarnessError::Summary {
-                path: path.display().to_string(),
-                reason: e.to_string(),
-            })
+        // Atomic and durable: a temporary file of its own, on disk before the rename, and the
+        // folder synced after it, so a crash or power loss leaves the old summary or the new.
+        let write = || -> std::io::Result<()> {
+            let mut tmp = tempfile::Builder::new()
+                .prefix("run_summary.json.")
+                .suffix(".tmp")
+                .tempfile_in(&self.run_dir)?;
+            tmp.write_all(&text)?;
+            tmp.as_file().sync_all()?;
+            tmp.persist(&path).map_err(|e| e.error)?;
+            if cfg!(unix) {
+                File::open(&self.run_dir)?.sync_all()?;
+            }
+            Ok(())
+        };
+        write().map_err(|e| HarnessError::Summary {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })
     }
 }
 

@@ -50,7 +50,7 @@ pub use standing::{
 };
 pub use store::{
     AGENT_DB_FILE, Clock, GLOBAL_DB_FILE, Hit, ListFilter, MemoryStore, PROJECT_DB_FILE,
-    PutOutcome, Reach, SearchQuery, StoreLayout, default_global_db, default_global_db_from,
+    PutOutcome, Reach, SearchQuery, StoreLayout, default_global_db,
 };
 pub use tools::tools;
 

@@ -7,7 +7,6 @@
 //! (`BEGIN IMMEDIATE`) and wait for each other (busy timeout, then retries), and reads never
 //! create a file that does not exist yet.
 
-use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -81,19 +80,12 @@ impl StoreLayout {
     }
 }
 
-/// The default global database: `$XDG_DATA_HOME/lsm/global_memory.db`, else
-/// `$HOME/.local/share/lsm/global_memory.db` (on Windows `%APPDATA%\lsm\global_memory.db`);
-/// `None` when none of these variables is set.
+/// The default global database: `lsm/global_memory.db` in the user's data folder —
+/// `$XDG_DATA_HOME` (when absolute) else `~/.local/share` on Linux and macOS, `%APPDATA%` on
+/// Windows (`etcetera`'s base strategy); `None` when there is no home folder.
 pub fn default_global_db() -> Option<PathBuf> {
-    default_global_db_from(|k| std::env::var_os(k))
-}
-
-/// [`default_global_db`] over an explicit environment.
-pub fn default_global_db_from(env: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
-    let set = |k: &str| env(k).filter(|v| !v.is_empty()).map(PathBuf::from);
-    let data = set("XDG_DATA_HOME")
-        .or_else(|| set("HOME").map(|h| h.join(".local").join("share")))
-        .or_else(|| set("APPDATA"))?;
+    use etcetera::BaseStrategy;
+    let data = etcetera::choose_base_strategy().ok()?.data_dir();
     Some(data.join("lsm").join(GLOBAL_DB_FILE))
 }
 
@@ -712,25 +704,42 @@ mod tests {
         assert_eq!(fts_query(&many).unwrap().matches(" OR ").count(), 31);
     }
 
+    #[cfg(unix)]
     #[test]
     fn the_global_database_follows_the_user_data_folder() {
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |k: &str| {
-                pairs
-                    .iter()
-                    .find(|(n, _)| *n == k)
-                    .map(|(_, v)| OsString::from(*v))
-            }
+        // The lookup reads the process environment: each case runs this test again in a
+        // child process with the environment set, which checks the answer.
+        const WANT: &str = "LSM_TEST_GLOBAL_DB_WANT";
+        if let Some(want) = std::env::var_os(WANT) {
+            assert_eq!(default_global_db().map(PathBuf::into_os_string), Some(want));
+            return;
+        }
+        let case = |env: &[(&str, &str)], want: &str| {
+            let out = std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--exact",
+                    "store::tests::the_global_database_follows_the_user_data_folder",
+                ])
+                .env_remove("XDG_DATA_HOME")
+                .envs(env.iter().copied())
+                .env(WANT, want)
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success() && stdout.contains("1 passed"),
+                "{env:?}: {stdout}"
+            );
         };
-        assert_eq!(
-            default_global_db_from(env(&[("XDG_DATA_HOME", "/x"), ("HOME", "/h")])),
-            Some(PathBuf::from("/x/lsm/global_memory.db"))
+        case(
+            &[("XDG_DATA_HOME", "/x"), ("HOME", "/h")],
+            "/x/lsm/global_memory.db",
         );
-        assert_eq!(
-            default_global_db_from(env(&[("HOME", "/h")])),
-            Some(PathBuf::from("/h/.local/share/lsm/global_memory.db"))
+        case(&[("HOME", "/h")], "/h/.local/share/lsm/global_memory.db");
+        // A relative XDG_DATA_HOME is no base folder (the XDG specification): ignored.
+        case(
+            &[("XDG_DATA_HOME", "relative"), ("HOME", "/h")],
+            "/h/.local/share/lsm/global_memory.db",
         );
-        assert_eq!(default_global_db_from(env(&[("HOME", "")])), None);
-        assert_eq!(default_global_db_from(env(&[])), None);
     }
 }

@@ -6,8 +6,15 @@
 //! distinct queries per case (printed as `latency ...` lines). Hybrid uses a hashing embedder
 //! with the local model's 384 dimensions, so the figures exclude the cost of embedding the
 //! query (about 5–15 ms with all-MiniLM-L6-v2 on this CPU) but include the exact dense scan.
-//! Set `LSM_BENCH_QUICK=1` to skip the 100k-chunk cases, `LSM_BENCH_ONLY=ingest` or
-//! `LSM_BENCH_ONLY=query` to run one half.
+//! Set `LSM_BENCH_QUICK=1` to skip the 100k-chunk cases, `LSM_BENCH_ONLY=ingest`,
+//! `LSM_BENCH_ONLY=query` or `LSM_BENCH_ONLY=embed` to run one part.
+//!
+//! `embed`: the local all-MiniLM-L6-v2 embedder (skipped with a message when `cargo xtask
+//! fetch-model` has not put it in place) over the first 128 Cranfield abstracts, title and
+//! abstract as ingest embeds them (`../shared/eval/cranfield/corpus.jsonl` beside the
+//! repository, or the file `LSM_BENCH_CORPUS` names), in one `embed` call as ingest makes
+//! it. Criterion reports documents/s; the `embed ...` line adds tokens/s (tokens as the
+//! model sees them, truncated at 256).
 
 #![allow(
     clippy::unwrap_used,
@@ -21,12 +28,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
-use lsm_tools_kb::chunk::ChunkDraft;
 use lsm_tools_kb::embed::{Embedder, HashEmbedder};
-use lsm_tools_kb::ingest::{IngestOptions, NoProgress};
-use lsm_tools_kb::store::FileRecord;
 use lsm_tools_kb::{
-    EmbedderKind, KbConfig, KnowledgeBase, ModePolicy, ModeSpec, Pipeline, QueryRequest,
+    ChunkDraft, EmbedderKind, FileRecord, IngestOptions, KbConfig, KnowledgeBase, ModePolicy,
+    ModeSpec, NoProgress, Pipeline, QueryRequest,
 };
 
 /// A deterministic word generator: a Zipf-like vocabulary of made-up words.
@@ -271,6 +276,88 @@ fn bench_queries(c: &mut Criterion) {
     }
 }
 
+/// The abstracts the embedding benchmark embeds: `(title, text)` of the first `n` documents.
+fn bench_abstracts(n: usize) -> Option<Vec<String>> {
+    let path = std::env::var_os("LSM_BENCH_CORPUS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../../shared/eval/cranfield/corpus.jsonl")
+        });
+    let text = std::fs::read_to_string(&path).ok()?;
+    let docs: Vec<String> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .take(n)
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|v| {
+            let chunk = ChunkDraft {
+                index: 0,
+                text: v["text"].as_str().unwrap_or_default().to_string(),
+                heading_path: vec![v["title"].as_str().unwrap_or_default().to_string()],
+            };
+            lsm_tools_kb::embedding_input(&chunk)
+        })
+        .collect();
+    Some(docs)
+}
+
+fn bench_embed(c: &mut Criterion) {
+    let Some(dir) =
+        lsm_tools_kb::default_model_dir().filter(|d| lsm_tools_kb::embed::local_model_present(d))
+    else {
+        println!("embed: skipped, the local model is absent (run `cargo xtask fetch-model`)");
+        return;
+    };
+    let Some(docs) = bench_abstracts(128) else {
+        println!("embed: skipped, no Cranfield corpus (set LSM_BENCH_CORPUS to a corpus.jsonl)");
+        return;
+    };
+    let model = lsm_tools_kb::embed::LocalMiniLm::load(&dir, 32).unwrap();
+    // Counted as the embedder sees them: the shipped tokenizer.json pads and cuts at 128.
+    let mut tokenizer = tokenizers::Tokenizer::from_file(dir.join("tokenizer.json")).unwrap();
+    tokenizer.with_padding(None);
+    tokenizer.with_truncation(None).unwrap();
+    let tokens: usize = docs
+        .iter()
+        .map(|d| {
+            tokenizer
+                .encode(d.as_str(), true)
+                .unwrap()
+                .get_ids()
+                .len()
+                .min(lsm_tools_kb::embed::LOCAL_MAX_TOKENS)
+        })
+        .sum();
+    let refs: Vec<&str> = docs.iter().map(String::as_str).collect();
+    // A few timed passes for tokens/s (criterion reports one throughput per benchmark).
+    let mut passes: Vec<Duration> = (0..3)
+        .map(|_| {
+            let t = Instant::now();
+            model.embed(&refs).unwrap();
+            t.elapsed()
+        })
+        .collect();
+    passes.sort();
+    let median = passes[1].as_secs_f64();
+    println!(
+        "embed minilm: {} docs, {tokens} tokens, median of 3 passes {median:.2} s: {:.1} docs/s, {:.0} tokens/s",
+        docs.len(),
+        docs.len() as f64 / median,
+        tokens as f64 / median
+    );
+    let mut g = c.benchmark_group("embed");
+    g.sample_size(10);
+    g.sampling_mode(criterion::SamplingMode::Flat);
+    g.warm_up_time(Duration::from_secs(1));
+    g.measurement_time(Duration::from_secs(30));
+    g.throughput(Throughput::Elements(docs.len() as u64));
+    g.bench_function("minilm_128_abstracts", |b| {
+        b.iter(|| model.embed(&refs).unwrap());
+    });
+    g.finish();
+}
+
 fn main() {
     let mut c = Criterion::default().configure_from_args();
     let only = std::env::var("LSM_BENCH_ONLY").unwrap_or_default();
@@ -279,6 +366,9 @@ fn main() {
     }
     if only.is_empty() || only == "query" {
         bench_queries(&mut c);
+    }
+    if only.is_empty() || only == "embed" {
+        bench_embed(&mut c);
     }
     c.final_summary();
 }

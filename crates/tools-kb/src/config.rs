@@ -153,17 +153,62 @@ impl Default for RetrievalSettings {
     }
 }
 
-/// The local model's default folder: `$XDG_CACHE_HOME/lsm/models/all-MiniLM-L6-v2`, else
-/// `~/.cache/lsm/models/all-MiniLM-L6-v2` (where `cargo xtask fetch-model` puts it).
+/// The local model's default folder: `lsm/models/all-MiniLM-L6-v2` in the user's cache
+/// folder — `$XDG_CACHE_HOME` (when absolute) else `~/.cache` on Linux and macOS,
+/// `%LOCALAPPDATA%` on Windows (`etcetera`'s base strategy), where `cargo xtask fetch-model`
+/// puts it. `None` when there is no home folder.
 pub fn default_model_dir() -> Option<PathBuf> {
-    let cache = match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(std::env::var_os("HOME")?).join(".cache"),
-    };
+    use etcetera::BaseStrategy;
+    let cache = etcetera::choose_base_strategy().ok()?.cache_dir();
     Some(
         cache
             .join("lsm")
             .join("models")
             .join(crate::embed::LOCAL_MODEL_NAME),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn the_model_folder_follows_the_user_cache_folder() {
+        // The lookup reads the process environment: each case runs this test again in a
+        // child process with the environment set, which checks the answer.
+        const WANT: &str = "LSM_TEST_MODEL_DIR_WANT";
+        if let Some(want) = std::env::var_os(WANT) {
+            assert_eq!(default_model_dir().map(PathBuf::into_os_string), Some(want));
+            return;
+        }
+        let case = |env: &[(&str, &str)], want: &str| {
+            let out = std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--exact",
+                    "config::tests::the_model_folder_follows_the_user_cache_folder",
+                ])
+                .env_remove("XDG_CACHE_HOME")
+                .envs(env.iter().copied())
+                .env(WANT, want)
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success() && stdout.contains("1 passed"),
+                "{env:?}: {stdout}"
+            );
+        };
+        let model = "lsm/models/all-MiniLM-L6-v2";
+        case(
+            &[("XDG_CACHE_HOME", "/c"), ("HOME", "/h")],
+            &format!("/c/{model}"),
+        );
+        case(&[("HOME", "/h")], &format!("/h/.cache/{model}"));
+        // A relative XDG_CACHE_HOME is no base folder (the XDG specification): ignored.
+        case(
+            &[("XDG_CACHE_HOME", "relative"), ("HOME", "/h")],
+            &format!("/h/.cache/{model}"),
+        );
+    }
 }

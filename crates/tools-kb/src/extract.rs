@@ -221,72 +221,44 @@ fn lines_with_offsets(text: &str) -> impl Iterator<Item = (usize, &str)> {
     })
 }
 
-/// ATX (`# Title`) and setext (`Title` over `===` / `---`) headings outside code fences.
+/// Markdown headings (ATX `# Title` and setext `Title` over `===` / `---`) as CommonMark
+/// reads them (pulldown-cmark): nothing inside code blocks, fences of any length, a setext
+/// title over several lines, inline markup reduced to its text, entities decoded. The offset
+/// is where the heading's block starts.
 pub fn markdown_headings(text: &str) -> Vec<Heading> {
+    use pulldown_cmark::{Event, Parser, Tag, TagEnd};
     let mut out = Vec::new();
-    let mut fence: Option<&str> = None;
-    let mut prev: Option<(usize, &str)> = None;
-    for (offset, line) in lines_with_offsets(text) {
-        let trimmed = line.trim_start();
-        let indent = line.len() - trimmed.len();
-        if indent < 4 {
-            for marker in ["```", "~~~"] {
-                if trimmed.starts_with(marker) {
-                    fence = match fence {
-                        None => Some(marker),
-                        Some(open) if open == marker => None,
-                        Some(open) => Some(open),
-                    };
+    // The heading being read: its offset, level and text so far.
+    let mut open: Option<(usize, usize, String)> = None;
+    for (event, range) in Parser::new(text).into_offset_iter() {
+        match event {
+            Event::Start(Tag::Heading { level, .. }) => {
+                open = Some((range.start, level as usize, String::new()));
+            }
+            Event::End(TagEnd::Heading(_)) => {
+                if let Some((offset, level, title)) = open.take() {
+                    let title = title.split_whitespace().collect::<Vec<_>>().join(" ");
+                    if !title.is_empty() {
+                        out.push(Heading {
+                            offset,
+                            level,
+                            title,
+                        });
+                    }
                 }
             }
-        }
-        if fence.is_some() || trimmed.starts_with("```") || trimmed.starts_with("~~~") {
-            prev = None;
-            continue;
-        }
-        if indent < 4 && trimmed.starts_with('#') {
-            let level = trimmed.chars().take_while(|c| *c == '#').count();
-            let rest = &trimmed[level..];
-            if level <= 6 && (rest.is_empty() || rest.starts_with([' ', '\t'])) {
-                let title = rest.trim().trim_end_matches('#').trim().to_string();
-                if !title.is_empty() {
-                    out.push(Heading {
-                        offset,
-                        level,
-                        title,
-                    });
+            Event::Text(t) | Event::Code(t) => {
+                if let Some((_, _, title)) = open.as_mut() {
+                    title.push_str(&t);
                 }
-                prev = None;
-                continue;
             }
-        }
-        if indent < 4
-            && !trimmed.is_empty()
-            && let Some((p_off, p_line)) = prev
-        {
-            let t = trimmed.trim_end();
-            let level = if t.chars().all(|c| c == '=') {
-                Some(1)
-            } else if t.len() >= 2 && t.chars().all(|c| c == '-') {
-                Some(2)
-            } else {
-                None
-            };
-            if let Some(level) = level {
-                out.push(Heading {
-                    offset: p_off,
-                    level,
-                    title: p_line.trim().to_string(),
-                });
-                prev = None;
-                continue;
+            Event::SoftBreak | Event::HardBreak => {
+                if let Some((_, _, title)) = open.as_mut() {
+                    title.push(' ');
+                }
             }
+            _ => {}
         }
-        let p = line.trim();
-        prev = (!p.is_empty()
-            && !p.starts_with(['-', '*', '+', '>', '|'])
-            && !p.chars().next().is_some_and(|c| c.is_ascii_digit()))
-        .then_some((offset, line));
     }
     out
 }
@@ -419,6 +391,21 @@ mod tests {
         let in_sub = text.find("not a").unwrap();
         assert_eq!(heading_path_at(&h, in_sub), ["Top", "Sub"]);
         assert_eq!(heading_path_at(&h, text.find("body").unwrap()), ["Setext"]);
+    }
+
+    #[test]
+    fn markdown_headings_follow_commonmark() {
+        // A four-backtick fence holds a three-backtick line: still inside the fence.
+        let text = "# One\n\n````\n```\n# not a heading\n```\n````\n\nMulti\nline\n===\n\n\
+                    ## See [the *guide*](http://x) &amp; `code`\n\n    # indented code\n";
+        let h = markdown_headings(text);
+        let titles: Vec<(&str, usize)> = h.iter().map(|h| (h.title.as_str(), h.level)).collect();
+        assert_eq!(
+            titles,
+            [("One", 1), ("Multi line", 1), ("See the guide & code", 2)]
+        );
+        // A setext heading starts where its first line does.
+        assert_eq!(h[1].offset, text.find("Multi").unwrap());
     }
 
     #[test]

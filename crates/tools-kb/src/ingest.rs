@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Instant, UNIX_EPOCH};
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
@@ -76,6 +76,13 @@ pub trait IngestProgress: Send + Sync {
     fn start(&self, files: usize);
     /// One file is done.
     fn file_done(&self, path: &Path, outcome: &FileOutcome);
+    /// Embedding moved on: `done` of the `queued` chunks handed to the embedder so far in
+    /// this ingest are embedded. Called when a batch goes to the embedder and as each group
+    /// of its chunks is embedded (possibly from the embedder's threads), so a progress bar
+    /// moves during a long batch. By default ignored.
+    fn chunks_embedded(&self, done: usize, queued: usize) {
+        let _ = (done, queued);
+    }
     /// The ingest is over.
     fn finish(&self);
 }
@@ -257,6 +264,9 @@ pub fn ingest(
     let mut pending: Vec<Pending> = Vec::new();
     let mut pending_chunks = 0usize;
     let mut dirty = removed > 0;
+    // Chunks handed to the embedder, and embedded, so far in this ingest.
+    let queued = AtomicUsize::new(0);
+    let embedded = AtomicUsize::new(0);
     let flush = |writer: &mut crate::store::StoreWriter<'_>,
                  pending: &mut Vec<Pending>,
                  pending_chunks: &mut usize,
@@ -272,7 +282,13 @@ pub fn ingest(
                     .flat_map(|p| p.chunks.iter().map(embedding_input))
                     .collect();
                 let refs: Vec<&str> = inputs.iter().map(String::as_str).collect();
-                Some(e.embed(&refs)?)
+                let total = queued.fetch_add(refs.len(), Ordering::SeqCst) + refs.len();
+                progress.chunks_embedded(embedded.load(Ordering::SeqCst), total);
+                let done = |n: usize| {
+                    let now = embedded.fetch_add(n, Ordering::SeqCst) + n;
+                    progress.chunks_embedded(now, total);
+                };
+                Some(e.embed_observed(&refs, &done)?)
             }
         };
         let mut offset = 0;
@@ -450,7 +466,7 @@ fn read_file(
 ///
 /// # Errors
 /// [`KbError::Index`] when the index cannot be written.
-pub fn remove(store: &Store, path: &Path) -> Result<Vec<String>> {
+pub fn remove_path(store: &Store, path: &Path) -> Result<Vec<String>> {
     let target = path
         .canonicalize()
         .unwrap_or_else(|_| path.to_path_buf())

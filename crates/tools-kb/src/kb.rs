@@ -94,9 +94,9 @@ pub fn build_embedder(config: &KbConfig, kind: EmbedderKind) -> Result<Option<Ar
                 config.embedder.batch_size,
             )?)))
         }
-        EmbedderKind::Openai => Ok(Some(Arc::new(
-            crate::embed_http::OpenAiEmbedder::from_config(&config.embedder)?,
-        ))),
+        EmbedderKind::Openai => Ok(Some(Arc::new(crate::embed::OpenAiEmbedder::from_config(
+            &config.embedder,
+        )?))),
     }
 }
 
@@ -186,7 +186,7 @@ impl KnowledgeBase {
         self.store.dir()
     }
 
-    /// Ingest `roots` (see [`crate::ingest`]).
+    /// Ingest `roots` (see [`crate::ingest`]: incremental, batched commits).
     ///
     /// # Errors
     /// As [`crate::ingest::ingest`].

@@ -16,31 +16,56 @@
 //!   dropped from the answer and reported.
 //! - Retrieve a chunk that is no longer current: a changed or deleted file's chunks are
 //!   replaced or removed in the same commit as its file record.
+//!
+//! # API boundary
+//!
+//! The public API is what this file exports, nothing else: the types and functions at the
+//! crate root (the knowledge base, ingest, the index's read side, the pipeline and its wire
+//! types, configuration), and five namespaces for families of items — [`tools`] (the KB
+//! tools and their registration), [`remote`] (the `RemoteProvider` seam and its providers),
+//! [`mode`] (modes and the built-in ones), [`embed`] (the `Embedder` seam and its
+//! implementations) and [`eval`] (retrieval evaluation). Every other module is private, so
+//! files can be split or moved without breaking a user of the crate.
 
-pub mod chunk;
-pub mod config;
+mod blocking;
+mod chunk;
+mod config;
 pub mod embed;
-pub mod embed_http;
-pub mod error;
+mod error;
 pub mod eval;
-pub mod extract;
-pub mod http;
-pub mod ingest;
-pub mod kb;
+mod extract;
+mod http;
+mod ingest;
+mod kb;
 pub mod mode;
-pub mod pipeline;
+mod pipeline;
 pub mod remote;
-pub mod rerank;
-pub mod retrieve;
-pub mod stem_cache;
-pub mod store;
+mod rerank;
+mod retrieve;
+mod stem_cache;
+mod store;
+mod text;
 pub mod tools;
 
-pub use config::{EmbedderConfig, EmbedderKind, KbConfig, RetrievalSettings};
+pub use chunk::ChunkDraft;
+pub use config::{
+    DEFAULT_INDEX_DIR, EmbedderConfig, EmbedderKind, KbConfig, RetrievalSettings, default_model_dir,
+};
 pub use error::{KbError, Result};
-pub use kb::{KbStats, KnowledgeBase};
+pub use ingest::{
+    FailedFile, FileOutcome, IngestOptions, IngestProgress, IngestReport, NoProgress,
+    embedding_input, remove_path,
+};
+pub use kb::{KbStats, KnowledgeBase, build_embedder};
 pub use mode::{ModeConfig, ModePolicy, ModeSpec};
-pub use pipeline::{ContextPackage, Pipeline, QueryRequest, QueryResponse};
+pub use pipeline::{
+    Citation, ContextPackage, MAX_SOURCE_CHARS, Pipeline, QueryRequest, QueryResponse,
+    RetrievalTrace, Source, TraceStage, check_citations, fallback_answer, source_header,
+};
 pub use retrieve::Profile;
-pub use store::Filters;
+pub use store::{
+    ChunkRecord, DenseView, EmbedderInfo, FileRecord, Filters, Hit, MANIFEST_FILE, Manifest,
+    Snapshot, Store, StoreWriter, analyze, dot, read_manifest,
+};
+pub use text::truncate_chars;
 pub use tools::{ModeGuard, TOOL_NAMES};

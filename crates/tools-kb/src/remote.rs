@@ -127,23 +127,6 @@ pub fn build_providers(config: &RemoteConfig) -> Result<Vec<Arc<dyn RemoteProvid
 
 // ---------------------------------------------------------------------------------------------
 
-/// Percent-encode a query parameter.
-fn encode(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                out.push(b as char);
-            }
-            b' ' => out.push('+'),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
-}
-
-// ---------------------------------------------------------------------------------------------
-
 /// arXiv's public API.
 pub const ARXIV_URL: &str = "https://export.arxiv.org/api/query";
 
@@ -171,41 +154,97 @@ impl Arxiv {
     }
 }
 
-/// The text between `<tag ...>` and `</tag>` in each `<entry>`.
-fn atom_entries(xml: &str) -> Vec<HashMap<&'static str, String>> {
-    fn inner<'a>(s: &'a str, tag: &str) -> Option<&'a str> {
-        let open = s.find(&format!("<{tag}"))?;
-        let start = open + s[open..].find('>')? + 1;
-        let end = start + s[start..].find(&format!("</{tag}>"))?;
-        Some(&s[start..end])
-    }
-    fn unescape(s: &str) -> String {
-        s.replace("&lt;", "<")
-            .replace("&gt;", ">")
-            .replace("&quot;", "\"")
-            .replace("&apos;", "'")
-            .replace("&amp;", "&")
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
+/// The `title`, `id` and `summary` of each `<entry>` of an Atom feed (quick-xml: CDATA
+/// sections, named and numeric character references; namespace prefixes ignored), each
+/// with its white space collapsed.
+///
+/// # Errors
+/// What is wrong with the XML, when it does not parse.
+fn atom_entries(xml: &str) -> std::result::Result<Vec<HashMap<&'static str, String>>, String> {
+    use quick_xml::events::Event;
+    let mut reader = quick_xml::Reader::from_str(xml);
     let mut out = Vec::new();
-    let mut rest = xml;
-    while let Some(i) = rest.find("<entry") {
-        let Some(end) = rest[i..].find("</entry>") else {
-            break;
-        };
-        let entry = &rest[i..i + end];
-        let mut m = HashMap::new();
-        for tag in ["title", "id", "summary"] {
-            if let Some(v) = inner(entry, tag) {
-                m.insert(tag, unescape(v));
+    // The entry being read, and the field of it whose text is being read.
+    let mut entry: Option<HashMap<&'static str, String>> = None;
+    let mut field: Option<(&'static str, String)> = None;
+    loop {
+        let event = reader
+            .read_event()
+            .map_err(|e| format!("the Atom feed is not valid XML: {e}"))?;
+        match event {
+            Event::Start(e) => match e.local_name().as_ref() {
+                b"entry" => entry = Some(HashMap::new()),
+                name if entry.is_some() && field.is_none() => {
+                    field = match name {
+                        b"title" => Some(("title", String::new())),
+                        b"id" => Some(("id", String::new())),
+                        b"summary" => Some(("summary", String::new())),
+                        _ => None,
+                    };
+                }
+                _ => {}
+            },
+            Event::End(e) => match e.local_name().as_ref() {
+                b"entry" => {
+                    if let Some(done) = entry.take() {
+                        out.push(done);
+                    }
+                    field = None;
+                }
+                name => {
+                    if let (Some(m), Some((key, text))) = (entry.as_mut(), field.as_ref())
+                        && key.as_bytes() == name
+                    {
+                        m.insert(*key, text.split_whitespace().collect::<Vec<_>>().join(" "));
+                        field = None;
+                    }
+                }
+            },
+            Event::Text(t) => append(&mut field, &t.decode().map_err(not_text)?),
+            Event::CData(t) => append(&mut field, &t.decode().map_err(not_text)?),
+            Event::GeneralRef(r) if field.is_some() => {
+                let name = r.decode().map_err(not_text)?;
+                let resolved = r
+                    .resolve_char_ref()
+                    .map_err(|e| format!("the Atom feed has a bad character reference: {e}"))?;
+                match resolved {
+                    Some(c) => append(&mut field, c.encode_utf8(&mut [0; 4])),
+                    None => match quick_xml::escape::resolve_predefined_entity(&name) {
+                        Some(s) => append(&mut field, s),
+                        // An entity the feed never declared: kept as written.
+                        None => append(&mut field, &format!("&{name};")),
+                    },
+                }
             }
+            Event::Eof => break,
+            _ => {}
         }
-        out.push(m);
-        rest = &rest[i + end + 8..];
     }
-    out
+    Ok(out)
+}
+
+/// Add `piece` to the text of the field being read, if one is.
+fn append(field: &mut Option<(&'static str, String)>, piece: &str) {
+    if let Some((_, text)) = field.as_mut() {
+        text.push_str(piece);
+    }
+}
+
+fn not_text(e: impl std::fmt::Display) -> String {
+    format!("the Atom feed is not valid text: {e}")
+}
+
+impl Arxiv {
+    /// The query URL: `search_query=all:<query>` with the query form-encoded (spaces as `+`,
+    /// everything but letters, digits and `*-._` as `%XX` of its UTF-8 bytes).
+    fn search_url(&self, query: &str, max_results: usize) -> String {
+        let encoded: String = url::form_urlencoded::byte_serialize(query.as_bytes()).collect();
+        format!(
+            "{}?search_query=all:{encoded}&start=0&max_results={}",
+            self.url,
+            max_results.clamp(1, 50)
+        )
+    }
 }
 
 #[async_trait::async_trait]
@@ -215,12 +254,7 @@ impl RemoteProvider for Arxiv {
     }
 
     async fn search(&self, query: &str, max_results: usize) -> Result<Vec<RemoteResult>> {
-        let url = format!(
-            "{}?search_query=all:{}&start=0&max_results={}",
-            self.url,
-            encode(query),
-            max_results.clamp(1, 50)
-        );
+        let url = self.search_url(query, max_results);
         // The configured provider URL is trusted configuration (it may be a local mirror).
         let fetched = crate::http::get(
             &url,
@@ -238,14 +272,15 @@ impl RemoteProvider for Arxiv {
         }
         let body = fetched.body;
         let xml = String::from_utf8_lossy(&body);
-        Ok(atom_entries(&xml)
+        let entries = atom_entries(&xml).map_err(|m| remote_err(format!("{}: {m}", self.name)))?;
+        Ok(entries
             .into_iter()
             .take(max_results)
             .map(|e| RemoteResult {
                 provider: self.name.clone(),
                 title: e.get("title").cloned().unwrap_or_default(),
                 url: e.get("id").cloned().unwrap_or_default(),
-                snippet: crate::pipeline::truncate_chars(
+                snippet: crate::text::truncate_chars(
                     e.get("summary").map_or("", String::as_str),
                     600,
                 ),
@@ -334,10 +369,41 @@ mod tests {
     #[test]
     fn atom_entries_are_read() {
         let xml = "<feed><entry><id>http://arxiv.org/abs/1</id><title>Wing\n  flutter &amp; more</title><summary>About flutter.</summary></entry><entry><id>x2</id><title>T2</title></entry></feed>";
-        let e = atom_entries(xml);
+        let e = atom_entries(xml).unwrap();
         assert_eq!(e.len(), 2);
         assert_eq!(e[0]["title"], "Wing flutter & more");
         assert_eq!(e[0]["id"], "http://arxiv.org/abs/1");
         assert!(!e[1].contains_key("summary"));
+    }
+
+    #[test]
+    fn atom_entries_read_cdata_numeric_references_and_prefixes() {
+        let xml = r#"<?xml version="1.0" encoding="UTF-8"?>
+<feed xmlns="http://www.w3.org/2005/Atom" xmlns:atom="http://www.w3.org/2005/Atom">
+  <title>ArXiv Query: feed title, not an entry</title>
+  <entry>
+    <atom:id>http://arxiv.org/abs/2</atom:id>
+    <title><![CDATA[Flutter <b>&</b> buffeting]]></title>
+    <summary>Caf&#233; &#x2014; d&eacute;j&#224; vu, 3 &lt; 4</summary>
+    <author><name>A. Person</name></author>
+    <link title="pdf" href="http://arxiv.org/pdf/2"/>
+  </entry>
+</feed>"#;
+        let e = atom_entries(xml).unwrap();
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0]["title"], "Flutter <b>&</b> buffeting");
+        assert_eq!(e[0]["id"], "http://arxiv.org/abs/2");
+        assert_eq!(e[0]["summary"], "Café — d&eacute;jà vu, 3 < 4");
+        assert!(atom_entries("<feed><entry><title>x</entry></feed>").is_err());
+    }
+
+    #[test]
+    fn the_query_is_form_encoded_into_the_url() {
+        let a = Arxiv::new("arxiv", "https://example.org/api/query").unwrap();
+        assert_eq!(
+            a.search_url("wing & flap=2/é#x", 500),
+            "https://example.org/api/query?search_query=all:wing+%26+flap%3D2%2F%C3%A9%23x\
+             &start=0&max_results=50"
+        );
     }
 }

@@ -4,7 +4,7 @@
 
 use lsm_providers::{CallOptions, LlmRequest, Message, Provider, ProviderError};
 
-use crate::pipeline::truncate_chars;
+use crate::text::truncate_chars;
 
 /// Characters of each passage shown to the model.
 const PASSAGE_CHARS: usize = 400;

@@ -228,8 +228,10 @@ pub fn mmr(items: &[MmrItem<'_>], k: usize, lambda: f32, max_per_file: usize) ->
 }
 
 /// The share of the query's analyzed terms that occur in `text` (0..1): the relevance of a
-/// chunk when there are no vectors.
-pub fn term_coverage(query_terms: &[String], text: &str) -> f32 {
+/// chunk when there are no vectors. Retrieval counts the same from the postings
+/// (`Snapshot::term_matches`); this is the definition, kept for its test.
+#[cfg(test)]
+fn term_coverage(query_terms: &[String], text: &str) -> f32 {
     if query_terms.is_empty() {
         return 0.0;
     }

@@ -10,11 +10,9 @@ use std::sync::atomic::Ordering;
 
 use lsm_providers::{ProviderError, ScriptedProvider, ScriptedResponse};
 use lsm_tools_kb::embed::{Embedder, HashEmbedder};
-use lsm_tools_kb::ingest::{FileOutcome, IngestOptions, IngestProgress, NoProgress};
-use lsm_tools_kb::pipeline::QueryResponse;
 use lsm_tools_kb::{
-    EmbedderKind, Filters, KbConfig, KbError, KnowledgeBase, ModePolicy, ModeSpec, Pipeline,
-    QueryRequest,
+    EmbedderKind, FileOutcome, Filters, IngestOptions, IngestProgress, KbConfig, KbError,
+    KnowledgeBase, ModePolicy, ModeSpec, NoProgress, Pipeline, QueryRequest, QueryResponse,
 };
 
 #[path = "kb/remote.rs"]
@@ -101,7 +99,7 @@ impl Fixture {
     }
 
     /// Ingest the documents.
-    pub fn ingest(&self, kb: &KnowledgeBase) -> lsm_tools_kb::ingest::IngestReport {
+    pub fn ingest(&self, kb: &KnowledgeBase) -> lsm_tools_kb::IngestReport {
         kb.ingest(
             std::slice::from_ref(&self.docs),
             &IngestOptions::default(),
@@ -387,9 +385,9 @@ fn kb_rm_removes_a_file_or_a_folder() {
     f.corpus();
     let kb = f.kb(None);
     f.ingest(&kb);
-    let gone = lsm_tools_kb::ingest::remove(kb.store(), &f.docs.join("kitchen")).unwrap();
+    let gone = lsm_tools_kb::remove_path(kb.store(), &f.docs.join("kitchen")).unwrap();
     assert_eq!(gone.len(), 2);
-    let gone = lsm_tools_kb::ingest::remove(kb.store(), &f.docs.join("aero/wings.md")).unwrap();
+    let gone = lsm_tools_kb::remove_path(kb.store(), &f.docs.join("aero/wings.md")).unwrap();
     assert_eq!(gone.len(), 1);
     assert_eq!(kb.stats().unwrap().files, 3);
     let hits = lexical_paths(&kb, "knead dough");
@@ -804,7 +802,7 @@ fn modes_resolve_by_name_or_object_and_composed_modes_are_validated() {
 // The local embedder (needs `cargo xtask fetch-model`)
 
 fn local_model_dir() -> Option<PathBuf> {
-    let dir = lsm_tools_kb::config::default_model_dir()?;
+    let dir = lsm_tools_kb::default_model_dir()?;
     if lsm_tools_kb::embed::local_model_present(&dir) {
         Some(dir)
     } else {
@@ -828,7 +826,7 @@ fn the_local_minilm_embeds_meaningfully_and_pools_without_padding() {
         "Shares dropped steeply this week as markets slid.",
     ];
     let v = e.embed(&texts).unwrap();
-    let cos = |a: &[f32], b: &[f32]| lsm_tools_kb::store::dot(a, b);
+    let cos = |a: &[f32], b: &[f32]| lsm_tools_kb::dot(a, b);
     for x in &v {
         assert!((cos(x, x) - 1.0).abs() < 1e-4);
     }
@@ -843,6 +841,76 @@ fn the_local_minilm_embeds_meaningfully_and_pools_without_padding() {
     let long_b = format!("{} tail about finance", "word ".repeat(150));
     let l = e.embed(&[&long_a, &long_b]).unwrap();
     assert!(cos(&l[0], &l[1]) < 0.9999, "tokens after 128 were ignored");
+}
+
+#[test]
+fn the_local_minilm_gives_the_same_vectors_batched_in_parallel_as_one_at_a_time() {
+    let Some(dir) = local_model_dir() else { return };
+    let e = lsm_tools_kb::embed::LocalMiniLm::load(&dir, 2).unwrap();
+    // Lengths from a few tokens to past the 256-token limit, in no order: several batches,
+    // padded differently, run on several threads.
+    let texts: Vec<String> = [90, 3, 300, 40, 12, 140]
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            format!(
+                "{} note {i} about wings and {}",
+                "lift ".repeat(*n),
+                ["flutter", "bread", "markets", "rain"][i % 4]
+            )
+        })
+        .collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let counted = std::sync::atomic::AtomicUsize::new(0);
+    let together = e
+        .embed_observed(&refs, &|n| {
+            counted.fetch_add(n, Ordering::SeqCst);
+        })
+        .unwrap();
+    assert_eq!(counted.load(Ordering::SeqCst), texts.len());
+    for (t, v) in refs.iter().zip(&together) {
+        let alone = e.embed(&[t]).unwrap();
+        assert!(lsm_tools_kb::dot(&alone[0], v) > 0.9999, "{t:.40}");
+    }
+}
+
+#[test]
+fn ingest_reports_embedding_progress_per_chunk_group() {
+    /// Records every `chunks_embedded` call.
+    #[derive(Default)]
+    struct Embedding(std::sync::Mutex<Vec<(usize, usize)>>);
+    impl IngestProgress for Embedding {
+        fn start(&self, _: usize) {}
+        fn file_done(&self, _: &Path, _: &FileOutcome) {}
+        fn chunks_embedded(&self, done: usize, queued: usize) {
+            self.0.lock().unwrap().push((done, queued));
+        }
+        fn finish(&self) {}
+    }
+    let f = Fixture::new();
+    f.corpus();
+    let kb = f.kb(Some(hash_embedder()));
+    let progress = Embedding::default();
+    let options = IngestOptions {
+        commit_every: 2,
+        ..Default::default()
+    };
+    let report = kb
+        .ingest(std::slice::from_ref(&f.docs), &options, &progress)
+        .unwrap();
+    let calls = progress.0.into_inner().unwrap();
+    // One call as each batch is handed over and one as it is embedded, for several batches.
+    assert!(calls.len() >= 4, "{calls:?}");
+    assert!(
+        calls
+            .windows(2)
+            .all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1)
+    );
+    assert!(
+        calls.iter().all(|(done, queued)| done <= queued),
+        "{calls:?}"
+    );
+    assert_eq!(calls.last(), Some(&(report.chunks, report.chunks)));
 }
 
 #[test]

@@ -81,8 +81,8 @@ fn real_tools(root: &std::path::Path, ws: &std::path::Path) -> ToolRegistry {
     let kb = lsm_tools_kb::KnowledgeBase::open_or_create(&config, false, None).unwrap();
     kb.ingest(
         &[ws.to_path_buf()],
-        &lsm_tools_kb::ingest::IngestOptions::default(),
-        &lsm_tools_kb::ingest::NoProgress,
+        &lsm_tools_kb::IngestOptions::default(),
+        &lsm_tools_kb::NoProgress,
     )
     .unwrap();
     let policy = lsm_tools_kb::ModePolicy::new(&config.allowed_profiles, false);

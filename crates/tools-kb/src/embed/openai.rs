@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::{Embedder, normalize};
 use crate::config::EmbedderConfig;
-use crate::embed::{Embedder, normalize};
 use crate::error::{KbError, Result};
 use crate::http::AddressPolicy;
 
