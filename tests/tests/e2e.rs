@@ -22,6 +22,9 @@ mod control;
 /// `lsm mcp list` and runs using an MCP server's tools.
 #[path = "e2e/mcp.rs"]
 mod mcp;
+/// `lsm mcp serve` answered by independent MCP clients (Python's `mcp`), stdio and HTTP.
+#[path = "e2e/mcp_serve.rs"]
+mod mcp_serve;
 /// Crash and resume, the run lock, SIGTERM, `--output-format stream-json`.
 #[path = "e2e/resume.rs"]
 mod resume;

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use lsm_harness::RunLaunch;
 
 use crate::agents_cmd::{self, AgentRunOptions, Output};
-use crate::config::{self, ConfigError};
+use crate::config::{self, Config, ConfigError};
 use crate::exit;
 use crate::foreground;
 use crate::interaction_wiring;
@@ -69,12 +69,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "USD")]
     pub max_cost_usd: Option<f64>,
 
-    /// Print only the final run summary, as JSON, on stdout.
+    /// Print only the final run summary, as JSON, on stdout (same as `--output-format json`).
     #[arg(long, conflicts_with = "output_format")]
     pub json: bool,
 
-    /// `stream-json`: print every run event as one JSON line on stdout as it happens (the
-    /// transcript's lines, plus the model's streamed pieces with `seq` 0) and nothing else.
+    /// What stdout carries: `text` (the answer and a summary line; progress on stderr),
+    /// `json` (only the final run summary), `stream-json` (every run event as one JSON line
+    /// as it happens, then the final result line).
     #[arg(long, value_name = "FORMAT", value_enum)]
     pub output_format: Option<OutputFormat>,
 
@@ -95,13 +96,38 @@ pub struct RunArgs {
     pub allow_tools: Vec<String>,
 }
 
-/// `--output-format`.
+/// `--output-format`: what stdout carries. The formats and their schemas are stable; see
+/// docs/OUTPUT.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutputFormat {
     /// Human progress on stderr, the answer on stdout (the default).
     Text,
-    /// Every run event as one JSON line on stdout.
+    /// Only the final result, as one JSON document on stdout (same as `--json`).
+    Json,
+    /// Every event as one JSON line on stdout as it happens.
     StreamJson,
+}
+
+impl OutputFormat {
+    /// The format `--json` and `--output-format` ask for together (`--json` is an alias of
+    /// `--output-format json`; clap refuses both at once).
+    pub fn chosen(json: bool, format: Option<OutputFormat>) -> OutputFormat {
+        match (json, format) {
+            (true, _) => OutputFormat::Json,
+            (false, Some(f)) => f,
+            (false, None) => OutputFormat::Text,
+        }
+    }
+}
+
+impl From<OutputFormat> for Output {
+    fn from(format: OutputFormat) -> Output {
+        match format {
+            OutputFormat::Text => Output::Human,
+            OutputFormat::Json => Output::Json,
+            OutputFormat::StreamJson => Output::StreamJson,
+        }
+    }
 }
 
 /// Run; returns the exit code.
@@ -113,8 +139,45 @@ pub(crate) fn usage(msg: impl Into<String>) -> anyhow::Error {
     ConfigError(msg.into()).into()
 }
 
-async fn run_async(config_path: Option<&Path>, mut args: RunArgs) -> Result<u8> {
-    let mut config = config::load(config_path, &config::lsm_env())?;
+async fn run_async(config_path: Option<&Path>, args: RunArgs) -> Result<u8> {
+    let config = config::load(config_path, &config::lsm_env())?;
+    let output = Output::from(OutputFormat::chosen(args.json, args.output_format));
+    let yes = args.yes;
+    let run = prepare(config, args, output)?;
+    let answering = foreground::answer_in_foreground(&run.channel, yes);
+    tokio::spawn(stop_on_signals(run.stop.clone()));
+    let channel = Arc::clone(&run.channel);
+    let code = agents_cmd::run(run.spec, &run.objective, run.factory, run.opts).await;
+    channel.shutdown("the run ended");
+    answering.abort();
+    code
+}
+
+/// One agent run, wired and ready to start: what `lsm agent run`, `lsm runs resume` and the
+/// MCP `run_agent` tool share. Start it with [`agents_cmd::run`] or [`agents_cmd::execute`],
+/// after attaching someone to answer its channel.
+pub struct PreparedRun {
+    /// The agent.
+    pub spec: &'static lsm_agents::AgentSpec,
+    /// Its task or topic.
+    pub objective: String,
+    /// The run's harness factory.
+    pub factory: lsm_harness::HarnessFactory,
+    /// What the agent layer needs.
+    pub opts: AgentRunOptions,
+    /// The run's interaction channel (shut it down when the run ends).
+    pub channel: Arc<lsm_interaction::InteractionChannel>,
+    /// Cancelling it stops the run at its next step.
+    pub stop: CancellationToken,
+}
+
+/// Wire one run of `config` as `args` say: the agent and its task or topic, a resumed run's
+/// records, the limits, the tools offered, the provider, the channel and the factory, with
+/// `output`'s event sink. Runs on a multi-threaded runtime (MCP servers are listed on it).
+///
+/// # Errors
+/// A usage error (exit code 2) for a bad argument or configuration.
+pub fn prepare(mut config: Config, mut args: RunArgs, output: Output) -> Result<PreparedRun> {
     let mut cwd = std::env::current_dir()?;
     if let Some(dir) = &args.agents_folder {
         config.agents.agents_folder = cwd.join(dir);
@@ -140,7 +203,7 @@ async fn run_async(config_path: Option<&Path>, mut args: RunArgs) -> Result<u8> 
             names.join(", ")
         )));
     };
-    let task = agents_cmd::objective(
+    let objective = agents_cmd::objective(
         spec,
         args.task.as_deref(),
         args.topic.as_deref(),
@@ -229,11 +292,6 @@ async fn run_async(config_path: Option<&Path>, mut args: RunArgs) -> Result<u8> 
     let stop = CancellationToken::new();
     let parts = run_wiring::build_run(&config, provider, &channel, stop.clone())?;
     let ask_user_available = parts.ask_user_available;
-    let output = match (args.json, args.output_format) {
-        (true, _) => Output::Json,
-        (false, Some(OutputFormat::StreamJson)) => Output::StreamJson,
-        (false, _) => Output::Human,
-    };
     let extra_tools = parts.expand_allowlist(extra_tools);
     let mut factory = parts.factory.with_launch(launch);
     if let Some(sink) = run_sinks::for_output(output) {
@@ -252,9 +310,6 @@ async fn run_async(config_path: Option<&Path>, mut args: RunArgs) -> Result<u8> 
         }
         factory = factory.resuming(point);
     }
-    let answering = foreground::answer_in_foreground(&channel, args.yes);
-    tokio::spawn(stop_on_signals(stop.clone()));
-
     let opts = AgentRunOptions {
         agents_folder: config.agents.agents_folder.clone(),
         max_iterations: config.agents.max_iterations,
@@ -264,10 +319,14 @@ async fn run_async(config_path: Option<&Path>, mut args: RunArgs) -> Result<u8> 
         output,
         interactions: Some(Arc::clone(&channel)),
     };
-    let code = agents_cmd::run(spec, &task, factory, opts).await;
-    channel.shutdown("the run ended");
-    answering.abort();
-    code
+    Ok(PreparedRun {
+        spec,
+        objective,
+        factory,
+        opts,
+        channel,
+        stop,
+    })
 }
 
 /// Ctrl-C (SIGINT) or SIGTERM: the run stops at its next step, its summary is written and the

@@ -26,6 +26,7 @@ mod mcp_wiring;
 mod memory_cmd;
 mod memory_wiring;
 mod progress;
+mod run_agent_tool;
 mod run_sinks;
 mod run_wiring;
 mod runs_cmd;
@@ -83,7 +84,8 @@ enum Command {
     /// Inspect and maintain the knowledge base.
     #[command(subcommand)]
     Kb(KbCommand),
-    /// Model Context Protocol: list the configured MCP servers and their tools.
+    /// Model Context Protocol: list the configured MCP servers and their tools, or serve
+    /// lsm's own tools to other MCP clients.
     #[command(subcommand)]
     Mcp(mcp_cmd::McpCommand),
 }

@@ -21,7 +21,7 @@ pub fn for_output(output: Output) -> Option<Arc<dyn EventSink>> {
     match output {
         Output::Human => sinks.push(Arc::new(StderrProgress::default())),
         Output::StreamJson => sinks.push(Arc::new(StreamJson)),
-        Output::Json => {}
+        Output::Json | Output::Silent => {}
     }
     let seq = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse().ok());
     let crash = CrashPoint {

@@ -372,8 +372,9 @@ impl Sandbox {
             permission_granted: permission.is_some(),
         };
         let run = std::panic::AssertUnwindSafe(tool.execute(ctx)).catch_unwind();
-        // A tool that waits for a person is bounded by the interaction channel's own timeout.
-        let timed = if tool.waits_for_person() {
+        // A tool that waits for a person is bounded by the interaction channel's own timeout;
+        // one that runs an agent, by that run's budget.
+        let timed = if tool.bounds_itself() {
             Ok(run.await)
         } else {
             tokio::time::timeout(self.timeout, run).await

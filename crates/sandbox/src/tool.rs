@@ -207,6 +207,14 @@ pub trait Tool: Send + Sync {
         false
     }
 
+    /// Whether a call is bounded by limits of its own rather than by the sandbox's
+    /// `timeout_seconds`: a tool that waits for a person (bounded by the interaction
+    /// channel's timeout), or one that runs a whole agent (bounded by that run's token budget
+    /// and iteration limits, and stopped with it).
+    fn bounds_itself(&self) -> bool {
+        self.waits_for_person()
+    }
+
     /// Arguments that are paths. Every one is confined by the sandbox before the call, and the
     /// tool gets the resolved path from [`ToolContext::path`].
     fn path_args(&self) -> &[PathArg] {

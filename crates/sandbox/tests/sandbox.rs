@@ -871,14 +871,52 @@ impl Tool for PatientAsk {
     }
 }
 
+/// A tool bounded by limits of its own (an agent run): not by the runner's timeout.
+struct LongRun;
+
+#[async_trait::async_trait]
+impl Tool for LongRun {
+    fn name(&self) -> &str {
+        "long_run"
+    }
+    fn description(&self) -> &str {
+        "Runs for a while under its own limits."
+    }
+    fn parameters(&self) -> Value {
+        schema_for::<NoArgs>()
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::Exec
+    }
+    fn bounds_itself(&self) -> bool {
+        true
+    }
+    async fn execute(&self, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        Ok(ToolOutput::text("the run ended"))
+    }
+}
+
 #[tokio::test(start_paused = true)]
-async fn a_tool_waiting_for_a_person_is_not_cut_off_by_the_runner_timeout() {
+async fn a_tool_waiting_for_a_person_or_bounding_itself_is_not_cut_off_by_the_runner_timeout() {
     let f = fixture();
     let mut config = f.open_config();
     config.timeout_seconds = 1.0;
     let sb = Sandbox::new(config, registry().with(Arc::new(PatientAsk)), None).unwrap();
     let (text, _) = ok(sb.execute("patient_ask", &json!({})).await);
     assert_eq!(text, "the person answered");
+    let sb = Sandbox::new(
+        {
+            let mut c = f.open_config();
+            c.timeout_seconds = 1.0;
+            c
+        },
+        registry().with(Arc::new(LongRun)),
+        None,
+    )
+    .unwrap();
+    let (text, _) = ok(sb.execute("long_run", &json!({})).await);
+    assert_eq!(text, "the run ended");
     // The same wait in an ordinary tool is cut off.
     let e = err(sb.execute("sleeper", &json!({})).await);
     assert!(matches!(e, ExecError::Timeout { .. }), "{e}");
