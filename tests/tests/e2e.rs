@@ -16,6 +16,9 @@ mod agents_cli;
 /// Every agent in process on the real harness, with the real knowledge-base and memory tools.
 #[path = "e2e/agents_harness.rs"]
 mod agents_harness;
+/// Configuration layers, `lsm config show`, `lsm init`.
+#[path = "e2e/config.rs"]
+mod config;
 /// Stall detection and hooks through `lsm agent run`.
 #[path = "e2e/control.rs"]
 mod control;
@@ -694,7 +697,7 @@ fn sigint_stops_a_run_with_exit_code_4() {
     .stderr(std::process::Stdio::piped());
     let child = cmd.spawn().unwrap();
     // Wait until the second LLM call is under way, then interrupt.
-    let logs = dir.path().join("Agents/general/logs");
+    let logs = dir.path().join(".lsm/agents/general/logs");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         // The run's folder (the agent's own log file sits beside it).
@@ -1647,7 +1650,7 @@ async fn a_failing_provider_exits_1_and_still_writes_the_records() {
     );
     let run_dir = dir
         .path()
-        .join("Agents/general/logs")
+        .join(".lsm/agents/general/logs")
         .join(s["run_id"].as_str().unwrap());
     let transcript = std::fs::read_to_string(run_dir.join("transcript.jsonl")).unwrap();
     assert!(transcript.contains("\"llm_error\"") && transcript.contains("401"));

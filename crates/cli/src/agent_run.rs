@@ -1,7 +1,7 @@
 //! `lsm agent run <name>`: wire a provider, the sandbox and a harness factory, then run the
 //! agent through the agent layer (`agents_cmd`) and report.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Result;
@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use lsm_harness::RunLaunch;
 
 use crate::agents_cmd::{self, AgentRunOptions, Output};
-use crate::config::{self, Config, ConfigError};
+use crate::config::{Config, ConfigError};
 use crate::exit;
 use crate::foreground;
 use crate::interaction_wiring;
@@ -131,16 +131,16 @@ impl From<OutputFormat> for Output {
 }
 
 /// Run; returns the exit code.
-pub fn run(config_path: Option<&Path>, args: RunArgs) -> u8 {
-    exit::block_on_command(run_async(config_path, args))
+pub fn run(cfg: &crate::config::ConfigArgs, args: RunArgs) -> u8 {
+    exit::block_on_command(run_async(cfg, args))
 }
 
 pub(crate) fn usage(msg: impl Into<String>) -> anyhow::Error {
     ConfigError(msg.into()).into()
 }
 
-async fn run_async(config_path: Option<&Path>, args: RunArgs) -> Result<u8> {
-    let config = config::load(config_path, &config::lsm_env())?;
+async fn run_async(cfg: &crate::config::ConfigArgs, args: RunArgs) -> Result<u8> {
+    let config = cfg.load()?;
     let output = Output::from(OutputFormat::chosen(args.json, args.output_format));
     let yes = args.yes;
     let run = prepare(config, args, output)?;
@@ -241,14 +241,18 @@ pub fn prepare(mut config: Config, mut args: RunArgs, output: Output) -> Result<
         config.sandbox.allowed_write_paths = vec![cwd.clone()];
     }
 
-    if let Some(usd) = args.max_cost_usd {
-        config.agents.max_cost_usd = Some(usd);
-    }
+    let cost_from = match args.max_cost_usd {
+        Some(usd) => {
+            config.agents.max_cost_usd = Some(usd);
+            "--max-cost-usd".to_string()
+        }
+        None => config.origin("agents.max_cost_usd").to_string(),
+    };
     if let Some(usd) = config.agents.max_cost_usd
         && !(usd.is_finite() && usd > 0.0)
     {
         return Err(usage(format!(
-            "max_cost_usd = {usd} must be a positive number of dollars"
+            "{cost_from}: max_cost_usd = {usd} must be a positive number of dollars"
         )));
     }
 
@@ -261,6 +265,7 @@ pub fn prepare(mut config: Config, mut args: RunArgs, output: Output) -> Result<
         script_start: point.as_ref().map_or(0, |p| {
             usize::try_from(p.model_calls_made()).unwrap_or(usize::MAX)
         }),
+        model_flag: true,
     };
     // What `lsm runs resume` needs to build this run again.
     let launch = RunLaunch {

@@ -12,7 +12,7 @@ use lsm_tools_kb::{
     Filters, KbError, KnowledgeBase, ModePolicy, ModeSpec, Pipeline, QueryRequest, QueryResponse,
 };
 
-use crate::config::{self, Config, ConfigError};
+use crate::config::{Config, ConfigError};
 use crate::exit;
 use crate::wiring;
 
@@ -103,8 +103,8 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
-fn load_config(config_path: Option<&Path>) -> Result<Config> {
-    config::load(config_path, &config::lsm_env())
+fn load_config(cfg: &crate::config::ConfigArgs) -> Result<Config> {
+    cfg.load()
 }
 
 /// A progress bar on stderr (drawn only on a terminal).
@@ -132,12 +132,12 @@ impl IngestProgress for Bar {
 }
 
 /// `lsm ingest`.
-pub fn ingest(config_path: Option<&Path>, args: IngestArgs) -> u8 {
-    finish(ingest_inner(config_path, args))
+pub fn ingest(cfg: &crate::config::ConfigArgs, args: IngestArgs) -> u8 {
+    finish(ingest_inner(cfg, args))
 }
 
-fn ingest_inner(config_path: Option<&Path>, args: IngestArgs) -> Result<u8> {
-    let config = load_config(config_path)?;
+fn ingest_inner(cfg: &crate::config::ConfigArgs, args: IngestArgs) -> Result<u8> {
+    let config = load_config(cfg)?;
     let cwd = std::env::current_dir()?;
     let roots: Vec<PathBuf> = args.paths.iter().map(|p| cwd.join(p)).collect();
     for r in &roots {
@@ -224,9 +224,9 @@ fn print_ingest(report: &IngestReport, kb: &KnowledgeBase, json: bool) -> Result
 }
 
 /// `lsm kb stats`.
-pub fn stats(config_path: Option<&Path>, args: StatsArgs) -> u8 {
+pub fn stats(cfg: &crate::config::ConfigArgs, args: StatsArgs) -> u8 {
     finish((|| {
-        let config = load_config(config_path)?;
+        let config = load_config(cfg)?;
         let kb = KnowledgeBase::open(&config.kb)?;
         let s = kb.stats()?;
         if args.json {
@@ -243,9 +243,9 @@ pub fn stats(config_path: Option<&Path>, args: StatsArgs) -> u8 {
 }
 
 /// `lsm kb rm`.
-pub fn rm(config_path: Option<&Path>, args: RmArgs) -> u8 {
+pub fn rm(cfg: &crate::config::ConfigArgs, args: RmArgs) -> u8 {
     finish((|| {
-        let config = load_config(config_path)?;
+        let config = load_config(cfg)?;
         let kb = KnowledgeBase::open(&config.kb)?;
         let path = std::env::current_dir()?.join(&args.path);
         let removed = lsm_tools_kb::ingest::remove(kb.store(), &path)?;
@@ -348,12 +348,12 @@ impl lsm_harness::ToolCallGuard for KbModeGuard {
 }
 
 /// `lsm query`.
-pub fn query(config_path: Option<&Path>, args: QueryArgs) -> u8 {
-    finish(query_inner(config_path, args))
+pub fn query(cfg: &crate::config::ConfigArgs, args: QueryArgs) -> u8 {
+    finish(query_inner(cfg, args))
 }
 
-fn query_inner(config_path: Option<&Path>, args: QueryArgs) -> Result<u8> {
-    let config = load_config(config_path)?;
+fn query_inner(cfg: &crate::config::ConfigArgs, args: QueryArgs) -> Result<u8> {
+    let config = load_config(cfg)?;
     let filters = parse_filters(&args.filters)?;
     if args.question.trim().is_empty() {
         return Err(usage("the question is empty"));

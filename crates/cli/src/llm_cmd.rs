@@ -1,7 +1,6 @@
 //! `lsm llm ping`: one tiny call to the configured provider, with its figures or the precise
 //! reason it failed.
 
-use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Result;
@@ -10,7 +9,7 @@ use lsm_phase::LlmTier;
 use lsm_providers::{CallOptions, LlmRequest, Message};
 use serde_json::json;
 
-use crate::config::{self, tier_name};
+use crate::config::tier_name;
 use crate::exit;
 use crate::secrets;
 use crate::wiring::{self, ProviderFlags};
@@ -66,21 +65,43 @@ pub fn ping_request() -> LlmRequest {
 }
 
 /// Run; returns the exit code.
-pub fn ping(config_path: Option<&Path>, args: PingArgs) -> u8 {
-    exit::block_on_command(ping_async(config_path, args))
+pub fn ping(cfg: &crate::config::ConfigArgs, args: PingArgs) -> u8 {
+    exit::block_on_command(ping_async(cfg, args))
 }
 
-async fn ping_async(config_path: Option<&Path>, args: PingArgs) -> Result<u8> {
-    let config = config::load(config_path, &config::lsm_env())?;
-    let cwd = std::env::current_dir()?;
-    let llm = config.llm.resolve(args.tier)?;
+async fn ping_async(cfg: &crate::config::ConfigArgs, args: PingArgs) -> Result<u8> {
+    let config = cfg.load()?;
     let flags = ProviderFlags {
         provider: args.provider.clone(),
         model: args.model.clone(),
         base_url: args.base_url.clone(),
         script_start: 0,
+        model_flag: true,
     };
-    let built = wiring::build_provider(&llm, &flags, &cwd, &config.source_name())?;
+    ping_with(&config, &flags, args.tier, args.json).await
+}
+
+/// One tiny call with `config`'s settings for `tier` and `flags`; prints the figures (or
+/// the failure) and returns the exit code: 0, or 1 when the call failed.
+///
+/// # Errors
+/// A usage error when the provider cannot be built.
+pub async fn ping_with(
+    config: &crate::config::Config,
+    flags: &ProviderFlags,
+    tier: LlmTier,
+    json: bool,
+) -> Result<u8> {
+    let cwd = std::env::current_dir()?;
+    let llm = config.llm.resolve(tier)?;
+    let args = PingArgs {
+        provider: None,
+        model: None,
+        base_url: None,
+        tier,
+        json,
+    };
+    let built = wiring::build_provider(&llm, flags, &cwd, &config.source_name())?;
     let p = &built.provider;
     let request = ping_request();
     let started = Instant::now();

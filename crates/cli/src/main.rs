@@ -16,6 +16,7 @@ mod broken_pipe;
 mod config;
 mod exit;
 mod foreground;
+mod init_cmd;
 mod interaction_wiring;
 mod kb_cmd;
 mod launch;
@@ -46,9 +47,15 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "lsm", version, about, long_about = None, propagate_version = true)]
 struct Cli {
-    /// Configuration file (default: ./lsm.toml when it exists).
+    /// A configuration file read on top of the user file and the project's lsm.toml
+    /// (see `lsm config show`).
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
+
+    /// Set one configuration key for this run, over every file and LSM_* variable
+    /// (repeatable): -c agents.max_tokens_budget=5000 -c llm.model=gpt-4o.
+    #[arg(short = 'c', long = "set", global = true, value_name = "KEY=VALUE")]
+    overrides: Vec<String>,
 
     /// More log output on stderr (-v info, -vv debug).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
@@ -84,10 +91,23 @@ enum Command {
     /// Inspect and maintain the knowledge base.
     #[command(subcommand)]
     Kb(KbCommand),
+    /// Write a commented lsm.toml here (provider, model, key variable; asked, or from flags)
+    /// and ping the model.
+    Init(init_cmd::InitArgs),
+    /// Show the effective configuration and where each setting comes from.
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Model Context Protocol: list the configured MCP servers and their tools, or serve
     /// lsm's own tools to other MCP clients.
     #[command(subcommand)]
     Mcp(mcp_cmd::McpCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Every effective setting with its source: file:line, environment variable, flag or
+    /// default.
+    Show(ListArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -159,23 +179,44 @@ fn main() -> ExitCode {
     if !matches!(cli.command, Command::Tui(_)) {
         init_logging(cli.verbose);
     }
+    let cfg = config::ConfigArgs {
+        file: cli.config,
+        overrides: cli.overrides,
+    };
+    let cfg = &cfg;
     let code = match cli.command {
         Command::Tools(ToolsCommand::List(args)) => {
-            tools_cmd::list(cli.config.as_deref(), args.agent.as_deref(), args.json)
+            tools_cmd::list(cfg, args.agent.as_deref(), args.json)
         }
-        Command::Agent(AgentCommand::Run(args)) => agent_run::run(cli.config.as_deref(), *args),
+        Command::Config(ConfigCommand::Show(args)) => config_show(cfg, args.json),
+        Command::Init(args) => init_cmd::run(cfg, args),
+        Command::Agent(AgentCommand::Run(args)) => agent_run::run(cfg, *args),
         Command::Agent(AgentCommand::List(args)) => agents_cmd::list(args.json),
-        Command::Runs(command) => runs_cmd::run(cli.config.as_deref(), command),
-        Command::Memory(command) => memory_cmd::run(cli.config.as_deref(), command),
-        Command::Tui(args) => tui::run(cli.config.as_deref(), args),
-        Command::Llm(LlmCommand::Ping(args)) => llm_cmd::ping(cli.config.as_deref(), args),
-        Command::Ingest(args) => kb_cmd::ingest(cli.config.as_deref(), args),
-        Command::Query(args) => kb_cmd::query(cli.config.as_deref(), args),
-        Command::Kb(KbCommand::Stats(args)) => kb_cmd::stats(cli.config.as_deref(), args),
-        Command::Kb(KbCommand::Rm(args)) => kb_cmd::rm(cli.config.as_deref(), args),
-        Command::Mcp(command) => mcp_cmd::run(cli.config.as_deref(), command),
+        Command::Runs(command) => runs_cmd::run(cfg, command),
+        Command::Memory(command) => memory_cmd::run(cfg, command),
+        Command::Tui(args) => tui::run(cfg, args),
+        Command::Llm(LlmCommand::Ping(args)) => llm_cmd::ping(cfg, args),
+        Command::Ingest(args) => kb_cmd::ingest(cfg, args),
+        Command::Query(args) => kb_cmd::query(cfg, args),
+        Command::Kb(KbCommand::Stats(args)) => kb_cmd::stats(cfg, args),
+        Command::Kb(KbCommand::Rm(args)) => kb_cmd::rm(cfg, args),
+        Command::Mcp(command) => mcp_cmd::run(cfg, command),
     };
     ExitCode::from(code)
+}
+
+/// `lsm config show [--json]`.
+fn config_show(cfg: &config::ConfigArgs, json: bool) -> u8 {
+    exit::block_on_command(async move {
+        let config = cfg.load()?;
+        if json {
+            let text = serde_json::to_string_pretty(&config::show::json(&config))?;
+            println!("{}", secrets::clean_json_text(&text));
+        } else {
+            print!("{}", secrets::clean(&config::show::text(&config)));
+        }
+        Ok(exit::OK)
+    })
 }
 
 fn init_logging(verbose: u8) {

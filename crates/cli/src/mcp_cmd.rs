@@ -3,7 +3,6 @@
 //! HTTP.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Result;
@@ -55,10 +54,10 @@ pub struct ListArgs {
 }
 
 /// Run an `lsm mcp` command; returns the exit code.
-pub fn run(config_path: Option<&Path>, command: McpCommand) -> u8 {
+pub fn run(cfg: &crate::config::ConfigArgs, command: McpCommand) -> u8 {
     match command {
-        McpCommand::List(args) => exit::block_on_command(list(config_path, args)),
-        McpCommand::Serve(args) => exit::block_on_command(serve(config_path, args)),
+        McpCommand::List(args) => exit::block_on_command(list(cfg, args)),
+        McpCommand::Serve(args) => exit::block_on_command(serve(cfg, args)),
     }
 }
 
@@ -66,8 +65,8 @@ pub fn run(config_path: Option<&Path>, command: McpCommand) -> u8 {
 /// `run_agent`, through the sandbox, with nobody to ask for permission. The knowledge-base
 /// tools' model calls (synthesis) use the normal tier under one budget of `[agents]
 /// max_tokens_budget` for the whole session; each `run_agent` call has its own run budget.
-async fn serve(config_path: Option<&Path>, args: ServeArgs) -> Result<u8> {
-    let config = config::load(config_path, &config::lsm_env())?;
+async fn serve(cfg: &crate::config::ConfigArgs, args: ServeArgs) -> Result<u8> {
+    let config = cfg.load()?;
     let listen = args
         .http
         .as_deref()
@@ -167,8 +166,8 @@ fn bad_address(text: &str) -> anyhow::Error {
     .into()
 }
 
-async fn list(config_path: Option<&Path>, args: ListArgs) -> Result<u8> {
-    let config = config::load(config_path, &config::lsm_env())?;
+async fn list(cfg: &crate::config::ConfigArgs, args: ListArgs) -> Result<u8> {
+    let config = cfg.load()?;
     let clients = McpClients::new(&config.mcp).map_err(|e| config::ConfigError(e.to_string()))?;
     let (_tools, statuses) = clients.tools().await;
     clients.shutdown().await;

@@ -1,7 +1,5 @@
 //! `lsm tools list`.
 
-use std::path::Path;
-
 use lsm_sandbox::RiskLevel;
 use serde::Serialize;
 
@@ -69,8 +67,8 @@ fn agents_offered(config: &config::Config, tool: &str) -> Vec<&'static str> {
 /// (offered when `[agents.memory]` is on) and the knowledge-base tools (offered when an index
 /// exists), with the remote-source tools of the configuration's `[kb.remote]`; each with the
 /// agents whose allowlist names it. With `agent`, only the tools that agent is offered.
-pub fn list(config_path: Option<&Path>, agent: Option<&str>, json: bool) -> u8 {
-    let config = match config::load(config_path, &config::lsm_env()) {
+pub fn list(cfg: &crate::config::ConfigArgs, agent: Option<&str>, json: bool) -> u8 {
+    let config = match cfg.load() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {}", crate::secrets::clean(&format!("{e:#}")));

@@ -96,7 +96,7 @@ fn check_answers(answers: &Value, dir: &Path) {
     assert_eq!(summary["token_usage"]["max_tokens_budget"], 5000);
     assert!(summary["schema_version"].as_u64().is_some(), "{summary}");
     let run_dir = dir
-        .join("Agents/general/logs")
+        .join(".lsm/agents/general/logs")
         .join(summary["run_id"].as_str().unwrap());
     assert!(
         run_dir.join("run_summary.json").is_file(),
