@@ -28,6 +28,9 @@ mod mcp;
 /// `lsm mcp serve` answered by independent MCP clients (Python's `mcp`), stdio and HTTP.
 #[path = "e2e/mcp_serve.rs"]
 mod mcp_serve;
+/// `--output-format` on every command that runs something.
+#[path = "e2e/output.rs"]
+mod output;
 /// Crash and resume, the run lock, SIGTERM, `--output-format stream-json`.
 #[path = "e2e/resume.rs"]
 mod resume;

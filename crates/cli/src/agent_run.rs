@@ -15,6 +15,7 @@ use crate::config::{Config, ConfigError};
 use crate::exit;
 use crate::foreground;
 use crate::interaction_wiring;
+pub use crate::output::OutputFormat;
 use crate::run_sinks;
 use crate::run_wiring;
 use crate::secrets;
@@ -94,30 +95,6 @@ pub struct RunArgs {
     /// `[agents.extra_tools] <agent> = [...]`; the tool must exist (`lsm tools list`).
     #[arg(long = "allow-tool", value_name = "TOOL")]
     pub allow_tools: Vec<String>,
-}
-
-/// `--output-format`: what stdout carries. The formats and their schemas are stable; see
-/// docs/OUTPUT.md.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum OutputFormat {
-    /// Human progress on stderr, the answer on stdout (the default).
-    Text,
-    /// Only the final result, as one JSON document on stdout (same as `--json`).
-    Json,
-    /// Every event as one JSON line on stdout as it happens.
-    StreamJson,
-}
-
-impl OutputFormat {
-    /// The format `--json` and `--output-format` ask for together (`--json` is an alias of
-    /// `--output-format json`; clap refuses both at once).
-    pub fn chosen(json: bool, format: Option<OutputFormat>) -> OutputFormat {
-        match (json, format) {
-            (true, _) => OutputFormat::Json,
-            (false, Some(f)) => f,
-            (false, None) => OutputFormat::Text,
-        }
-    }
 }
 
 impl From<OutputFormat> for Output {

@@ -262,7 +262,22 @@ pub fn report(finished: &Finished, mode: Output) -> Result<()> {
     };
     match mode {
         Output::Json => println!("{}", summary_json(summary)?),
-        Output::StreamJson | Output::Silent => {}
+        Output::StreamJson => crate::output::stream_line(
+            "result",
+            // An envelope like the run's events (`seq` 0: not a journal line).
+            serde_json::json!({
+                "seq": 0,
+                "ts": summary.finished_at,
+                "schema_version": summary.schema_version,
+                "run_id": summary.run_id,
+                "status": summary.status,
+                "run_outcome": summary.run_outcome,
+                "exit_code": finished.code,
+                "final_text": summary.final_text,
+                "summary": summary,
+            }),
+        ),
+        Output::Silent => {}
         Output::Human => print_human(output, summary, dir),
     }
     Ok(())

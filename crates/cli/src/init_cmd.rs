@@ -243,9 +243,13 @@ async fn init(cfg: &ConfigArgs, args: InitArgs) -> Result<u8> {
     }
     .load()?;
     eprintln!("pinging the model…");
-    let code =
-        crate::llm_cmd::ping_with(&config, &ProviderFlags::default(), LlmTier::Normal, false)
-            .await?;
+    let code = crate::llm_cmd::ping_with(
+        &config,
+        &ProviderFlags::default(),
+        LlmTier::Normal,
+        crate::output::OutputFormat::Text,
+    )
+    .await?;
     if code != exit::OK {
         eprintln!(
             "the file is written; fix the setting or the key and check again with `lsm llm ping`"

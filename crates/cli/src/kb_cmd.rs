@@ -14,6 +14,7 @@ use lsm_tools_kb::{
 
 use crate::config::{Config, ConfigError};
 use crate::exit;
+use crate::output::{self, OutputFormat};
 use crate::wiring;
 
 /// Arguments of `lsm ingest`.
@@ -25,9 +26,15 @@ pub struct IngestArgs {
     /// Delete the index first and build it anew (e.g. after changing the embedder).
     #[arg(long)]
     pub rebuild: bool,
-    /// Print the summary as JSON on stdout (and no progress bar).
-    #[arg(long)]
+    /// Print the summary as JSON on stdout, and no progress bar (same as `--output-format
+    /// json`).
+    #[arg(long, conflicts_with = "output_format")]
     pub json: bool,
+    /// What stdout carries: `text` (a summary; the progress bar on stderr), `json` (the
+    /// summary as one JSON document), `stream-json` (one JSON line per file as it is done,
+    /// then the summary as the `result` line).
+    #[arg(long, value_name = "FORMAT", value_enum)]
+    pub output_format: Option<OutputFormat>,
 }
 
 /// Arguments of `lsm query`.
@@ -48,9 +55,14 @@ pub struct QueryArgs {
     /// answer lists the closest excerpts.
     #[arg(long, value_name = "SPEC")]
     pub provider: Option<String>,
-    /// Print the whole response (answer, citations, sources, trace) as JSON on stdout.
-    #[arg(long)]
+    /// Print the whole response (answer, citations, sources, trace) as JSON on stdout (same
+    /// as `--output-format json`).
+    #[arg(long, conflicts_with = "output_format")]
     pub json: bool,
+    /// What stdout carries: `text` (the answer and its sources), `json` (the whole response
+    /// as one JSON document), `stream-json` (the response as one `result` line).
+    #[arg(long, value_name = "FORMAT", value_enum)]
+    pub output_format: Option<OutputFormat>,
 }
 
 /// Arguments of `lsm kb stats`.
@@ -107,27 +119,38 @@ fn load_config(cfg: &crate::config::ConfigArgs) -> Result<Config> {
     cfg.load()
 }
 
-/// A progress bar on stderr (drawn only on a terminal).
-struct Bar(ProgressBar);
+/// A progress bar on stderr (drawn only on a terminal); with `stream`, also one JSON line
+/// per file on stdout.
+struct Bar {
+    bar: ProgressBar,
+    stream: bool,
+}
 
 impl IngestProgress for Bar {
     fn start(&self, files: usize) {
-        self.0.set_length(files as u64);
+        self.bar.set_length(files as u64);
     }
     fn file_done(&self, path: &Path, outcome: &FileOutcome) {
+        if self.stream {
+            let mut fields = serde_json::to_value(outcome).unwrap_or_default();
+            if let Some(o) = fields.as_object_mut() {
+                o.insert("path".into(), path.display().to_string().into());
+            }
+            output::stream_line("file", fields);
+        }
         if let FileOutcome::Failed { reason } = outcome {
-            self.0
+            self.bar
                 .suspend(|| eprintln!("skipped {}: {reason}", path.display()));
         }
-        self.0.set_message(
+        self.bar.set_message(
             path.file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default(),
         );
-        self.0.inc(1);
+        self.bar.inc(1);
     }
     fn finish(&self) {
-        self.0.finish_and_clear();
+        self.bar.finish_and_clear();
     }
 }
 
@@ -155,7 +178,8 @@ fn ingest_inner(cfg: &crate::config::ConfigArgs, args: IngestArgs) -> Result<u8>
             cancel.store(true, Ordering::SeqCst);
         }
     });
-    let bar = if args.json {
+    let format = OutputFormat::chosen(args.json, args.output_format);
+    let bar = if format != OutputFormat::Text {
         ProgressBar::hidden()
     } else {
         let b = ProgressBar::new(0);
@@ -166,10 +190,13 @@ fn ingest_inner(cfg: &crate::config::ConfigArgs, args: IngestArgs) -> Result<u8>
         }
         b
     };
-    let progress = Bar(bar);
+    let progress = Bar {
+        bar,
+        stream: format == OutputFormat::StreamJson,
+    };
     // The walk and the index work run here; the runtime's threads watch for Ctrl-C.
     let report = kb.ingest(&roots, &options, &progress)?;
-    print_ingest(&report, &kb, args.json)?;
+    print_ingest(&report, &kb, format)?;
     rt.shutdown_background();
     Ok(if report.interrupted {
         exit::STOP_REQUESTED
@@ -178,8 +205,8 @@ fn ingest_inner(cfg: &crate::config::ConfigArgs, args: IngestArgs) -> Result<u8>
     })
 }
 
-fn print_ingest(report: &IngestReport, kb: &KnowledgeBase, json: bool) -> Result<()> {
-    if json {
+fn print_ingest(report: &IngestReport, kb: &KnowledgeBase, format: OutputFormat) -> Result<()> {
+    if format != OutputFormat::Text {
         let mut v = serde_json::to_value(report)?;
         if let Some(o) = v.as_object_mut() {
             o.insert(
@@ -188,7 +215,7 @@ fn print_ingest(report: &IngestReport, kb: &KnowledgeBase, json: bool) -> Result
             );
             o.insert("index_dir".into(), kb.dir().display().to_string().into());
         }
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        output::print_final(format, output::versioned(v));
         return Ok(());
     }
     println!(
@@ -381,13 +408,19 @@ fn query_inner(cfg: &crate::config::ConfigArgs, args: QueryArgs) -> Result<u8> {
     };
     let rt = runtime()?;
     let response = rt.block_on(pipeline.run(request))?;
-    print_response(&response, args.json)?;
+    print_response(
+        &response,
+        OutputFormat::chosen(args.json, args.output_format),
+    )?;
     Ok(exit::OK)
 }
 
-fn print_response(r: &QueryResponse, json: bool) -> Result<()> {
-    if json {
-        println!("{}", serde_json::to_string_pretty(r)?);
+fn print_response(r: &QueryResponse, format: OutputFormat) -> Result<()> {
+    if format != OutputFormat::Text {
+        // Through the text: an `f32` score keeps its short form (1.2921584, not its `f64`
+        // widening).
+        let document: serde_json::Value = serde_json::from_str(&serde_json::to_string(r)?)?;
+        output::print_final(format, output::versioned(document));
         return Ok(());
     }
     println!("{}", r.answer);

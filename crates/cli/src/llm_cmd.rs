@@ -11,6 +11,7 @@ use serde_json::json;
 
 use crate::config::tier_name;
 use crate::exit;
+use crate::output::{self, OutputFormat};
 use crate::secrets;
 use crate::wiring::{self, ProviderFlags};
 
@@ -35,9 +36,14 @@ pub struct PingArgs {
     #[arg(long, value_name = "TIER", default_value = "normal", value_parser = parse_tier)]
     pub tier: LlmTier,
 
-    /// Print the result as one JSON object on stdout.
-    #[arg(long)]
+    /// Print the result as one JSON object on stdout (same as `--output-format json`).
+    #[arg(long, conflicts_with = "output_format")]
     pub json: bool,
+
+    /// What stdout carries: `text`, `json` (one JSON document) or `stream-json` (one `result`
+    /// line).
+    #[arg(long, value_name = "FORMAT", value_enum)]
+    pub output_format: Option<crate::output::OutputFormat>,
 }
 
 fn parse_tier(s: &str) -> Result<LlmTier, String> {
@@ -78,11 +84,12 @@ async fn ping_async(cfg: &crate::config::ConfigArgs, args: PingArgs) -> Result<u
         script_start: 0,
         model_flag: true,
     };
-    ping_with(&config, &flags, args.tier, args.json).await
+    let format = OutputFormat::chosen(args.json, args.output_format);
+    ping_with(&config, &flags, args.tier, format).await
 }
 
 /// One tiny call with `config`'s settings for `tier` and `flags`; prints the figures (or
-/// the failure) and returns the exit code: 0, or 1 when the call failed.
+/// the failure) as `format` says and returns the exit code: 0, or 1 when the call failed.
 ///
 /// # Errors
 /// A usage error when the provider cannot be built.
@@ -90,17 +97,10 @@ pub async fn ping_with(
     config: &crate::config::Config,
     flags: &ProviderFlags,
     tier: LlmTier,
-    json: bool,
+    format: OutputFormat,
 ) -> Result<u8> {
     let cwd = std::env::current_dir()?;
     let llm = config.llm.resolve(tier)?;
-    let args = PingArgs {
-        provider: None,
-        model: None,
-        base_url: None,
-        tier,
-        json,
-    };
     let built = wiring::build_provider(&llm, flags, &cwd, &config.source_name())?;
     let p = &built.provider;
     let request = ping_request();
@@ -110,15 +110,7 @@ pub async fn ping_with(
     match result {
         Ok(r) => {
             let cost = p.pricing().map(|pr| pr.cost(&r.usage));
-            if args.json {
-                let out = json!({
-                    "ok": true, "provider": p.name(), "model": p.model(),
-                    "base_url": built.base_url, "tier": tier_name(args.tier),
-                    "latency_ms": latency_ms, "usage": r.usage, "cost_usd": cost,
-                    "response_id": r.response_id, "reply": r.text,
-                });
-                println!("{}", secrets::clean_json(out));
-            } else {
+            if format == OutputFormat::Text {
                 println!("provider: {}", p.name());
                 println!("model: {}", p.model());
                 if let Some(url) = &built.base_url {
@@ -133,17 +125,29 @@ pub async fn ping_with(
                     println!("cost: ${c:.6}");
                 }
                 println!("reply: {}", secrets::clean(r.text.trim()));
+            } else {
+                output::print_final(
+                    format,
+                    output::versioned(json!({
+                        "ok": true, "provider": p.name(), "model": p.model(),
+                        "base_url": built.base_url, "tier": tier_name(tier),
+                        "latency_ms": latency_ms, "usage": r.usage, "cost_usd": cost,
+                        "response_id": r.response_id, "reply": r.text,
+                    })),
+                );
             }
             Ok(exit::OK)
         }
         Err(e) => {
-            if args.json {
-                let out = json!({
-                    "ok": false, "provider": p.name(), "model": p.model(),
-                    "base_url": built.base_url, "tier": tier_name(args.tier),
-                    "latency_ms": latency_ms, "error": e.to_string(),
-                });
-                println!("{}", secrets::clean_json(out));
+            if format != OutputFormat::Text {
+                output::print_final(
+                    format,
+                    output::versioned(json!({
+                        "ok": false, "provider": p.name(), "model": p.model(),
+                        "base_url": built.base_url, "tier": tier_name(tier),
+                        "latency_ms": latency_ms, "error": e.to_string(),
+                    })),
+                );
             }
             eprintln!(
                 "{}",

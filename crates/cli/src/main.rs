@@ -26,6 +26,7 @@ mod mcp_cmd;
 mod mcp_wiring;
 mod memory_cmd;
 mod memory_wiring;
+mod output;
 mod progress;
 mod run_agent_tool;
 mod run_sinks;
