@@ -115,9 +115,80 @@ fn help_and_version() {
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.contains("agent") && help.contains("tools"), "{help}");
+    // It opens with what lsm is for, then three examples, before the usage line.
+    assert!(help.starts_with("lsm runs LLM agents"), "{help}");
+    let (head, _) = help.split_once("Usage:").unwrap();
+    let examples = head.split_once("Examples:").unwrap().1;
+    assert_eq!(
+        examples
+            .lines()
+            .filter(|l| l.trim_start().starts_with("lsm "))
+            .count(),
+        3,
+        "{head}"
+    );
+    assert!(
+        !help.contains("composition root") && !help.contains("wiring"),
+        "{help}"
+    );
     let out = run(lsm(dir.path()).arg("--version"));
     assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stdout).starts_with("lsm "));
+    let version = String::from_utf8_lossy(&out.stdout);
+    assert!(version.starts_with("lsm "), "{version}");
+    // The commit it was built from (this checkout is a git repository).
+    let commit = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(workspace_root())
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    assert!(version.contains("(commit "), "{version}");
+    if !commit.is_empty() {
+        // A binary from an older commit of this branch still has a 12-hex-digit hash.
+        let shown = version
+            .split("(commit ")
+            .nth(1)
+            .unwrap()
+            .trim_end()
+            .trim_end_matches(')');
+        assert!(
+            shown.len() == 12 && shown.chars().all(|c| c.is_ascii_hexdigit()),
+            "{version}"
+        );
+    }
+}
+
+#[test]
+fn completions_for_each_shell_and_man_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    for (shell, marker) in [
+        ("bash", "complete -F"),
+        ("zsh", "#compdef lsm"),
+        ("fish", "complete -c lsm"),
+        ("elvish", "lsm"),
+        ("powershell", "lsm"),
+    ] {
+        let out = run(lsm(dir.path()).args(["completions", shell]));
+        assert_eq!(out.status.code(), Some(0), "{shell}: {}", stderr(&out));
+        let script = String::from_utf8_lossy(&out.stdout);
+        assert!(script.contains(marker), "{shell}: {script}");
+        assert!(script.contains("agent"), "{shell}");
+    }
+    let out = run(lsm(dir.path()).args(["completions", "tcsh"]));
+    assert_eq!(out.status.code(), Some(2));
+    // The man pages `cargo xtask man` writes: lsm.1 and one per subcommand.
+    let out = run(lsm(dir.path()).args(["man", "--out", "pages"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let page = std::fs::read_to_string(dir.path().join("pages/lsm.1")).unwrap();
+    assert!(
+        page.contains(".TH") && page.contains("lsm runs LLM agents"),
+        "{page}"
+    );
+    assert!(dir.path().join("pages/lsm-agent-run.1").is_file());
+    assert!(
+        !dir.path().join("pages/lsm-man.1").exists(),
+        "the hidden command has no page"
+    );
 }
 
 #[test]

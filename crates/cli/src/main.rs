@@ -44,9 +44,37 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
-/// lsm — run LLM agents in bounded phases over sandboxed tools.
+/// What `lsm` is for, first thing in `lsm -h`.
+const ABOUT: &str = "lsm runs LLM agents on your tasks and answers questions from your own \
+documents, with token budgets they cannot exceed, tools confined to the folders you allow, \
+your approval before anything is changed, and a record of every run.";
+
+/// `lsm --help`: what it is for, then three examples.
+const LONG_ABOUT: &str = "lsm runs LLM agents on your tasks and answers questions from your own \
+documents, with token budgets they cannot exceed, tools confined to the folders you allow, \
+your approval before anything is changed, and a record of every run.
+
+Examples:
+  lsm init                                          set up a provider for this project
+  lsm agent run general --task \"Summarize notes.md into summary.md\"
+  lsm ingest ~/notes && lsm query \"what did I decide about the boundary layer?\"";
+
+/// `lsm --version`: the version and the commit it was built from.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("LSM_COMMIT"),
+    ")"
+);
+
 #[derive(Debug, Parser)]
-#[command(name = "lsm", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "lsm",
+    version = VERSION,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    propagate_version = true
+)]
 struct Cli {
     /// A configuration file read on top of the user file and the project's lsm.toml
     /// (see `lsm config show`).
@@ -98,10 +126,29 @@ enum Command {
     /// Show the effective configuration and where each setting comes from.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Print a shell completion script: `lsm completions bash > ~/.local/share/bash-completion/completions/lsm`.
+    Completions(CompletionsArgs),
+    /// Write the man pages (lsm.1 and one per subcommand) into a folder; `cargo xtask man`
+    /// runs it.
+    #[command(hide = true)]
+    Man(ManArgs),
     /// Model Context Protocol: list the configured MCP servers and their tools, or serve
     /// lsm's own tools to other MCP clients.
     #[command(subcommand)]
     Mcp(mcp_cmd::McpCommand),
+}
+
+#[derive(Debug, Args)]
+struct CompletionsArgs {
+    /// The shell.
+    shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+struct ManArgs {
+    /// The folder to write the pages into (created if missing).
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
 }
 
 #[derive(Debug, Subcommand)]
@@ -191,6 +238,24 @@ fn main() -> ExitCode {
         }
         Command::Config(ConfigCommand::Show(args)) => config_show(cfg, args.json),
         Command::Init(args) => init_cmd::run(cfg, args),
+        Command::Completions(args) => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            let mut script = Vec::new();
+            clap_complete::generate(args.shell, &mut command, "lsm", &mut script);
+            // A reader that went away (`| head`) is not an error.
+            let _ = std::io::Write::write_all(&mut std::io::stdout(), &script);
+            exit::OK
+        }
+        Command::Man(args) => match write_man_pages(&args.out) {
+            Ok(n) => {
+                eprintln!("wrote {n} man pages into {}", args.out.display());
+                exit::OK
+            }
+            Err(e) => {
+                eprintln!("error: cannot write the man pages: {e}");
+                exit::ERROR
+            }
+        },
         Command::Agent(AgentCommand::Run(args)) => agent_run::run(cfg, *args),
         Command::Agent(AgentCommand::List(args)) => agents_cmd::list(args.json),
         Command::Runs(command) => runs_cmd::run(cfg, command),
@@ -204,6 +269,32 @@ fn main() -> ExitCode {
         Command::Mcp(command) => mcp_cmd::run(cfg, command),
     };
     ExitCode::from(code)
+}
+
+/// `lsm.1` and one page per subcommand (`lsm-agent-run.1`, …) into `dir`; returns how many.
+fn write_man_pages(dir: &std::path::Path) -> std::io::Result<usize> {
+    std::fs::create_dir_all(dir)?;
+    let mut command = <Cli as clap::CommandFactory>::command();
+    command.build();
+    let mut written = 0;
+    let mut pending = vec![(String::from("lsm"), command)];
+    while let Some((name, command)) = pending.pop() {
+        if command.is_hide_set() {
+            continue;
+        }
+        let mut page = Vec::new();
+        clap_mangen::Man::new(command.clone())
+            .title(name.clone())
+            .render(&mut page)?;
+        std::fs::write(dir.join(format!("{name}.1")), page)?;
+        written += 1;
+        for sub in command.get_subcommands() {
+            if sub.get_name() != "help" {
+                pending.push((format!("{name}-{}", sub.get_name()), sub.clone()));
+            }
+        }
+    }
+    Ok(written)
 }
 
 /// `lsm config show [--json]`.
