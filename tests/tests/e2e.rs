@@ -31,6 +31,9 @@ mod mcp_serve;
 /// `--output-format` on every command that runs something.
 #[path = "e2e/output.rs"]
 mod output;
+/// Progress on stderr: retries, labels, errors.
+#[path = "e2e/progress.rs"]
+mod progress;
 /// Crash and resume, the run lock, SIGTERM, `--output-format stream-json`.
 #[path = "e2e/resume.rs"]
 mod resume;

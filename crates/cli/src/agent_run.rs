@@ -276,7 +276,7 @@ pub fn prepare(mut config: Config, mut args: RunArgs, output: Output) -> Result<
     let ask_user_available = parts.ask_user_available;
     let extra_tools = parts.expand_allowlist(extra_tools);
     let mut factory = parts.factory.with_launch(launch);
-    if let Some(sink) = run_sinks::for_output(output) {
+    if let Some(sink) = run_sinks::for_output(output, Some(llm.http.max_retries)) {
         factory = factory.with_event_sink(sink);
     }
     if let Some(point) = point {

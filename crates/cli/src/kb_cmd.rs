@@ -119,16 +119,34 @@ fn load_config(cfg: &crate::config::ConfigArgs) -> Result<Config> {
     cfg.load()
 }
 
-/// A progress bar on stderr (drawn only on a terminal); with `stream`, also one JSON line
-/// per file on stdout.
+/// A progress bar on stderr (drawn only on a terminal) that counts the chunks embedded —
+/// the slow part — with their rate and the time left, and names the file being read; with
+/// `stream`, also one JSON line per file on stdout.
 struct Bar {
     bar: ProgressBar,
     stream: bool,
+    files: std::sync::atomic::AtomicUsize,
+    total_files: std::sync::atomic::AtomicUsize,
 }
+
+impl Bar {
+    fn new(bar: ProgressBar, stream: bool) -> Self {
+        Bar {
+            bar,
+            stream,
+            files: Default::default(),
+            total_files: Default::default(),
+        }
+    }
+}
+
+/// The bar's look: chunks embedded of those read so far, rate, time left, the file.
+const BAR_TEMPLATE: &str =
+    "{spinner} [{bar:30}] {pos}/{len} chunks embedded ({per_sec}, ETA {eta}) {wide_msg}";
 
 impl IngestProgress for Bar {
     fn start(&self, files: usize) {
-        self.bar.set_length(files as u64);
+        self.total_files.store(files, Ordering::SeqCst);
     }
     fn file_done(&self, path: &Path, outcome: &FileOutcome) {
         if self.stream {
@@ -142,12 +160,20 @@ impl IngestProgress for Bar {
             self.bar
                 .suspend(|| eprintln!("skipped {}: {reason}", path.display()));
         }
-        self.bar.set_message(
+        let done = self.files.fetch_add(1, Ordering::SeqCst) + 1;
+        self.bar.set_message(format!(
+            "file {done}/{} {}",
+            self.total_files.load(Ordering::SeqCst),
             path.file_name()
                 .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-        );
-        self.bar.inc(1);
+                .unwrap_or_default()
+        ));
+    }
+    fn chunks_queued(&self, n: usize) {
+        self.bar.inc_length(n as u64);
+    }
+    fn chunks_embedded(&self, n: usize) {
+        self.bar.inc(n as u64);
     }
     fn finish(&self) {
         self.bar.finish_and_clear();
@@ -183,17 +209,14 @@ fn ingest_inner(cfg: &crate::config::ConfigArgs, args: IngestArgs) -> Result<u8>
         ProgressBar::hidden()
     } else {
         let b = ProgressBar::new(0);
-        if let Ok(style) =
-            ProgressStyle::with_template("{spinner} [{bar:30}] {pos}/{len} files {wide_msg}")
-        {
+        if let Ok(style) = ProgressStyle::with_template(BAR_TEMPLATE) {
             b.set_style(style.progress_chars("=> "));
         }
+        // The spinner and the elapsed time move even while one large batch is embedded.
+        b.enable_steady_tick(std::time::Duration::from_millis(120));
         b
     };
-    let progress = Bar {
-        bar,
-        stream: format == OutputFormat::StreamJson,
-    };
+    let progress = Bar::new(bar, format == OutputFormat::StreamJson);
     // The walk and the index work run here; the runtime's threads watch for Ctrl-C.
     let report = kb.ingest(&roots, &options, &progress)?;
     print_ingest(&report, &kb, format)?;
@@ -393,7 +416,10 @@ fn query_inner(cfg: &crate::config::ConfigArgs, args: QueryArgs) -> Result<u8> {
     };
     // Without a provider the answer lists the closest excerpts.
     let provider = match flags.provider.is_some() || llm.provider.is_some() {
-        true => Some(wiring::build_provider(&llm, &flags, &cwd, &config.source_name())?.provider),
+        true => Some(crate::retry_notice::announcing(
+            wiring::build_provider(&llm, &flags, &cwd, &config.source_name())?.provider,
+            llm.http.max_retries,
+        )),
         false => None,
     };
     let kb = Arc::new(KnowledgeBase::open(&config.kb)?);
@@ -465,6 +491,25 @@ fn print_response(r: &QueryResponse, format: OutputFormat) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ingest_bar_counts_chunks_embedded_of_those_read_and_names_the_file() {
+        let hidden = indicatif::ProgressDrawTarget::hidden();
+        let bar = Bar::new(ProgressBar::with_draw_target(Some(0), hidden), false);
+        bar.start(2);
+        bar.chunks_queued(100);
+        bar.file_done(Path::new("/d/a.md"), &FileOutcome::Indexed { chunks: 100 });
+        bar.chunks_embedded(64);
+        assert_eq!((bar.bar.position(), bar.bar.length()), (64, Some(100)));
+        assert_eq!(bar.bar.message(), "file 1/2 a.md");
+        bar.chunks_queued(3);
+        bar.file_done(Path::new("/d/b.md"), &FileOutcome::Indexed { chunks: 3 });
+        bar.chunks_embedded(36);
+        bar.chunks_embedded(3);
+        assert_eq!((bar.bar.position(), bar.bar.length()), (103, Some(103)));
+        assert_eq!(bar.bar.message(), "file 2/2 b.md");
+        assert!(BAR_TEMPLATE.contains("{per_sec}") && BAR_TEMPLATE.contains("{eta}"));
+    }
 
     #[test]
     fn filters_parse_and_bad_ones_are_usage_errors() {

@@ -1,6 +1,7 @@
 //! `lsm llm ping`: one tiny call to the configured provider, with its figures or the precise
 //! reason it failed.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Result;
@@ -102,7 +103,7 @@ pub async fn ping_with(
     let cwd = std::env::current_dir()?;
     let llm = config.llm.resolve(tier)?;
     let built = wiring::build_provider(&llm, flags, &cwd, &config.source_name())?;
-    let p = &built.provider;
+    let p = &crate::retry_notice::announcing(Arc::clone(&built.provider), llm.http.max_retries);
     let request = ping_request();
     let started = Instant::now();
     let result = p.complete(&request).await;

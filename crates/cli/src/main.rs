@@ -28,6 +28,7 @@ mod memory_cmd;
 mod memory_wiring;
 mod output;
 mod progress;
+mod retry_notice;
 mod run_agent_tool;
 mod run_sinks;
 mod run_wiring;
@@ -313,7 +314,9 @@ fn config_show(cfg: &config::ConfigArgs, json: bool) -> u8 {
 
 fn init_logging(verbose: u8) {
     let default = match verbose {
-        0 => "warn",
+        // The harness's "phase ended in error" warning is the run's error, which the command
+        // prints itself (once); `-v` shows it too.
+        0 => "warn,lsm_harness::harness=error",
         1 => "info",
         _ => "debug",
     };

@@ -76,9 +76,23 @@ pub trait IngestProgress: Send + Sync {
     fn start(&self, files: usize);
     /// One file is done.
     fn file_done(&self, path: &Path, outcome: &FileOutcome);
+    /// `n` more chunks wait to be embedded and stored (a file was read and chunked).
+    fn chunks_queued(&self, n: usize) {
+        let _ = n;
+    }
+    /// `n` more chunks are embedded (stored, without an embedder): reported as the work
+    /// proceeds, a step of at most [`EMBED_PROGRESS_STEP`] chunks at a time.
+    fn chunks_embedded(&self, n: usize) {
+        let _ = n;
+    }
     /// The ingest is over.
     fn finish(&self);
 }
+
+/// Chunks embedded between two [`IngestProgress::chunks_embedded`] reports: small enough
+/// that a progress bar moves every second or so on a CPU, large enough to keep the
+/// embedder's batches full.
+pub const EMBED_PROGRESS_STEP: usize = 64;
 
 /// Progress that goes nowhere.
 #[derive(Debug, Clone, Copy, Default)]
@@ -272,7 +286,13 @@ pub fn ingest(
                     .flat_map(|p| p.chunks.iter().map(embedding_input))
                     .collect();
                 let refs: Vec<&str> = inputs.iter().map(String::as_str).collect();
-                Some(e.embed(&refs)?)
+                // In steps, so progress is reported while a large batch is embedded.
+                let mut all = Vec::with_capacity(refs.len());
+                for step in refs.chunks(EMBED_PROGRESS_STEP) {
+                    all.extend(e.embed(step)?);
+                    progress.chunks_embedded(step.len());
+                }
+                Some(all)
             }
         };
         let mut offset = 0;
@@ -283,6 +303,9 @@ pub fn ingest(
                 .map(|all| &all[offset..offset + p.chunks.len()]);
             offset += p.chunks.len();
             writer.add_file(&p.record, &p.chunks, v)?;
+            if embedder.is_none() {
+                progress.chunks_embedded(p.chunks.len());
+            }
             report.indexed += 1;
             report.chunks += p.chunks.len();
         }
@@ -333,6 +356,7 @@ pub fn ingest(
                 Ok(Some((p, bytes))) => {
                     report.bytes += bytes;
                     let n = p.chunks.len();
+                    progress.chunks_queued(n);
                     pending_chunks += n;
                     pending.push(p);
                     dirty = true;

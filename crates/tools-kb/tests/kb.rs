@@ -151,6 +151,61 @@ fn paths(resp: &lsm_tools_kb::ContextPackage) -> Vec<String> {
 // ---------------------------------------------------------------------------------------------
 // Ingest
 
+/// Counts what the ingest reports about chunks, in order.
+#[derive(Default)]
+struct ChunkCounts {
+    queued: std::sync::Mutex<Vec<usize>>,
+    embedded: std::sync::Mutex<Vec<usize>>,
+}
+
+impl IngestProgress for ChunkCounts {
+    fn start(&self, _: usize) {}
+    fn file_done(&self, _: &Path, _: &FileOutcome) {}
+    fn chunks_queued(&self, n: usize) {
+        self.queued.lock().unwrap().push(n);
+    }
+    fn chunks_embedded(&self, n: usize) {
+        self.embedded.lock().unwrap().push(n);
+    }
+    fn finish(&self) {}
+}
+
+#[test]
+fn ingest_reports_chunks_as_they_are_embedded_in_small_steps() {
+    for embedder in [Some(hash_embedder()), None] {
+        let f = Fixture::new();
+        // 200 short paragraphs in one file: many chunks in one embedding batch.
+        let text: String = (0..200)
+            .map(|i| format!("## Part {i}\n\n{}\n\n", "word ".repeat(180)))
+            .collect();
+        std::fs::write(f.docs.join("long.md"), text).unwrap();
+        std::fs::write(f.docs.join("short.md"), "# Short\n\nA short note.\n").unwrap();
+        let kb = f.kb(embedder.clone());
+        let counts = ChunkCounts::default();
+        let report = kb
+            .ingest(
+                std::slice::from_ref(&f.docs),
+                &IngestOptions::default(),
+                &counts,
+            )
+            .unwrap();
+        let queued: usize = counts.queued.lock().unwrap().iter().sum();
+        let embedded = counts.embedded.lock().unwrap().clone();
+        assert_eq!(queued, report.chunks);
+        assert_eq!(embedded.iter().sum::<usize>(), report.chunks);
+        assert!(report.chunks > lsm_tools_kb::ingest::EMBED_PROGRESS_STEP);
+        if embedder.is_some() {
+            assert!(
+                embedded
+                    .iter()
+                    .all(|n| *n <= lsm_tools_kb::ingest::EMBED_PROGRESS_STEP),
+                "{embedded:?}"
+            );
+            assert!(embedded.len() >= 2, "{embedded:?}");
+        }
+    }
+}
+
 #[test]
 fn ingest_reads_every_supported_type_and_reports_bad_files() {
     let f = Fixture::new();
