@@ -48,6 +48,7 @@ mod error;
 mod output;
 mod paths;
 mod permission;
+pub mod preview;
 mod registry;
 mod sandbox;
 mod tool;

@@ -215,6 +215,48 @@ impl Sandbox {
         self.execute_inner(Some(caller.clone()), name, args).await
     }
 
+    /// What the call would change, for the permission question: the tool's
+    /// [`Tool::preview`] over the validated arguments and confined paths, redacted. `None`
+    /// when the arguments or a path would be refused (the checks after the gate say why), or
+    /// the tool has nothing to show. Reads only, through the roots' handles.
+    async fn preview(
+        &self,
+        tool: &Arc<dyn crate::Tool>,
+        prepared: &Prepared,
+        args: &serde_json::Value,
+    ) -> Option<String> {
+        prepared
+            .validator
+            .validate(args, self.config.max_string_arg_bytes)
+            .ok()?;
+        let mut paths = HashMap::new();
+        for arg in tool.path_args() {
+            if let Some(raw) = args.get(arg.name).and_then(serde_json::Value::as_str) {
+                paths.insert(
+                    arg.name.to_string(),
+                    self.paths.confine(raw, arg.access).ok()?,
+                );
+            }
+        }
+        let ctx = ToolContext {
+            args: args.clone(),
+            paths,
+            command: None,
+            max_write_bytes: self.config.max_write_bytes,
+            timeout: self.timeout,
+            working_dir: self.working_dir.clone(),
+            env: self.env.clone(),
+            caller: None,
+            permission_granted: false,
+        };
+        let tool = Arc::clone(tool);
+        let preview = tokio::task::spawn_blocking(move || tool.preview(&ctx))
+            .await
+            .ok()
+            .flatten()?;
+        Some(redact_secrets(&preview).into_owned())
+    }
+
     async fn execute_inner(
         &self,
         caller: Option<Caller>,
@@ -255,12 +297,14 @@ impl Sandbox {
                     "{reason}, and no one is available to approve it"
                 )),
                 Some(asker) => {
+                    let preview = self.preview(tool, prepared, args).await;
                     asker
                         .ask(PermissionRequest {
                             tool_name: tool_name.clone(),
                             risk_level: tool.risk(),
                             reason: reason.clone(),
                             args_summary: args_summary(args),
+                            preview,
                         })
                         .await
                 }

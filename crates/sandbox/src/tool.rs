@@ -234,6 +234,15 @@ pub trait Tool: Send + Sync {
         None
     }
 
+    /// What the call would change, for the person asked to approve it: a unified diff of the
+    /// file it would write (see [`crate::preview::file_diff`]). Called only with validated
+    /// arguments and confined paths, before the permission question; it must not change
+    /// anything. `None`, the default: nothing to show beyond the arguments.
+    fn preview(&self, ctx: &ToolContext) -> Option<String> {
+        let _ = ctx;
+        None
+    }
+
     /// Run the call. Arguments have been validated against [`Tool::parameters`].
     ///
     /// # Errors

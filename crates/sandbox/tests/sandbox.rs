@@ -1568,3 +1568,56 @@ fn protected_paths_cannot_be_set_from_toml() {
     let round = serde_json::to_value(&config).unwrap();
     assert!(round.get("protected_paths").is_none(), "{round}");
 }
+
+#[tokio::test]
+async fn a_write_asks_with_the_diff_it_would_make_and_never_previews_outside_the_roots() {
+    let f = fixture();
+    let asker = TestAsker::new(false);
+    let config = SandboxConfig::confined_to(&f.ws);
+    let sb = Sandbox::new(
+        config,
+        registry(),
+        Some(Arc::clone(&asker) as Arc<dyn PermissionAsker>),
+    )
+    .unwrap();
+    let _ = sb
+        .execute(
+            "edit_file",
+            &json!({"path": "hello.txt", "start_line": 2, "end_line": 2, "new_text": "line 2"}),
+        )
+        .await;
+    let _ = sb
+        .execute(
+            "append_file",
+            &json!({"path": "hello.txt", "content": "line four\n"}),
+        )
+        .await;
+    let _ = sb
+        .execute(
+            "write_file",
+            &json!({"path": "new.md", "content": "# New\n"}),
+        )
+        .await;
+    let _ = sb
+        .execute(
+            "write_file",
+            &json!({"path": f.outside.join("secret.txt"), "content": "x"}),
+        )
+        .await;
+    let asked = asker.asked();
+    let previews: Vec<Option<String>> = asked.iter().map(|r| r.preview.clone()).collect();
+    let edit = previews[0].as_deref().unwrap();
+    assert!(edit.contains("-line two\n+line 2\n"), "{edit}");
+    let append = previews[1].as_deref().unwrap();
+    assert!(append.contains(" line three\n+line four"), "{append}");
+    let new = previews[2].as_deref().unwrap();
+    assert!(new.contains("+# New"), "{new}");
+    // A path the sandbox will refuse is never read for a preview.
+    assert_eq!(previews.get(3).cloned().flatten(), None);
+    assert!(!format!("{asked:?}").contains("TOPSECRET"));
+    // Denied: nothing changed.
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("hello.txt")).unwrap(),
+        "line one\nline two\nline three\n"
+    );
+}
