@@ -108,7 +108,7 @@ async fn serve(cfg: &crate::config::ConfigArgs, args: ServeArgs) -> Result<u8> {
         args.provider,
     )));
     let sandbox = lsm_sandbox::Sandbox::new(config.sandbox.clone(), registry, None)
-        .map_err(|e| config::ConfigError(format!("the sandbox cannot be used: {e}")))?;
+        .map_err(|e| config::ConfigError(config.sandbox_error(&e)))?;
     let server = lsm_mcp::SandboxServer::new(
         Arc::new(sandbox),
         "lsm: retrieval tools over the user's own documents (cite the sources they return), \

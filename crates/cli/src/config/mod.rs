@@ -288,6 +288,30 @@ impl Config {
         self.origins.of_key(dotted)
     }
 
+    /// A `[sandbox]` setting the sandbox refused, with the setting's source (file and line,
+    /// variable, flag) when it can tell which setting it was.
+    pub fn sandbox_error(&self, e: &lsm_sandbox::SandboxConfigError) -> String {
+        let key = match e {
+            lsm_sandbox::SandboxConfigError::BadLimit { key, .. } => Some((*key).to_string()),
+            lsm_sandbox::SandboxConfigError::BadAllowlistPath { path, .. } => {
+                if self.sandbox.allowed_write_paths.contains(path) {
+                    Some("allowed_write_paths".to_string())
+                } else if self.sandbox.allowed_read_paths.contains(path) {
+                    Some("allowed_read_paths".to_string())
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        };
+        match key.map(|k| self.origin(&format!("sandbox.{k}"))) {
+            Some(source @ (Source::File { .. } | Source::Env { .. } | Source::Flag { .. })) => {
+                format!("{source}: invalid [sandbox] configuration: {e}")
+            }
+            _ => format!("invalid [sandbox] configuration: {e}"),
+        }
+    }
+
     /// lsm's own files, which no tool may change whatever the sandbox's allowlists say: every
     /// configuration file read, `./lsm.toml` and the project's `lsm.toml` (the files the next
     /// run would load), and the agents folder (transcripts, run summaries, memory databases,
@@ -1114,6 +1138,21 @@ mod layer_tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("SECTION.KEY"), "{e}");
+    }
+
+    #[test]
+    fn a_sandbox_setting_the_sandbox_refuses_is_blamed_on_its_line() {
+        let s = setup();
+        write(&s.project, "[sandbox]\n\ntimeout_seconds = 0\n");
+        let c = layers::load(&inputs(&s, false, &[], &[])).unwrap();
+        let e =
+            lsm_sandbox::Sandbox::new(c.sandbox.clone(), lsm_sandbox::ToolRegistry::new(), None)
+                .unwrap_err();
+        let shown = c.sandbox_error(&e);
+        assert!(
+            shown.contains("proj/lsm.toml:3") && shown.contains("timeout_seconds"),
+            "{shown}"
+        );
     }
 
     #[test]
