@@ -80,6 +80,8 @@ fn run_args(args: Arguments, provider: Option<String>, configured_budget: u64) -
         resume: None,
         yes: false,
         allow_tools: Vec::new(),
+        stop_mode: None,
+        contract: None,
     }
 }
 

@@ -471,7 +471,7 @@ fn merge_tables(base: &mut toml::Table, later: &toml::Table) {
 }
 
 /// The typed configuration of `table`: `[agents.memory]` split off (the harness's settings
-/// refuse keys they do not know), deserialized, MCP servers checked.
+/// refuse keys they do not know), deserialized, MCP servers, hooks and compaction checked.
 fn typed(mut table: toml::Table) -> Result<Config> {
     let memory = MemoryConfig::split_from(&mut table)?;
     let mut config: Config = toml::Value::Table(table)
@@ -480,6 +480,15 @@ fn typed(mut table: toml::Table) -> Result<Config> {
     config.memory = memory;
     config
         .mcp
+        .validate()
+        .map_err(|e| config_error(e.to_string()))?;
+    config
+        .hooks
+        .validate()
+        .map_err(|e| config_error(e.to_string()))?;
+    config
+        .agents
+        .compaction
         .validate()
         .map_err(|e| config_error(e.to_string()))?;
     Ok(config)
