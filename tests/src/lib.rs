@@ -52,10 +52,12 @@ pub fn lsm_bin() -> &'static Path {
     })
 }
 
-/// A command for `lsm` with a clean `LSM_*` environment, run in `cwd`.
+/// A command for `lsm` with a clean `LSM_*` environment and no user configuration file (a
+/// test that wants one sets `XDG_CONFIG_HOME` again), run in `cwd`.
 pub fn lsm(cwd: &Path) -> Command {
     let mut cmd = Command::new(lsm_bin());
     cmd.current_dir(cwd);
+    cmd.env("XDG_CONFIG_HOME", cwd.join(".no-user-config"));
     for (k, _) in std::env::vars() {
         if k.starts_with("LSM_") {
             cmd.env_remove(k);

@@ -22,12 +22,24 @@ mod compaction;
 /// The conductor and its workers through `lsm agent run conductor`.
 #[path = "e2e/conductor.rs"]
 mod conductor;
+/// Configuration layers, `lsm config show`, `lsm init`.
+#[path = "e2e/config.rs"]
+mod config;
 /// Stall detection and hooks through `lsm agent run`.
 #[path = "e2e/control.rs"]
 mod control;
 /// `lsm mcp list` and runs using an MCP server's tools.
 #[path = "e2e/mcp.rs"]
 mod mcp;
+/// `lsm mcp serve` answered by independent MCP clients (Python's `mcp`), stdio and HTTP.
+#[path = "e2e/mcp_serve.rs"]
+mod mcp_serve;
+/// `--output-format` on every command that runs something.
+#[path = "e2e/output.rs"]
+mod output;
+/// Progress on stderr: retries, labels, errors.
+#[path = "e2e/progress.rs"]
+mod progress;
 /// Crash and resume, the run lock, SIGTERM, `--output-format stream-json`.
 #[path = "e2e/resume.rs"]
 mod resume;
@@ -112,9 +124,80 @@ fn help_and_version() {
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.contains("agent") && help.contains("tools"), "{help}");
+    // It opens with what lsm is for, then three examples, before the usage line.
+    assert!(help.starts_with("lsm runs LLM agents"), "{help}");
+    let (head, _) = help.split_once("Usage:").unwrap();
+    let examples = head.split_once("Examples:").unwrap().1;
+    assert_eq!(
+        examples
+            .lines()
+            .filter(|l| l.trim_start().starts_with("lsm "))
+            .count(),
+        3,
+        "{head}"
+    );
+    assert!(
+        !help.contains("composition root") && !help.contains("wiring"),
+        "{help}"
+    );
     let out = run(lsm(dir.path()).arg("--version"));
     assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stdout).starts_with("lsm "));
+    let version = String::from_utf8_lossy(&out.stdout);
+    assert!(version.starts_with("lsm "), "{version}");
+    // The commit it was built from (this checkout is a git repository).
+    let commit = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(workspace_root())
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    assert!(version.contains("(commit "), "{version}");
+    if !commit.is_empty() {
+        // A binary from an older commit of this branch still has a 12-hex-digit hash.
+        let shown = version
+            .split("(commit ")
+            .nth(1)
+            .unwrap()
+            .trim_end()
+            .trim_end_matches(')');
+        assert!(
+            shown.len() == 12 && shown.chars().all(|c| c.is_ascii_hexdigit()),
+            "{version}"
+        );
+    }
+}
+
+#[test]
+fn completions_for_each_shell_and_man_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    for (shell, marker) in [
+        ("bash", "complete -F"),
+        ("zsh", "#compdef lsm"),
+        ("fish", "complete -c lsm"),
+        ("elvish", "lsm"),
+        ("powershell", "lsm"),
+    ] {
+        let out = run(lsm(dir.path()).args(["completions", shell]));
+        assert_eq!(out.status.code(), Some(0), "{shell}: {}", stderr(&out));
+        let script = String::from_utf8_lossy(&out.stdout);
+        assert!(script.contains(marker), "{shell}: {script}");
+        assert!(script.contains("agent"), "{shell}");
+    }
+    let out = run(lsm(dir.path()).args(["completions", "tcsh"]));
+    assert_eq!(out.status.code(), Some(2));
+    // The man pages `cargo xtask man` writes: lsm.1 and one per subcommand.
+    let out = run(lsm(dir.path()).args(["man", "--out", "pages"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let page = std::fs::read_to_string(dir.path().join("pages/lsm.1")).unwrap();
+    assert!(
+        page.contains(".TH") && page.contains("lsm runs LLM agents"),
+        "{page}"
+    );
+    assert!(dir.path().join("pages/lsm-agent-run.1").is_file());
+    assert!(
+        !dir.path().join("pages/lsm-man.1").exists(),
+        "the hidden command has no page"
+    );
 }
 
 #[test]
@@ -697,7 +780,7 @@ fn sigint_stops_a_run_with_exit_code_4() {
     .stderr(std::process::Stdio::piped());
     let child = cmd.spawn().unwrap();
     // Wait until the second LLM call is under way, then interrupt.
-    let logs = dir.path().join("Agents/general/logs");
+    let logs = dir.path().join(".lsm/agents/general/logs");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         // The run's folder (the agent's own log file sits beside it).
@@ -1651,7 +1734,7 @@ async fn a_failing_provider_exits_1_and_still_writes_the_records() {
     );
     let run_dir = dir
         .path()
-        .join("Agents/general/logs")
+        .join(".lsm/agents/general/logs")
         .join(s["run_id"].as_str().unwrap());
     let transcript = std::fs::read_to_string(run_dir.join("transcript.jsonl")).unwrap();
     assert!(transcript.contains("\"llm_error\"") && transcript.contains("401"));

@@ -60,7 +60,7 @@ fn headless(
         )
     });
     let transcript = dir
-        .join("Agents/general/logs")
+        .join(".lsm/agents/general/logs")
         .join(summary["run_id"].as_str().unwrap())
         .join("transcript.jsonl");
     let events = std::fs::read_to_string(transcript)
@@ -344,7 +344,7 @@ fn the_tui_approves_a_write_and_the_file_is_written() {
         std::thread::sleep(Duration::from_millis(100));
     }
     // The transcript tells the story: shown (acknowledged once), approved by a person.
-    let logs = dir.path().join("Agents/general/logs");
+    let logs = dir.path().join(".lsm/agents/general/logs");
     // The run's folder (the agent's own log file sits beside it).
     let run_dir = std::fs::read_dir(&logs)
         .unwrap()

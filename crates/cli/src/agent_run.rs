@@ -1,7 +1,7 @@
 //! `lsm agent run <name>`: wire a provider, the sandbox and a harness factory, then run the
 //! agent through the agent layer (`agents_cmd`) and report.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Result;
@@ -11,10 +11,11 @@ use tokio_util::sync::CancellationToken;
 use lsm_harness::RunLaunch;
 
 use crate::agents_cmd::{self, AgentRunOptions, Output};
-use crate::config::{self, ConfigError};
+use crate::config::{Config, ConfigError};
 use crate::exit;
 use crate::foreground;
 use crate::interaction_wiring;
+pub use crate::output::OutputFormat;
 use crate::run_sinks;
 use crate::run_wiring;
 use crate::secrets;
@@ -69,12 +70,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "USD")]
     pub max_cost_usd: Option<f64>,
 
-    /// Print only the final run summary, as JSON, on stdout.
+    /// Print only the final run summary, as JSON, on stdout (same as `--output-format json`).
     #[arg(long, conflicts_with = "output_format")]
     pub json: bool,
 
-    /// `stream-json`: print every run event as one JSON line on stdout as it happens (the
-    /// transcript's lines, plus the model's streamed pieces with `seq` 0) and nothing else.
+    /// What stdout carries: `text` (the answer and a summary line; progress on stderr),
+    /// `json` (only the final run summary), `stream-json` (every run event as one JSON line
+    /// as it happens, then the final result line).
     #[arg(long, value_name = "FORMAT", value_enum)]
     pub output_format: Option<OutputFormat>,
 
@@ -131,26 +133,64 @@ impl From<StopModeArg> for lsm_harness::StopMode {
     }
 }
 
-/// `--output-format`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum OutputFormat {
-    /// Human progress on stderr, the answer on stdout (the default).
-    Text,
-    /// Every run event as one JSON line on stdout.
-    StreamJson,
+impl From<OutputFormat> for Output {
+    fn from(format: OutputFormat) -> Output {
+        match format {
+            OutputFormat::Text => Output::Human,
+            OutputFormat::Json => Output::Json,
+            OutputFormat::StreamJson => Output::StreamJson,
+        }
+    }
 }
 
 /// Run; returns the exit code.
-pub fn run(config_path: Option<&Path>, args: RunArgs) -> u8 {
-    exit::block_on_command(run_async(config_path, args))
+pub fn run(cfg: &crate::config::ConfigArgs, args: RunArgs) -> u8 {
+    exit::block_on_command(run_async(cfg, args))
 }
 
 pub(crate) fn usage(msg: impl Into<String>) -> anyhow::Error {
     ConfigError(msg.into()).into()
 }
 
-async fn run_async(config_path: Option<&Path>, mut args: RunArgs) -> Result<u8> {
-    let mut config = config::load(config_path, &config::lsm_env())?;
+async fn run_async(cfg: &crate::config::ConfigArgs, args: RunArgs) -> Result<u8> {
+    let config = cfg.load()?;
+    let output = Output::from(OutputFormat::chosen(args.json, args.output_format));
+    let yes = args.yes;
+    let run = prepare(config, args, output)?;
+    let answering = foreground::answer_in_foreground(&run.channel, yes);
+    tokio::spawn(stop_on_signals(run.stop.clone()));
+    let channel = Arc::clone(&run.channel);
+    let code = agents_cmd::run(run.spec, &run.objective, run.factory, run.opts).await;
+    channel.shutdown("the run ended");
+    answering.abort();
+    code
+}
+
+/// One agent run, wired and ready to start: what `lsm agent run`, `lsm runs resume` and the
+/// MCP `run_agent` tool share. Start it with [`agents_cmd::run`] or [`agents_cmd::execute`],
+/// after attaching someone to answer its channel.
+pub struct PreparedRun {
+    /// The agent.
+    pub spec: &'static lsm_agents::AgentSpec,
+    /// Its task or topic.
+    pub objective: String,
+    /// The run's harness factory.
+    pub factory: lsm_harness::HarnessFactory,
+    /// What the agent layer needs.
+    pub opts: AgentRunOptions,
+    /// The run's interaction channel (shut it down when the run ends).
+    pub channel: Arc<lsm_interaction::InteractionChannel>,
+    /// Cancelling it stops the run at its next step.
+    pub stop: CancellationToken,
+}
+
+/// Wire one run of `config` as `args` say: the agent and its task or topic, a resumed run's
+/// records, the limits, the tools offered, the provider, the channel and the factory, with
+/// `output`'s event sink. Runs on a multi-threaded runtime (MCP servers are listed on it).
+///
+/// # Errors
+/// A usage error (exit code 2) for a bad argument or configuration.
+pub fn prepare(mut config: Config, mut args: RunArgs, output: Output) -> Result<PreparedRun> {
     let mut cwd = std::env::current_dir()?;
     if let Some(dir) = &args.agents_folder {
         config.agents.agents_folder = cwd.join(dir);
@@ -176,7 +216,7 @@ async fn run_async(config_path: Option<&Path>, mut args: RunArgs) -> Result<u8> 
             names.join(", ")
         )));
     };
-    let task = agents_cmd::objective(
+    let objective = agents_cmd::objective(
         spec,
         args.task.as_deref(),
         args.topic.as_deref(),
@@ -230,14 +270,18 @@ async fn run_async(config_path: Option<&Path>, mut args: RunArgs) -> Result<u8> 
         config.sandbox.allowed_write_paths = vec![cwd.clone()];
     }
 
-    if let Some(usd) = args.max_cost_usd {
-        config.agents.max_cost_usd = Some(usd);
-    }
+    let cost_from = match args.max_cost_usd {
+        Some(usd) => {
+            config.agents.max_cost_usd = Some(usd);
+            "--max-cost-usd".to_string()
+        }
+        None => config.origin("agents.max_cost_usd").to_string(),
+    };
     if let Some(usd) = config.agents.max_cost_usd
         && !(usd.is_finite() && usd > 0.0)
     {
         return Err(usage(format!(
-            "max_cost_usd = {usd} must be a positive number of dollars"
+            "{cost_from}: max_cost_usd = {usd} must be a positive number of dollars"
         )));
     }
 
@@ -250,6 +294,7 @@ async fn run_async(config_path: Option<&Path>, mut args: RunArgs) -> Result<u8> 
         script_start: point.as_ref().map_or(0, |p| {
             usize::try_from(p.model_calls_made()).unwrap_or(usize::MAX)
         }),
+        model_flag: true,
     };
     // What `lsm runs resume` needs to build this run again.
     let launch = RunLaunch {
@@ -286,11 +331,6 @@ async fn run_async(config_path: Option<&Path>, mut args: RunArgs) -> Result<u8> 
     let stop = CancellationToken::new();
     let parts = run_wiring::build_run(&config, provider, &channel, stop.clone())?;
     let ask_user_available = parts.ask_user_available;
-    let output = match (args.json, args.output_format) {
-        (true, _) => Output::Json,
-        (false, Some(OutputFormat::StreamJson)) => Output::StreamJson,
-        (false, _) => Output::Human,
-    };
     let extra_tools = parts.expand_allowlist(extra_tools);
     let mut factory = parts
         .factory
@@ -304,7 +344,7 @@ async fn run_async(config_path: Option<&Path>, mut args: RunArgs) -> Result<u8> 
     if let Some(contract) = config.agents.contract_of(spec.name) {
         factory = factory.with_contract(contract);
     }
-    if let Some(sink) = run_sinks::for_output(output) {
+    if let Some(sink) = run_sinks::for_output(output, Some(llm.http.max_retries)) {
         factory = factory.with_event_sink(sink);
     }
     if let Some(point) = point {
@@ -320,9 +360,6 @@ async fn run_async(config_path: Option<&Path>, mut args: RunArgs) -> Result<u8> 
         }
         factory = factory.resuming(point);
     }
-    let answering = foreground::answer_in_foreground(&channel, args.yes);
-    tokio::spawn(stop_on_signals(stop.clone()));
-
     let opts = AgentRunOptions {
         agents_folder: config.agents.agents_folder.clone(),
         max_iterations: config.agents.max_iterations,
@@ -333,10 +370,14 @@ async fn run_async(config_path: Option<&Path>, mut args: RunArgs) -> Result<u8> 
         output,
         interactions: Some(Arc::clone(&channel)),
     };
-    let code = agents_cmd::run(spec, &task, factory, opts).await;
-    channel.shutdown("the run ended");
-    answering.abort();
-    code
+    Ok(PreparedRun {
+        spec,
+        objective,
+        factory,
+        opts,
+        channel,
+        stop,
+    })
 }
 
 /// Ctrl-C (SIGINT) or SIGTERM: the run stops at its next step, its summary is written and the

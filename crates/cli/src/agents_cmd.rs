@@ -110,6 +110,15 @@ impl AgentLogSink for StderrAgentLog {
     }
 }
 
+/// Sends an agent's log lines to the log (`-v`), for runs whose caller prints nothing.
+struct TracingAgentLog;
+
+impl AgentLogSink for TracingAgentLog {
+    fn line(&self, agent: &str, message: &str) {
+        tracing::info!("[{agent}] {}", secrets::clean(message));
+    }
+}
+
 /// What `lsm agent run` prints on stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Output {
@@ -120,6 +129,9 @@ pub enum Output {
     /// `--output-format stream-json`: only the run's events, one JSON line each, as they
     /// happen.
     StreamJson,
+    /// Nothing at all: the caller reports the result itself (the MCP `run_agent` tool); the
+    /// agent's log lines go to the log.
+    Silent,
 }
 
 /// Settings of one `lsm agent run` that the agent layer needs.
@@ -143,15 +155,36 @@ pub struct AgentRunOptions {
     pub interactions: Option<Arc<InteractionChannel>>,
 }
 
-/// Run `spec` on `objective` through the agent layer ([`crate::launch::launch_agent`]), print
-/// the result, and return the exit code: 1 when the agent failed or the run's records are
-/// missing, otherwise the code of the last phase's stop reason.
-pub async fn run(
+/// How a run ended, as the command reports it.
+pub struct Finished {
+    /// What the agent returned.
+    pub output: AgentOutput,
+    /// The run's summary, its `final_text` the agent's answer (for multi-phase agents, not
+    /// the last phase's text); `None` when the run has no records.
+    pub summary: Option<RunSummary>,
+    /// The run's log folder.
+    pub run_dir: Option<PathBuf>,
+    /// Why the run's records are missing or incomplete, if they are.
+    pub records_problem: Option<String>,
+    /// The exit code: 1 when the agent failed or the records are missing, otherwise the code
+    /// of the last phase's stop reason.
+    pub code: u8,
+}
+
+/// Run `spec` on `objective` through the agent layer ([`crate::launch::launch_agent`]).
+///
+/// # Errors
+/// When the agent cannot be built.
+pub async fn execute(
     spec: &'static AgentSpec,
     objective: &str,
     factory: HarnessFactory,
     opts: AgentRunOptions,
-) -> Result<u8> {
+) -> Result<Finished> {
+    let log_sink: Arc<dyn AgentLogSink> = match opts.output {
+        Output::Silent => Arc::new(TracingAgentLog),
+        _ => Arc::new(StderrAgentLog),
+    };
     let launched = launch_agent(AgentLaunch {
         spec,
         objective: objective.to_string(),
@@ -162,50 +195,105 @@ pub async fn run(
         max_workers: opts.max_workers,
         ask_user_available: opts.ask_user_available,
         extra_tools: opts.extra_tools.clone(),
-        log_sink: Some(Arc::new(StderrAgentLog)),
+        log_sink: Some(log_sink),
         interactions: opts.interactions.clone(),
     })
     .await?;
-    let output = &launched.output;
+    let output = launched.output;
+    let records_problem = match (&launched.summary, launched.records_error) {
+        (None, _) => Some("the run made no phase, so it has no records".to_string()),
+        (Some(_), Some(e)) => Some(e),
+        (Some(_), None) => None,
+    };
+    let summary = launched.summary.map(|mut summary| {
+        if !output.text.is_empty() {
+            summary.final_text.clone_from(&output.text);
+        }
+        summary
+    });
+    let code = match (&records_problem, output.outcome, output.stop_reason) {
+        (Some(_), _, _) | (None, RunOutcome::Failed, _) => exit::ERROR,
+        (None, _, reason) => exit::for_stop_reason(reason.unwrap_or(StopReason::Done)),
+    };
+    Ok(Finished {
+        output,
+        summary,
+        run_dir: launched.run_dir,
+        records_problem,
+        code,
+    })
+}
+
+/// Run `spec` on `objective` through the agent layer, print the result as `opts.output`
+/// says, and return the exit code (see [`Finished::code`]).
+///
+/// # Errors
+/// When the agent cannot be built or the summary cannot be serialized.
+pub async fn run(
+    spec: &'static AgentSpec,
+    objective: &str,
+    factory: HarnessFactory,
+    opts: AgentRunOptions,
+) -> Result<u8> {
+    let output_mode = opts.output;
+    let finished = execute(spec, objective, factory, opts).await?;
+    report(&finished, output_mode)?;
+    Ok(finished.code)
+}
+
+/// Print a finished run: an error (once) on stderr, then what `mode` asks for on stdout.
+///
+/// # Errors
+/// When the summary cannot be serialized.
+pub fn report(finished: &Finished, mode: Output) -> Result<()> {
+    let output = &finished.output;
     if let Some(error) = &output.error {
         eprintln!("error: {}", secrets::clean(error));
     }
-    let problem = match (&launched.summary, &launched.records_error) {
-        (None, _) => Some("the run made no phase, so it has no records".to_string()),
-        (Some(_), Some(e)) => Some(e.clone()),
-        (Some(_), None) => None,
-    };
-    if let Some(e) = problem {
+    if let Some(e) = &finished.records_problem {
         eprintln!(
             "error: the run's records could not be written: {}",
-            secrets::clean(&e)
+            secrets::clean(e)
         );
-        if opts.output == Output::Human {
+        if mode == Output::Human {
             print_artifacts(output);
         }
-        return Ok(exit::ERROR);
+        return Ok(());
     }
-    let (Some(mut summary), Some(dir)) = (launched.summary.clone(), launched.run_dir.clone())
-    else {
-        return Ok(exit::ERROR);
+    let (Some(summary), Some(dir)) = (&finished.summary, &finished.run_dir) else {
+        return Ok(());
     };
-    if !output.text.is_empty() {
-        // The agent's answer (for multi-phase agents, not the last phase's text).
-        summary.final_text.clone_from(&output.text);
+    match mode {
+        Output::Json => println!("{}", summary_json(summary)?),
+        Output::StreamJson => crate::output::stream_line(
+            "result",
+            // An envelope like the run's events (`seq` 0: not a journal line).
+            serde_json::json!({
+                "seq": 0,
+                "ts": summary.finished_at,
+                "schema_version": summary.schema_version,
+                "run_id": summary.run_id,
+                "status": summary.status,
+                "run_outcome": summary.run_outcome,
+                "exit_code": finished.code,
+                "final_text": summary.final_text,
+                "summary": summary,
+            }),
+        ),
+        Output::Silent => {}
+        Output::Human => print_human(output, summary, dir),
     }
-    match opts.output {
-        Output::Json => {
-            let text = serde_json::to_string_pretty(&summary)
-                .context("cannot serialize the run summary")?;
-            println!("{}", secrets::clean_json_text(&text));
-        }
-        Output::StreamJson => {}
-        Output::Human => print_human(output, &summary, &dir),
-    }
-    Ok(match (output.outcome, output.stop_reason) {
-        (RunOutcome::Failed, _) => exit::ERROR,
-        (_, reason) => exit::for_stop_reason(reason.unwrap_or(StopReason::Done)),
-    })
+    Ok(())
+}
+
+/// The run summary as the final JSON document of `--output-format json` (and of the MCP
+/// `run_agent` tool): pretty-printed, secrets redacted value by value.
+///
+/// # Errors
+/// When the summary cannot be serialized.
+pub fn summary_json(summary: &RunSummary) -> Result<String> {
+    let text = serde_json::to_string_pretty(summary).context("cannot serialize the run summary")?;
+    Ok(secrets::clean_json_text(&text).into_owned())
 }
 
 fn print_artifacts(output: &AgentOutput) {

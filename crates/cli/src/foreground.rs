@@ -237,8 +237,18 @@ pub fn render(request: &InteractionRequest) -> String {
     if !request.reason.is_empty() {
         s.push_str(&format!("  reason: {}\n", request.reason));
     }
-    if !request.args_summary.is_empty() {
-        s.push_str(&format!("  arguments: {}\n", request.args_summary));
+    match &request.preview {
+        // The diff says what the arguments would do; they would only repeat it.
+        Some(preview) => {
+            s.push_str("  what it would change:\n");
+            for line in preview.lines() {
+                s.push_str(&format!("    {line}\n"));
+            }
+        }
+        None if !request.args_summary.is_empty() => {
+            s.push_str(&format!("  arguments: {}\n", request.args_summary));
+        }
+        None => {}
     }
     s.push_str(answer_hint(request.request_type));
     s
@@ -316,7 +326,25 @@ mod tests {
             risk_level: RiskLevel::WritesWorkspace,
             reason: "tool 'write_file' needs permission by default".into(),
             args_summary: r#"{"path":"out.md"}"#.into(),
+            preview: None,
         }
+    }
+
+    #[test]
+    fn a_write_request_shows_the_diff_it_would_make() {
+        let mut request = perm();
+        request.preview = Some(lsm_sandbox::preview::file_diff(
+            "out.md",
+            "# Notes\nold line\nkept\n",
+            "# Notes\nnew line\nkept\n",
+        ));
+        let mut shown = render(&InteractionRequest::permission(&request));
+        // The id is random.
+        shown = shown.replace(
+            shown.split_whitespace().nth(3).unwrap_or_default(),
+            "perm-ID",
+        );
+        insta::assert_snapshot!(shown);
     }
 
     fn setup(config: InteractionConfig) -> (Arc<InteractionChannel>, Arc<Events>) {

@@ -25,10 +25,9 @@ pub fn sandbox_with_channel(
     config: &SandboxConfig,
     registry: ToolRegistry,
     channel: &Arc<InteractionChannel>,
-) -> Result<Sandbox> {
+) -> Result<Sandbox, lsm_sandbox::SandboxConfigError> {
     let registry = registry.with(Arc::new(AskUserTool::new(Arc::clone(channel))));
     Sandbox::new(config.clone(), registry, Some(Arc::clone(channel) as _))
-        .map_err(|e| usage(format!("invalid [sandbox] configuration: {e}")))
 }
 
 /// Record every event of `channel` in `harness`'s transcript (and its event sink).

@@ -12,8 +12,9 @@ use lsm_tools_kb::{
     ModePolicy, ModeSpec, Pipeline, QueryRequest, QueryResponse,
 };
 
-use crate::config::{self, Config, ConfigError};
+use crate::config::{Config, ConfigError};
 use crate::exit;
+use crate::output::{self, OutputFormat};
 use crate::wiring;
 
 /// Arguments of `lsm ingest`.
@@ -25,9 +26,15 @@ pub struct IngestArgs {
     /// Delete the index first and build it anew (e.g. after changing the embedder).
     #[arg(long)]
     pub rebuild: bool,
-    /// Print the summary as JSON on stdout (and no progress bar).
-    #[arg(long)]
+    /// Print the summary as JSON on stdout, and no progress bar (same as `--output-format
+    /// json`).
+    #[arg(long, conflicts_with = "output_format")]
     pub json: bool,
+    /// What stdout carries: `text` (a summary; the progress bar on stderr), `json` (the
+    /// summary as one JSON document), `stream-json` (one JSON line per file as it is done,
+    /// then the summary as the `result` line).
+    #[arg(long, value_name = "FORMAT", value_enum)]
+    pub output_format: Option<OutputFormat>,
 }
 
 /// Arguments of `lsm query`.
@@ -48,9 +55,14 @@ pub struct QueryArgs {
     /// answer lists the closest excerpts.
     #[arg(long, value_name = "SPEC")]
     pub provider: Option<String>,
-    /// Print the whole response (answer, citations, sources, trace) as JSON on stdout.
-    #[arg(long)]
+    /// Print the whole response (answer, citations, sources, trace) as JSON on stdout (same
+    /// as `--output-format json`).
+    #[arg(long, conflicts_with = "output_format")]
     pub json: bool,
+    /// What stdout carries: `text` (the answer and its sources), `json` (the whole response
+    /// as one JSON document), `stream-json` (the response as one `result` line).
+    #[arg(long, value_name = "FORMAT", value_enum)]
+    pub output_format: Option<OutputFormat>,
 }
 
 /// Arguments of `lsm kb stats`.
@@ -103,41 +115,78 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
-fn load_config(config_path: Option<&Path>) -> Result<Config> {
-    config::load(config_path, &config::lsm_env())
+fn load_config(cfg: &crate::config::ConfigArgs) -> Result<Config> {
+    cfg.load()
 }
 
-/// A progress bar on stderr (drawn only on a terminal).
-struct Bar(ProgressBar);
+/// A progress bar on stderr (drawn only on a terminal) that counts the chunks embedded —
+/// the slow part — with their rate and the time left, and names the file being read; with
+/// `stream`, also one JSON line per file on stdout.
+struct Bar {
+    bar: ProgressBar,
+    stream: bool,
+    files: std::sync::atomic::AtomicUsize,
+    total_files: std::sync::atomic::AtomicUsize,
+}
+
+impl Bar {
+    fn new(bar: ProgressBar, stream: bool) -> Self {
+        Bar {
+            bar,
+            stream,
+            files: Default::default(),
+            total_files: Default::default(),
+        }
+    }
+}
+
+/// The bar's look: chunks embedded of those read so far, rate, time left, the file.
+const BAR_TEMPLATE: &str =
+    "{spinner} [{bar:30}] {pos}/{len} chunks embedded ({per_sec}, ETA {eta}) {wide_msg}";
 
 impl IngestProgress for Bar {
     fn start(&self, files: usize) {
-        self.0.set_length(files as u64);
+        self.total_files.store(files, Ordering::SeqCst);
     }
     fn file_done(&self, path: &Path, outcome: &FileOutcome) {
+        if self.stream {
+            let mut fields = serde_json::to_value(outcome).unwrap_or_default();
+            if let Some(o) = fields.as_object_mut() {
+                o.insert("path".into(), path.display().to_string().into());
+            }
+            output::stream_line("file", fields);
+        }
         if let FileOutcome::Failed { reason } = outcome {
-            self.0
+            self.bar
                 .suspend(|| eprintln!("skipped {}: {reason}", path.display()));
         }
-        self.0.set_message(
+        let done = self.files.fetch_add(1, Ordering::SeqCst) + 1;
+        self.bar.set_message(format!(
+            "file {done}/{} {}",
+            self.total_files.load(Ordering::SeqCst),
             path.file_name()
                 .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-        );
-        self.0.inc(1);
+                .unwrap_or_default()
+        ));
+    }
+    fn chunks_queued(&self, n: usize) {
+        self.bar.inc_length(n as u64);
+    }
+    fn chunks_embedded(&self, n: usize) {
+        self.bar.inc(n as u64);
     }
     fn finish(&self) {
-        self.0.finish_and_clear();
+        self.bar.finish_and_clear();
     }
 }
 
 /// `lsm ingest`.
-pub fn ingest(config_path: Option<&Path>, args: IngestArgs) -> u8 {
-    finish(ingest_inner(config_path, args))
+pub fn ingest(cfg: &crate::config::ConfigArgs, args: IngestArgs) -> u8 {
+    finish(ingest_inner(cfg, args))
 }
 
-fn ingest_inner(config_path: Option<&Path>, args: IngestArgs) -> Result<u8> {
-    let config = load_config(config_path)?;
+fn ingest_inner(cfg: &crate::config::ConfigArgs, args: IngestArgs) -> Result<u8> {
+    let config = load_config(cfg)?;
     let cwd = std::env::current_dir()?;
     let roots: Vec<PathBuf> = args.paths.iter().map(|p| cwd.join(p)).collect();
     for r in &roots {
@@ -155,21 +204,22 @@ fn ingest_inner(config_path: Option<&Path>, args: IngestArgs) -> Result<u8> {
             cancel.store(true, Ordering::SeqCst);
         }
     });
-    let bar = if args.json {
+    let format = OutputFormat::chosen(args.json, args.output_format);
+    let bar = if format != OutputFormat::Text {
         ProgressBar::hidden()
     } else {
         let b = ProgressBar::new(0);
-        if let Ok(style) =
-            ProgressStyle::with_template("{spinner} [{bar:30}] {pos}/{len} files {wide_msg}")
-        {
+        if let Ok(style) = ProgressStyle::with_template(BAR_TEMPLATE) {
             b.set_style(style.progress_chars("=> "));
         }
+        // The spinner and the elapsed time move even while one large batch is embedded.
+        b.enable_steady_tick(std::time::Duration::from_millis(120));
         b
     };
-    let progress = Bar(bar);
+    let progress = Bar::new(bar, format == OutputFormat::StreamJson);
     // The walk and the index work run here; the runtime's threads watch for Ctrl-C.
     let report = kb.ingest(&roots, &options, &progress)?;
-    print_ingest(&report, &kb, args.json)?;
+    print_ingest(&report, &kb, format)?;
     rt.shutdown_background();
     Ok(if report.interrupted {
         exit::STOP_REQUESTED
@@ -178,8 +228,8 @@ fn ingest_inner(config_path: Option<&Path>, args: IngestArgs) -> Result<u8> {
     })
 }
 
-fn print_ingest(report: &IngestReport, kb: &KnowledgeBase, json: bool) -> Result<()> {
-    if json {
+fn print_ingest(report: &IngestReport, kb: &KnowledgeBase, format: OutputFormat) -> Result<()> {
+    if format != OutputFormat::Text {
         let mut v = serde_json::to_value(report)?;
         if let Some(o) = v.as_object_mut() {
             o.insert(
@@ -188,7 +238,7 @@ fn print_ingest(report: &IngestReport, kb: &KnowledgeBase, json: bool) -> Result
             );
             o.insert("index_dir".into(), kb.dir().display().to_string().into());
         }
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        output::print_final(format, output::versioned(v));
         return Ok(());
     }
     println!(
@@ -224,9 +274,9 @@ fn print_ingest(report: &IngestReport, kb: &KnowledgeBase, json: bool) -> Result
 }
 
 /// `lsm kb stats`.
-pub fn stats(config_path: Option<&Path>, args: StatsArgs) -> u8 {
+pub fn stats(cfg: &crate::config::ConfigArgs, args: StatsArgs) -> u8 {
     finish((|| {
-        let config = load_config(config_path)?;
+        let config = load_config(cfg)?;
         let kb = KnowledgeBase::open(&config.kb)?;
         let s = kb.stats()?;
         if args.json {
@@ -243,9 +293,9 @@ pub fn stats(config_path: Option<&Path>, args: StatsArgs) -> u8 {
 }
 
 /// `lsm kb rm`.
-pub fn rm(config_path: Option<&Path>, args: RmArgs) -> u8 {
+pub fn rm(cfg: &crate::config::ConfigArgs, args: RmArgs) -> u8 {
     finish((|| {
-        let config = load_config(config_path)?;
+        let config = load_config(cfg)?;
         let kb = KnowledgeBase::open(&config.kb)?;
         let path = std::env::current_dir()?.join(&args.path);
         let removed = lsm_tools_kb::remove_path(kb.store(), &path)?;
@@ -348,12 +398,12 @@ impl lsm_harness::ToolCallGuard for KbModeGuard {
 }
 
 /// `lsm query`.
-pub fn query(config_path: Option<&Path>, args: QueryArgs) -> u8 {
-    finish(query_inner(config_path, args))
+pub fn query(cfg: &crate::config::ConfigArgs, args: QueryArgs) -> u8 {
+    finish(query_inner(cfg, args))
 }
 
-fn query_inner(config_path: Option<&Path>, args: QueryArgs) -> Result<u8> {
-    let config = load_config(config_path)?;
+fn query_inner(cfg: &crate::config::ConfigArgs, args: QueryArgs) -> Result<u8> {
+    let config = load_config(cfg)?;
     let filters = parse_filters(&args.filters)?;
     if args.question.trim().is_empty() {
         return Err(usage("the question is empty"));
@@ -366,7 +416,10 @@ fn query_inner(config_path: Option<&Path>, args: QueryArgs) -> Result<u8> {
     };
     // Without a provider the answer lists the closest excerpts.
     let provider = match flags.provider.is_some() || llm.provider.is_some() {
-        true => Some(wiring::build_provider(&llm, &flags, &cwd, &config.source_name())?.provider),
+        true => Some(crate::retry_notice::announcing(
+            wiring::build_provider(&llm, &flags, &cwd, &config.source_name())?.provider,
+            llm.http.max_retries,
+        )),
         false => None,
     };
     let kb = Arc::new(KnowledgeBase::open(&config.kb)?);
@@ -381,13 +434,19 @@ fn query_inner(config_path: Option<&Path>, args: QueryArgs) -> Result<u8> {
     };
     let rt = runtime()?;
     let response = rt.block_on(pipeline.run(request))?;
-    print_response(&response, args.json)?;
+    print_response(
+        &response,
+        OutputFormat::chosen(args.json, args.output_format),
+    )?;
     Ok(exit::OK)
 }
 
-fn print_response(r: &QueryResponse, json: bool) -> Result<()> {
-    if json {
-        println!("{}", serde_json::to_string_pretty(r)?);
+fn print_response(r: &QueryResponse, format: OutputFormat) -> Result<()> {
+    if format != OutputFormat::Text {
+        // Through the text: an `f32` score keeps its short form (1.2921584, not its `f64`
+        // widening).
+        let document: serde_json::Value = serde_json::from_str(&serde_json::to_string(r)?)?;
+        output::print_final(format, output::versioned(document));
         return Ok(());
     }
     println!("{}", r.answer);
@@ -432,6 +491,25 @@ fn print_response(r: &QueryResponse, json: bool) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ingest_bar_counts_chunks_embedded_of_those_read_and_names_the_file() {
+        let hidden = indicatif::ProgressDrawTarget::hidden();
+        let bar = Bar::new(ProgressBar::with_draw_target(Some(0), hidden), false);
+        bar.start(2);
+        bar.chunks_queued(100);
+        bar.file_done(Path::new("/d/a.md"), &FileOutcome::Indexed { chunks: 100 });
+        bar.chunks_embedded(64);
+        assert_eq!((bar.bar.position(), bar.bar.length()), (64, Some(100)));
+        assert_eq!(bar.bar.message(), "file 1/2 a.md");
+        bar.chunks_queued(3);
+        bar.file_done(Path::new("/d/b.md"), &FileOutcome::Indexed { chunks: 3 });
+        bar.chunks_embedded(36);
+        bar.chunks_embedded(3);
+        assert_eq!((bar.bar.position(), bar.bar.length()), (103, Some(103)));
+        assert_eq!(bar.bar.message(), "file 2/2 b.md");
+        assert!(BAR_TEMPLATE.contains("{per_sec}") && BAR_TEMPLATE.contains("{eta}"));
+    }
 
     #[test]
     fn filters_parse_and_bad_ones_are_usage_errors() {

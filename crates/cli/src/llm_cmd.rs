@@ -1,7 +1,7 @@
 //! `lsm llm ping`: one tiny call to the configured provider, with its figures or the precise
 //! reason it failed.
 
-use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Result;
@@ -10,8 +10,9 @@ use lsm_phase::LlmTier;
 use lsm_providers::{CallOptions, LlmRequest, Message};
 use serde_json::json;
 
-use crate::config::{self, tier_name};
+use crate::config::tier_name;
 use crate::exit;
+use crate::output::{self, OutputFormat};
 use crate::secrets;
 use crate::wiring::{self, ProviderFlags};
 
@@ -36,9 +37,14 @@ pub struct PingArgs {
     #[arg(long, value_name = "TIER", default_value = "normal", value_parser = parse_tier)]
     pub tier: LlmTier,
 
-    /// Print the result as one JSON object on stdout.
-    #[arg(long)]
+    /// Print the result as one JSON object on stdout (same as `--output-format json`).
+    #[arg(long, conflicts_with = "output_format")]
     pub json: bool,
+
+    /// What stdout carries: `text`, `json` (one JSON document) or `stream-json` (one `result`
+    /// line).
+    #[arg(long, value_name = "FORMAT", value_enum)]
+    pub output_format: Option<crate::output::OutputFormat>,
 }
 
 fn parse_tier(s: &str) -> Result<LlmTier, String> {
@@ -66,22 +72,38 @@ pub fn ping_request() -> LlmRequest {
 }
 
 /// Run; returns the exit code.
-pub fn ping(config_path: Option<&Path>, args: PingArgs) -> u8 {
-    exit::block_on_command(ping_async(config_path, args))
+pub fn ping(cfg: &crate::config::ConfigArgs, args: PingArgs) -> u8 {
+    exit::block_on_command(ping_async(cfg, args))
 }
 
-async fn ping_async(config_path: Option<&Path>, args: PingArgs) -> Result<u8> {
-    let config = config::load(config_path, &config::lsm_env())?;
-    let cwd = std::env::current_dir()?;
-    let llm = config.llm.resolve(args.tier)?;
+async fn ping_async(cfg: &crate::config::ConfigArgs, args: PingArgs) -> Result<u8> {
+    let config = cfg.load()?;
     let flags = ProviderFlags {
         provider: args.provider.clone(),
         model: args.model.clone(),
         base_url: args.base_url.clone(),
         script_start: 0,
+        model_flag: true,
     };
-    let built = wiring::build_provider(&llm, &flags, &cwd, &config.source_name())?;
-    let p = &built.provider;
+    let format = OutputFormat::chosen(args.json, args.output_format);
+    ping_with(&config, &flags, args.tier, format).await
+}
+
+/// One tiny call with `config`'s settings for `tier` and `flags`; prints the figures (or
+/// the failure) as `format` says and returns the exit code: 0, or 1 when the call failed.
+///
+/// # Errors
+/// A usage error when the provider cannot be built.
+pub async fn ping_with(
+    config: &crate::config::Config,
+    flags: &ProviderFlags,
+    tier: LlmTier,
+    format: OutputFormat,
+) -> Result<u8> {
+    let cwd = std::env::current_dir()?;
+    let llm = config.llm.resolve(tier)?;
+    let built = wiring::build_provider(&llm, flags, &cwd, &config.source_name())?;
+    let p = &crate::retry_notice::announcing(Arc::clone(&built.provider), llm.http.max_retries);
     let request = ping_request();
     let started = Instant::now();
     let result = p.complete(&request).await;
@@ -89,15 +111,7 @@ async fn ping_async(config_path: Option<&Path>, args: PingArgs) -> Result<u8> {
     match result {
         Ok(r) => {
             let cost = p.pricing().map(|pr| pr.cost(&r.usage));
-            if args.json {
-                let out = json!({
-                    "ok": true, "provider": p.name(), "model": p.model(),
-                    "base_url": built.base_url, "tier": tier_name(args.tier),
-                    "latency_ms": latency_ms, "usage": r.usage, "cost_usd": cost,
-                    "response_id": r.response_id, "reply": r.text,
-                });
-                println!("{}", secrets::clean_json(out));
-            } else {
+            if format == OutputFormat::Text {
                 println!("provider: {}", p.name());
                 println!("model: {}", p.model());
                 if let Some(url) = &built.base_url {
@@ -112,17 +126,29 @@ async fn ping_async(config_path: Option<&Path>, args: PingArgs) -> Result<u8> {
                     println!("cost: ${c:.6}");
                 }
                 println!("reply: {}", secrets::clean(r.text.trim()));
+            } else {
+                output::print_final(
+                    format,
+                    output::versioned(json!({
+                        "ok": true, "provider": p.name(), "model": p.model(),
+                        "base_url": built.base_url, "tier": tier_name(tier),
+                        "latency_ms": latency_ms, "usage": r.usage, "cost_usd": cost,
+                        "response_id": r.response_id, "reply": r.text,
+                    })),
+                );
             }
             Ok(exit::OK)
         }
         Err(e) => {
-            if args.json {
-                let out = json!({
-                    "ok": false, "provider": p.name(), "model": p.model(),
-                    "base_url": built.base_url, "tier": tier_name(args.tier),
-                    "latency_ms": latency_ms, "error": e.to_string(),
-                });
-                println!("{}", secrets::clean_json(out));
+            if format != OutputFormat::Text {
+                output::print_final(
+                    format,
+                    output::versioned(json!({
+                        "ok": false, "provider": p.name(), "model": p.model(),
+                        "base_url": built.base_url, "tier": tier_name(tier),
+                        "latency_ms": latency_ms, "error": e.to_string(),
+                    })),
+                );
             }
             eprintln!(
                 "{}",

@@ -16,6 +16,7 @@ mod broken_pipe;
 mod config;
 mod exit;
 mod foreground;
+mod init_cmd;
 mod interaction_wiring;
 mod kb_cmd;
 mod launch;
@@ -25,7 +26,10 @@ mod mcp_cmd;
 mod mcp_wiring;
 mod memory_cmd;
 mod memory_wiring;
+mod output;
 mod progress;
+mod retry_notice;
+mod run_agent_tool;
 mod run_sinks;
 mod run_wiring;
 mod runs_cmd;
@@ -42,13 +46,47 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
-/// lsm — run LLM agents in bounded phases over sandboxed tools.
+/// What `lsm` is for, first thing in `lsm -h`.
+const ABOUT: &str = "lsm runs LLM agents on your tasks and answers questions from your own \
+documents, with token budgets they cannot exceed, tools confined to the folders you allow, \
+your approval before anything is changed, and a record of every run.";
+
+/// `lsm --help`: what it is for, then three examples.
+const LONG_ABOUT: &str = "lsm runs LLM agents on your tasks and answers questions from your own \
+documents, with token budgets they cannot exceed, tools confined to the folders you allow, \
+your approval before anything is changed, and a record of every run.
+
+Examples:
+  lsm init                                          set up a provider for this project
+  lsm agent run general --task \"Summarize notes.md into summary.md\"
+  lsm ingest ~/notes && lsm query \"what did I decide about the boundary layer?\"";
+
+/// `lsm --version`: the version and the commit it was built from.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("LSM_COMMIT"),
+    ")"
+);
+
 #[derive(Debug, Parser)]
-#[command(name = "lsm", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "lsm",
+    version = VERSION,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    propagate_version = true
+)]
 struct Cli {
-    /// Configuration file (default: ./lsm.toml when it exists).
+    /// A configuration file read on top of the user file and the project's lsm.toml
+    /// (see `lsm config show`).
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
+
+    /// Set one configuration key for this run, over every file and LSM_* variable
+    /// (repeatable): -c agents.max_tokens_budget=5000 -c llm.model=gpt-4o.
+    #[arg(short = 'c', long = "set", global = true, value_name = "KEY=VALUE")]
+    overrides: Vec<String>,
 
     /// More log output on stderr (-v info, -vv debug).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
@@ -84,9 +122,42 @@ enum Command {
     /// Inspect and maintain the knowledge base.
     #[command(subcommand)]
     Kb(KbCommand),
-    /// Model Context Protocol: list the configured MCP servers and their tools.
+    /// Write a commented lsm.toml here (provider, model, key variable; asked, or from flags)
+    /// and ping the model.
+    Init(init_cmd::InitArgs),
+    /// Show the effective configuration and where each setting comes from.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Print a shell completion script: `lsm completions bash > ~/.local/share/bash-completion/completions/lsm`.
+    Completions(CompletionsArgs),
+    /// Write the man pages (lsm.1 and one per subcommand) into a folder; `cargo xtask man`
+    /// runs it.
+    #[command(hide = true)]
+    Man(ManArgs),
+    /// Model Context Protocol: list the configured MCP servers and their tools, or serve
+    /// lsm's own tools to other MCP clients.
     #[command(subcommand)]
     Mcp(mcp_cmd::McpCommand),
+}
+
+#[derive(Debug, Args)]
+struct CompletionsArgs {
+    /// The shell.
+    shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+struct ManArgs {
+    /// The folder to write the pages into (created if missing).
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Every effective setting with its source: file:line, environment variable, flag or
+    /// default.
+    Show(ListArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -158,28 +229,95 @@ fn main() -> ExitCode {
     if !matches!(cli.command, Command::Tui(_)) {
         init_logging(cli.verbose);
     }
+    let cfg = config::ConfigArgs {
+        file: cli.config,
+        overrides: cli.overrides,
+    };
+    let cfg = &cfg;
     let code = match cli.command {
         Command::Tools(ToolsCommand::List(args)) => {
-            tools_cmd::list(cli.config.as_deref(), args.agent.as_deref(), args.json)
+            tools_cmd::list(cfg, args.agent.as_deref(), args.json)
         }
-        Command::Agent(AgentCommand::Run(args)) => agent_run::run(cli.config.as_deref(), *args),
+        Command::Config(ConfigCommand::Show(args)) => config_show(cfg, args.json),
+        Command::Init(args) => init_cmd::run(cfg, args),
+        Command::Completions(args) => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            let mut script = Vec::new();
+            clap_complete::generate(args.shell, &mut command, "lsm", &mut script);
+            // A reader that went away (`| head`) is not an error.
+            let _ = std::io::Write::write_all(&mut std::io::stdout(), &script);
+            exit::OK
+        }
+        Command::Man(args) => match write_man_pages(&args.out) {
+            Ok(n) => {
+                eprintln!("wrote {n} man pages into {}", args.out.display());
+                exit::OK
+            }
+            Err(e) => {
+                eprintln!("error: cannot write the man pages: {e}");
+                exit::ERROR
+            }
+        },
+        Command::Agent(AgentCommand::Run(args)) => agent_run::run(cfg, *args),
         Command::Agent(AgentCommand::List(args)) => agents_cmd::list(args.json),
-        Command::Runs(command) => runs_cmd::run(cli.config.as_deref(), command),
-        Command::Memory(command) => memory_cmd::run(cli.config.as_deref(), command),
-        Command::Tui(args) => tui::run(cli.config.as_deref(), args),
-        Command::Llm(LlmCommand::Ping(args)) => llm_cmd::ping(cli.config.as_deref(), args),
-        Command::Ingest(args) => kb_cmd::ingest(cli.config.as_deref(), args),
-        Command::Query(args) => kb_cmd::query(cli.config.as_deref(), args),
-        Command::Kb(KbCommand::Stats(args)) => kb_cmd::stats(cli.config.as_deref(), args),
-        Command::Kb(KbCommand::Rm(args)) => kb_cmd::rm(cli.config.as_deref(), args),
-        Command::Mcp(command) => mcp_cmd::run(cli.config.as_deref(), command),
+        Command::Runs(command) => runs_cmd::run(cfg, command),
+        Command::Memory(command) => memory_cmd::run(cfg, command),
+        Command::Tui(args) => tui::run(cfg, args),
+        Command::Llm(LlmCommand::Ping(args)) => llm_cmd::ping(cfg, args),
+        Command::Ingest(args) => kb_cmd::ingest(cfg, args),
+        Command::Query(args) => kb_cmd::query(cfg, args),
+        Command::Kb(KbCommand::Stats(args)) => kb_cmd::stats(cfg, args),
+        Command::Kb(KbCommand::Rm(args)) => kb_cmd::rm(cfg, args),
+        Command::Mcp(command) => mcp_cmd::run(cfg, command),
     };
     ExitCode::from(code)
 }
 
+/// `lsm.1` and one page per subcommand (`lsm-agent-run.1`, …) into `dir`; returns how many.
+fn write_man_pages(dir: &std::path::Path) -> std::io::Result<usize> {
+    std::fs::create_dir_all(dir)?;
+    let mut command = <Cli as clap::CommandFactory>::command();
+    command.build();
+    let mut written = 0;
+    let mut pending = vec![(String::from("lsm"), command)];
+    while let Some((name, command)) = pending.pop() {
+        if command.is_hide_set() {
+            continue;
+        }
+        let mut page = Vec::new();
+        clap_mangen::Man::new(command.clone())
+            .title(name.clone())
+            .render(&mut page)?;
+        std::fs::write(dir.join(format!("{name}.1")), page)?;
+        written += 1;
+        for sub in command.get_subcommands() {
+            if sub.get_name() != "help" {
+                pending.push((format!("{name}-{}", sub.get_name()), sub.clone()));
+            }
+        }
+    }
+    Ok(written)
+}
+
+/// `lsm config show [--json]`.
+fn config_show(cfg: &config::ConfigArgs, json: bool) -> u8 {
+    exit::block_on_command(async move {
+        let config = cfg.load()?;
+        if json {
+            let text = serde_json::to_string_pretty(&config::show::json(&config))?;
+            println!("{}", secrets::clean_json_text(&text));
+        } else {
+            print!("{}", secrets::clean(&config::show::text(&config)));
+        }
+        Ok(exit::OK)
+    })
+}
+
 fn init_logging(verbose: u8) {
     let default = match verbose {
-        0 => "warn",
+        // The harness's "phase ended in error" warning is the run's error, which the command
+        // prints itself (once); `-v` shows it too.
+        0 => "warn,lsm_harness::harness=error",
         1 => "info",
         _ => "debug",
     };

@@ -1,6 +1,9 @@
 //! `lsm mcp list`: every configured MCP server, whether it started, and its tools.
+//! `lsm mcp serve`: the knowledge-base tools and `run_agent` over MCP, on stdio or streamable
+//! HTTP.
 
-use std::path::Path;
+use std::net::SocketAddr;
+use std::sync::Arc;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
@@ -14,9 +17,10 @@ pub enum McpCommand {
     /// Start every configured MCP server, and show its status (started, or why not) and its
     /// tools as agents see them (`mcp__<server>__<tool>`).
     List(ListArgs),
-    /// Serve the knowledge-base tools over MCP on stdin/stdout (for another MCP client's
-    /// configuration). Every call goes through the sandbox of this configuration; calls that
-    /// need a person's permission are denied (nobody is asked).
+    /// Serve the knowledge-base tools and `run_agent` over MCP, on stdin/stdout or (with
+    /// `--http`) streamable HTTP, for another MCP client's configuration. Every call goes
+    /// through the sandbox of this configuration; calls that need a person's permission are
+    /// denied (nobody is asked).
     Serve(ServeArgs),
 }
 
@@ -27,6 +31,18 @@ pub struct ServeArgs {
     /// `lsm agent run --provider`.
     #[arg(long, value_name = "SPEC")]
     pub provider: Option<String>,
+
+    /// Serve streamable HTTP on this address (`127.0.0.1:8931`; a bare port means
+    /// 127.0.0.1) instead of stdio. The endpoint is `http://ADDR/mcp`; the address actually
+    /// bound (port 0 picks a free one) is printed on stdout.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
+
+    /// Allow `--http` to listen on an address other than loopback. Anyone who can reach it
+    /// can then query the knowledge base and run agents: put it behind something that
+    /// authenticates.
+    #[arg(long, requires = "http")]
+    pub allow_non_loopback: bool,
 }
 
 /// Arguments of `lsm mcp list`.
@@ -38,65 +54,120 @@ pub struct ListArgs {
 }
 
 /// Run an `lsm mcp` command; returns the exit code.
-pub fn run(config_path: Option<&Path>, command: McpCommand) -> u8 {
+pub fn run(cfg: &crate::config::ConfigArgs, command: McpCommand) -> u8 {
     match command {
-        McpCommand::List(args) => exit::block_on_command(list(config_path, args)),
-        McpCommand::Serve(args) => exit::block_on_command(serve(config_path, args)),
+        McpCommand::List(args) => exit::block_on_command(list(cfg, args)),
+        McpCommand::Serve(args) => exit::block_on_command(serve(cfg, args)),
     }
 }
 
-/// `lsm mcp serve`: the knowledge-base tools of the configured index, through the sandbox,
-/// with nobody to ask for permission. Their model calls (synthesis) use the normal tier
-/// under one budget of `[agents] max_tokens_budget` for the whole session.
-async fn serve(config_path: Option<&Path>, args: ServeArgs) -> Result<u8> {
-    let config = config::load(config_path, &config::lsm_env())?;
+/// `lsm mcp serve`: the knowledge-base tools of the configured index (when there is one) and
+/// `run_agent`, through the sandbox, with nobody to ask for permission. The knowledge-base
+/// tools' model calls (synthesis) use the normal tier under one budget of `[agents]
+/// max_tokens_budget` for the whole session; each `run_agent` call has its own run budget.
+async fn serve(cfg: &crate::config::ConfigArgs, args: ServeArgs) -> Result<u8> {
+    let config = cfg.load()?;
+    let listen = args
+        .http
+        .as_deref()
+        .map(|a| listen_address(a, args.allow_non_loopback))
+        .transpose()?;
     let cwd = std::env::current_dir()?;
     let llm = config.llm.resolve(lsm_phase::LlmTier::Normal)?;
-    let provider = crate::wiring::build_provider(
-        &llm,
-        &crate::wiring::ProviderFlags {
-            provider: args.provider,
-            ..crate::wiring::ProviderFlags::default()
-        },
-        &cwd,
-        &config.source_name(),
-    )?
-    .provider;
-    let budget = lsm_harness::RunBudget::new(lsm_harness::BudgetLimits::from_config(
-        &config.agents.harness,
-    ));
-    let kb = crate::kb_cmd::agent_tools(&config, provider, &budget)?;
-    let kb_names: Vec<String> = lsm_tools_kb::tools::catalog(&config.kb.remote)
-        .into_iter()
-        .map(|t| t.name)
-        .collect();
-    let registry = kb
-        .registry
-        .iter()
-        .filter(|t| kb_names.iter().any(|n| n == t.name()))
-        .fold(lsm_sandbox::ToolRegistry::new(), |r, t| {
-            r.with(std::sync::Arc::clone(t))
-        });
-    if registry.is_empty() {
-        return Err(config::ConfigError(format!(
-            "no knowledge base at {}: run `lsm ingest <folder>` first",
-            config.kb.index_dir.display()
-        ))
-        .into());
+    let flags = crate::wiring::ProviderFlags {
+        provider: args.provider.clone(),
+        ..crate::wiring::ProviderFlags::default()
+    };
+    let mut registry = lsm_sandbox::ToolRegistry::new();
+    // The knowledge-base tools need a provider only to write answers.
+    if flags.provider.is_some() || llm.provider.is_some() {
+        let provider =
+            crate::wiring::build_provider(&llm, &flags, &cwd, &config.source_name())?.provider;
+        let budget = lsm_harness::RunBudget::new(lsm_harness::BudgetLimits::from_config(
+            &config.agents.harness,
+        ));
+        let kb = crate::kb_cmd::agent_tools(&config, provider, &budget)?;
+        let kb_names: Vec<String> = lsm_tools_kb::tools::catalog(&config.kb.remote)
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
+        for tool in kb.registry.iter() {
+            if kb_names.iter().any(|n| n == tool.name()) {
+                registry.register(Arc::clone(tool));
+            }
+        }
     }
+    if registry.is_empty() {
+        eprintln!(
+            "note: no knowledge-base tools: no index at {} (or no [llm] provider); serving run_agent only",
+            config.kb.index_dir.display()
+        );
+    }
+    registry.register(Arc::new(crate::run_agent_tool::RunAgentTool::new(
+        config.clone(),
+        args.provider,
+    )));
     let sandbox = lsm_sandbox::Sandbox::new(config.sandbox.clone(), registry, None)
-        .map_err(|e| config::ConfigError(format!("the sandbox cannot be used: {e}")))?;
-    lsm_mcp::SandboxServer::new(
-        std::sync::Arc::new(sandbox),
-        "lsm: retrieval tools over the user's own documents (cite the sources they return).",
-    )
-    .serve_stdio()
-    .await?;
+        .map_err(|e| config::ConfigError(config.sandbox_error(&e)))?;
+    let server = lsm_mcp::SandboxServer::new(
+        Arc::new(sandbox),
+        "lsm: retrieval tools over the user's own documents (cite the sources they return), \
+         and run_agent to run one of lsm's agents.",
+    );
+    let Some(addr) = listen else {
+        server.serve_stdio().await?;
+        return Ok(exit::OK);
+    };
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| config::ConfigError(format!("--http {addr}: cannot listen there: {e}")))?;
+    let bound = listener.local_addr()?;
+    println!("listening on http://{bound}/mcp");
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                stop.cancel();
+            }
+        }
+    });
+    server.serve_http(listener, stop).await?;
     Ok(exit::OK)
 }
 
-async fn list(config_path: Option<&Path>, args: ListArgs) -> Result<u8> {
-    let config = config::load(config_path, &config::lsm_env())?;
+/// The address `--http` names: `IP:PORT`, `localhost:PORT`, or a bare port on 127.0.0.1.
+/// Loopback only, unless `allow_non_loopback`.
+fn listen_address(text: &str, allow_non_loopback: bool) -> Result<SocketAddr> {
+    let addr = if let Ok(port) = text.parse::<u16>() {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    } else if let Some(port) = text.strip_prefix("localhost:") {
+        let port = port.parse::<u16>().map_err(|_| bad_address(text))?;
+        SocketAddr::from(([127, 0, 0, 1], port))
+    } else {
+        text.parse::<SocketAddr>().map_err(|_| bad_address(text))?
+    };
+    if !addr.ip().is_loopback() && !allow_non_loopback {
+        return Err(config::ConfigError(format!(
+            "--http {text}: {} is not a loopback address; anyone who can reach it could query \
+             the knowledge base and run agents. Use 127.0.0.1, or pass --allow-non-loopback \
+             behind something that authenticates",
+            addr.ip()
+        ))
+        .into());
+    }
+    Ok(addr)
+}
+
+fn bad_address(text: &str) -> anyhow::Error {
+    config::ConfigError(format!(
+        "--http {text}: not an address; use IP:PORT (127.0.0.1:8931), localhost:PORT or a port"
+    ))
+    .into()
+}
+
+async fn list(cfg: &crate::config::ConfigArgs, args: ListArgs) -> Result<u8> {
+    let config = cfg.load()?;
     let clients = McpClients::new(&config.mcp).map_err(|e| config::ConfigError(e.to_string()))?;
     let (_tools, statuses) = clients.tools().await;
     clients.shutdown().await;
@@ -146,4 +217,26 @@ async fn list(config_path: Option<&Path>, args: ListArgs) -> Result<u8> {
         );
     }
     Ok(if failed { exit::ERROR } else { exit::OK })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_listens_on_loopback_unless_told_otherwise() {
+        let ok = |t: &str| listen_address(t, false).unwrap().to_string();
+        assert_eq!(ok("127.0.0.1:8931"), "127.0.0.1:8931");
+        assert_eq!(ok("8931"), "127.0.0.1:8931");
+        assert_eq!(ok("localhost:0"), "127.0.0.1:0");
+        assert_eq!(ok("[::1]:80"), "[::1]:80");
+        for refused in ["0.0.0.0:8931", "192.168.1.4:80", "[::]:80"] {
+            let e = listen_address(refused, false).unwrap_err();
+            assert!(e.downcast_ref::<config::ConfigError>().is_some(), "{e}");
+            assert!(e.to_string().contains("--allow-non-loopback"), "{e}");
+            assert!(listen_address(refused, true).is_ok());
+        }
+        let e = listen_address("example.com:80", false).unwrap_err();
+        assert!(e.to_string().contains("not an address"), "{e}");
+    }
 }

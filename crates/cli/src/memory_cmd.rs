@@ -4,7 +4,7 @@
 //! whether or not `[agents.memory] enabled` is set, so memory can be inspected and cleaned
 //! while agents do not use it.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
@@ -14,7 +14,7 @@ use lsm_memory::{
 use serde_json::json;
 
 use crate::agent_run::usage;
-use crate::config::{self, ConfigError};
+use crate::config::ConfigError;
 use crate::exit;
 
 /// `lsm memory …`.
@@ -91,8 +91,8 @@ pub struct SearchArgs {
 }
 
 /// Run a memory command; returns the exit code.
-pub fn run(config_path: Option<&Path>, command: MemoryCommand) -> u8 {
-    match run_inner(config_path, command) {
+pub fn run(cfg: &crate::config::ConfigArgs, command: MemoryCommand) -> u8 {
+    match run_inner(cfg, command) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {}", crate::secrets::clean(&format!("{e:#}")));
@@ -105,8 +105,8 @@ pub fn run(config_path: Option<&Path>, command: MemoryCommand) -> u8 {
     }
 }
 
-fn store(config_path: Option<&Path>, common: &CommonArgs) -> Result<MemoryStore> {
-    let config = config::load(config_path, &config::lsm_env())?;
+fn store(cfg: &crate::config::ConfigArgs, common: &CommonArgs) -> Result<MemoryStore> {
+    let config = cfg.load()?;
     let agents_folder = match &common.agents_folder {
         Some(dir) => std::env::current_dir()?.join(dir),
         None => config.agents.agents_folder.clone(),
@@ -137,11 +137,11 @@ fn store_error(e: MemoryError) -> anyhow::Error {
     }
 }
 
-fn run_inner(config_path: Option<&Path>, command: MemoryCommand) -> Result<u8> {
+fn run_inner(cfg: &crate::config::ConfigArgs, command: MemoryCommand) -> Result<u8> {
     match command {
         MemoryCommand::List(args) => {
             check_agent(args.filter.agent.as_ref())?;
-            let store = store(config_path, &args.common)?;
+            let store = store(cfg, &args.common)?;
             let filter = ListFilter {
                 scopes: args.filter.scope.into_iter().collect(),
                 owner: args.filter.agent,
@@ -161,7 +161,7 @@ fn run_inner(config_path: Option<&Path>, command: MemoryCommand) -> Result<u8> {
             if args.text.trim().is_empty() && args.tags.is_empty() {
                 return Err(usage("give the text to search for (or --tag)"));
             }
-            let store = store(config_path, &args.common)?;
+            let store = store(cfg, &args.common)?;
             let query = SearchQuery {
                 text: args.text,
                 tags: args.tags,
@@ -183,7 +183,7 @@ fn run_inner(config_path: Option<&Path>, command: MemoryCommand) -> Result<u8> {
             }
         }
         MemoryCommand::Approve(args) => {
-            let store = store(config_path, &args.common)?;
+            let store = store(cfg, &args.common)?;
             let (memory, changed) = store
                 .approve(&Reach::Everyone, args.id.trim())
                 .map_err(store_error)?;
@@ -199,7 +199,7 @@ fn run_inner(config_path: Option<&Path>, command: MemoryCommand) -> Result<u8> {
             }
         }
         MemoryCommand::Rm(args) => {
-            let store = store(config_path, &args.common)?;
+            let store = store(cfg, &args.common)?;
             let memory = store
                 .remove(&Reach::Everyone, args.id.trim())
                 .map_err(store_error)?;

@@ -9,12 +9,12 @@ use anyhow::Result;
 use lsm_harness::MemoryProvider;
 use lsm_memory::{MemoryStore, StandingOptions, StoreLayout};
 use lsm_sandbox::ToolRegistry;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::ConfigError;
 
 /// `[agents.memory]`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MemoryConfig {
     /// Register the memory tools and inject standing context in `lsm agent run`.
@@ -66,18 +66,6 @@ impl MemoryConfig {
             }
             Some(_) => {
                 Err(ConfigError("[agents] memory must be a table ([agents.memory])".into()).into())
-            }
-        }
-    }
-
-    /// Resolve relative paths against `base` (the config file's folder).
-    pub fn resolve_paths(&mut self, base: &Path) {
-        for p in [&mut self.project_db, &mut self.global_db]
-            .into_iter()
-            .flatten()
-        {
-            if p.is_relative() {
-                *p = base.join(&*p);
             }
         }
     }

@@ -15,13 +15,14 @@ pub const CRASH_AFTER_SEQ_ENV: &str = "LSM_TEST_CRASH_AFTER_SEQ";
 /// after the tool ran).
 pub const CRASH_BEFORE_SEQ_ENV: &str = "LSM_TEST_CRASH_BEFORE_SEQ";
 
-/// The sink for `output`, plus the crash points when their variables are set.
-pub fn for_output(output: Output) -> Option<Arc<dyn EventSink>> {
+/// The sink for `output` (the human progress says how many retries a call gets:
+/// `max_retries`), plus the crash points when their variables are set.
+pub fn for_output(output: Output, max_retries: Option<u32>) -> Option<Arc<dyn EventSink>> {
     let mut sinks: Vec<Arc<dyn EventSink>> = Vec::new();
     match output {
-        Output::Human => sinks.push(Arc::new(StderrProgress::default())),
+        Output::Human => sinks.push(Arc::new(StderrProgress::new(max_retries))),
         Output::StreamJson => sinks.push(Arc::new(StreamJson)),
-        Output::Json => {}
+        Output::Json | Output::Silent => {}
     }
     let seq = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse().ok());
     let crash = CrashPoint {

@@ -82,7 +82,8 @@ pub fn build_run_with(
     }
     // Every run's sandbox refuses writes to lsm's own configuration and run records.
     let sandbox =
-        interaction_wiring::sandbox_with_channel(&config.run_sandbox(), registry, channel)?;
+        interaction_wiring::sandbox_with_channel(&config.run_sandbox(), registry, channel)
+            .map_err(|e| usage(config.sandbox_error(&e)))?;
     let ask_user_available = sandbox.registry().contains("ask_user");
     let sandbox = Arc::new(sandbox);
     // Hook commands run in the run's OS sandbox, like the programs its tools execute.

@@ -8,7 +8,6 @@ use clap::{Args, Subcommand};
 use lsm_harness::{HarnessError, LockState, ResumePoint, RunEvent, StartedRun};
 
 use crate::agent_run::{self, OutputFormat, RunArgs, usage};
-use crate::config;
 use crate::exit;
 use crate::legacy_runs;
 
@@ -92,26 +91,23 @@ struct RunRow {
 }
 
 /// Run a `lsm runs` command; returns the exit code.
-pub fn run(config_path: Option<&Path>, command: RunsCommand) -> u8 {
+pub fn run(cfg: &crate::config::ConfigArgs, command: RunsCommand) -> u8 {
     match command {
-        RunsCommand::List(args) => exit::block_on_command(async move { list(config_path, args) }),
-        RunsCommand::Resume(args) => resume(config_path, args),
+        RunsCommand::List(args) => exit::block_on_command(async move { list(cfg, args) }),
+        RunsCommand::Resume(args) => resume(cfg, args),
     }
 }
 
-fn agents_folder(config_path: Option<&Path>, flag: Option<&Path>) -> Result<PathBuf> {
+fn agents_folder(cfg: &crate::config::ConfigArgs, flag: Option<&Path>) -> Result<PathBuf> {
     let cwd = std::env::current_dir()?;
     Ok(match flag {
         Some(dir) => cwd.join(dir),
-        None => config::load(config_path, &config::lsm_env())?
-            .agents
-            .agents_folder
-            .clone(),
+        None => cfg.load()?.agents.agents_folder.clone(),
     })
 }
 
-fn list(config_path: Option<&Path>, args: ListArgs) -> Result<u8> {
-    let root = agents_folder(config_path, args.agents_folder.as_deref())?;
+fn list(cfg: &crate::config::ConfigArgs, args: ListArgs) -> Result<u8> {
+    let root = agents_folder(cfg, args.agents_folder.as_deref())?;
     let mut rows: Vec<RunRow> = scan(&root)
         .into_iter()
         .filter(|r| args.agent.as_ref().is_none_or(|a| *a == r.agent))
@@ -306,7 +302,7 @@ pub fn recorded(args: &mut RunArgs, point: &ResumePoint) -> Result<Option<PathBu
 }
 
 /// `lsm runs resume <run_id>`: the same path as `lsm agent run --resume`.
-fn resume(config_path: Option<&Path>, args: ResumeArgs) -> u8 {
+fn resume(cfg: &crate::config::ConfigArgs, args: ResumeArgs) -> u8 {
     let run = RunArgs {
         name: String::new(),
         task: None,
@@ -329,5 +325,5 @@ fn resume(config_path: Option<&Path>, args: ResumeArgs) -> u8 {
         contract: None,
         max_workers: None,
     };
-    agent_run::run(config_path, run)
+    agent_run::run(cfg, run)
 }

@@ -71,6 +71,12 @@ pub fn clean_json(mut value: serde_json::Value) -> String {
     value.to_string()
 }
 
+/// `value` with every string redacted, pretty-printed for stdout.
+pub fn clean_json_pretty(mut value: serde_json::Value) -> String {
+    lsm_sandbox::redact_json_secrets(&mut value);
+    serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string())
+}
+
 /// A JSON document's text (a run summary as written), redacted. Unchanged in the usual case
 /// (the harness redacted it when writing it); otherwise the document is redacted string by
 /// string and printed pretty, so it stays valid JSON.

@@ -1,7 +1,5 @@
 //! `lsm tools list`.
 
-use std::path::Path;
-
 use lsm_sandbox::RiskLevel;
 use serde::Serialize;
 
@@ -17,6 +15,8 @@ enum Offered {
     Memory,
     /// When an index exists (`lsm ingest`).
     KnowledgeBase,
+    /// A configured MCP server's tool (`[mcp.servers.<name>]`), when an allowlist names it.
+    Mcp,
 }
 
 impl Offered {
@@ -26,6 +26,7 @@ impl Offered {
             Offered::Always => "",
             Offered::Memory => " [memory]",
             Offered::KnowledgeBase => " [kb]",
+            Offered::Mcp => " [mcp]",
         }
     }
 }
@@ -66,8 +67,8 @@ fn agents_offered(config: &config::Config, tool: &str) -> Vec<&'static str> {
 /// (offered when `[agents.memory]` is on) and the knowledge-base tools (offered when an index
 /// exists), with the remote-source tools of the configuration's `[kb.remote]`; each with the
 /// agents whose allowlist names it. With `agent`, only the tools that agent is offered.
-pub fn list(config_path: Option<&Path>, agent: Option<&str>, json: bool) -> u8 {
-    let config = match config::load(config_path, &config::lsm_env()) {
+pub fn list(cfg: &crate::config::ConfigArgs, agent: Option<&str>, json: bool) -> u8 {
+    let config = match cfg.load() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {}", crate::secrets::clean(&format!("{e:#}")));
@@ -85,6 +86,7 @@ pub fn list(config_path: Option<&Path>, agent: Option<&str>, json: bool) -> u8 {
         return exit::USAGE;
     }
     let mut rows = rows(&config);
+    rows.extend(mcp_rows(&config));
     if let Some(name) = agent {
         rows.retain(|r| r.agents.contains(&name));
     }
@@ -130,6 +132,9 @@ pub fn list(config_path: Option<&Path>, agent: Option<&str>, json: bool) -> u8 {
     println!("\n* asks a person's permission first (with this configuration)");
     println!("[memory] offered when [agents.memory] is on");
     println!("[kb] offered when a knowledge base exists (`lsm ingest <dir>`)");
+    if rows.iter().any(|r| r.offered == Offered::Mcp) {
+        println!("[mcp] a tool of a configured MCP server ([mcp.servers.<name>], `lsm mcp list`)");
+    }
     match agent {
         Some(name) => println!("(the tools agent '{name}' may be offered)"),
         None => {
@@ -183,6 +188,78 @@ fn rows(config: &config::Config) -> Vec<Row> {
             }),
     );
     rows
+}
+
+/// The tools of the configured MCP servers: each enabled server is started, listed and
+/// stopped. A server that fails is named on stderr and contributes no row.
+fn mcp_rows(config: &config::Config) -> Vec<Row> {
+    if config.mcp.servers.is_empty() {
+        return Vec::new();
+    }
+    let clients = match lsm_mcp::McpClients::new(&config.mcp) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("note: MCP servers not listed: {e}");
+            return Vec::new();
+        }
+    };
+    let statuses = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(async {
+            let (_tools, statuses) = clients.tools().await;
+            clients.shutdown().await;
+            statuses
+        }),
+        Err(e) => {
+            eprintln!("note: MCP servers not listed: cannot start the async runtime: {e}");
+            return Vec::new();
+        }
+    };
+    let mut rows = Vec::new();
+    for status in statuses {
+        match status.state {
+            lsm_mcp::ServerState::Ok { tools, .. } => {
+                let names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
+                rows.extend(tools.into_iter().map(|t| Row {
+                    needs_permission: config.sandbox.asks_permission(
+                        &t.name,
+                        t.risk,
+                        t.needs_permission,
+                    ),
+                    agents: mcp_agents(config, &t.name, &names),
+                    name: t.name,
+                    risk: t.risk,
+                    description: t.description.lines().next().unwrap_or("").to_string(),
+                    offered: Offered::Mcp,
+                }));
+            }
+            lsm_mcp::ServerState::Failed { reason } => {
+                eprintln!("note: MCP server '{}' failed: {reason}", status.name);
+            }
+            lsm_mcp::ServerState::Disabled => {}
+        }
+    }
+    rows
+}
+
+/// The built-in agents whose allowlist (`[agents.extra_tools]`, with `mcp__<server>__*`
+/// expanded against the server's `tools`) names the MCP tool `name`.
+fn mcp_agents(config: &config::Config, name: &str, tools: &[String]) -> Vec<&'static str> {
+    lsm_agents::BUILTIN
+        .iter()
+        .filter(|a| {
+            lsm_mcp::naming::expand(
+                config.agents.extra_tools_of(a.name),
+                tools.iter().map(String::as_str),
+            )
+            .iter()
+            .any(|t| t == name)
+        })
+        .map(|a| a.name)
+        .collect()
 }
 
 /// The names of every tool a run of `lsm` can register under `config`.

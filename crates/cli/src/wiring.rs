@@ -23,6 +23,8 @@ pub struct ProviderFlags {
     pub base_url: Option<String>,
     /// A script continues after this many responses (a resumed run's model calls so far).
     pub script_start: usize,
+    /// Whether the command has a `--model` flag (messages suggest it only then).
+    pub model_flag: bool,
 }
 
 /// Test-only: a scripted provider appends the number of every response it serves to this
@@ -92,8 +94,13 @@ pub fn build_provider(
         .or_else(|| llm.model.clone())
         .filter(|m| !m.trim().is_empty())
         .ok_or_else(|| {
+            let flag = if flags.model_flag {
+                ", or pass --model NAME"
+            } else {
+                ""
+            };
             usage(format!(
-                "no model configured for provider {kind}: set {} model in {source}, LSM_LLM_MODEL, or pass --model",
+                "no model configured for provider {kind}: set {} model in {source}, or LSM_LLM_MODEL, or -c llm.model=NAME{flag}",
                 llm.section
             ))
         })?;
@@ -254,5 +261,39 @@ mod tests {
         .unwrap();
         let e = build_error(&llm, &ProviderFlags::default());
         assert!(e.to_string().contains("local"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod message_tests {
+    use super::*;
+    use crate::config::LlmConfig;
+    use lsm_phase::LlmTier;
+
+    #[test]
+    fn a_missing_model_suggests_only_flags_the_command_has() {
+        let llm = LlmConfig {
+            provider: Some("openai".into()),
+            ..LlmConfig::default()
+        }
+        .resolve(LlmTier::Normal)
+        .unwrap();
+        let error = |model_flag| {
+            let flags = ProviderFlags {
+                model_flag,
+                ..ProviderFlags::default()
+            };
+            match build_provider(&llm, &flags, Path::new("."), "/p/lsm.toml") {
+                Ok(_) => panic!("built"),
+                Err(e) => e.to_string(),
+            }
+        };
+        let without = error(false);
+        assert!(!without.contains("--model"), "{without}");
+        assert!(
+            without.contains("-c llm.model=NAME") && without.contains("/p/lsm.toml"),
+            "{without}"
+        );
+        assert!(error(true).contains("--model NAME"));
     }
 }

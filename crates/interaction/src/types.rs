@@ -107,6 +107,9 @@ pub struct InteractionRequest {
     pub prompt: String,
     /// When it was asked (UTC).
     pub timestamp: DateTime<Utc>,
+    /// What the call would change (a unified diff for a file write), when the tool says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
 }
 
 /// A fresh request id for `request_type`: its prefix, a dash, 12 hex digits.
@@ -134,12 +137,13 @@ impl InteractionRequest {
             args_summary: args_summary.into(),
             prompt: prompt.into(),
             timestamp: Utc::now(),
+            preview: None,
         }
     }
 
     /// The permission request for a sandbox's question: `Allow tool 'x' (risk: r)?`.
     pub fn permission(request: &PermissionRequest) -> Self {
-        Self::new(
+        let mut posted = Self::new(
             RequestType::Permission,
             request.tool_name.clone(),
             request.risk_level,
@@ -149,7 +153,9 @@ impl InteractionRequest {
                 "Allow tool '{}' (risk: {})?",
                 request.tool_name, request.risk_level
             ),
-        )
+        );
+        posted.preview.clone_from(&request.preview);
+        posted
     }
 
     /// A clarification asked by `tool_name` (the `ask_user` tool): `question` is the prompt,

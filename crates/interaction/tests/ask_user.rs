@@ -96,6 +96,7 @@ async fn a_write_waits_on_the_channel_and_runs_once_approved() {
     let dir = tempfile::tempdir().unwrap();
     let ch = Arc::new(InteractionChannel::new(&InteractionConfig::default()).unwrap());
     let sb = sandbox(dir.path(), &ch);
+    let mut posted = ch.subscribe();
     let call = {
         let sb = Arc::clone(&sb);
         tokio::spawn(async move {
@@ -103,8 +104,13 @@ async fn a_write_waits_on_the_channel_and_runs_once_approved() {
                 .await
         })
     };
-    settle().await;
+    // The request is posted once the diff it shows is computed (on the blocking pool).
+    posted.wait_for(Option::is_some).await.unwrap();
     let p = ch.pending().unwrap().request;
+    assert_eq!(
+        p.preview.as_deref(),
+        Some("--- a/out.md\n+++ b/out.md\n@@ -0,0 +1 @@\n+hi\n\\ No newline at end of file\n")
+    );
     assert_eq!(p.tool_name, "write_file");
     assert_eq!(p.args_summary, r#"{"content":"hi","path":"out.md"}"#);
     assert!(!dir.path().join("out.md").exists(), "ran before the answer");

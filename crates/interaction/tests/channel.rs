@@ -47,6 +47,7 @@ fn perm(tool: &str) -> PermissionRequest {
         risk_level: RiskLevel::WritesWorkspace,
         reason: format!("tool '{tool}' needs permission by default"),
         args_summary: r#"{"content":"x","path":"out.md"}"#.into(),
+        preview: None,
     }
 }
 

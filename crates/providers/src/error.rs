@@ -138,6 +138,20 @@ pub enum ProviderError {
         /// How many attempts were made.
         attempts: u32,
     },
+    /// The server's host name could not be resolved (DNS). Not retried: a name that does not
+    /// resolve now will not resolve in two seconds either, and a typo in `base_url` should
+    /// be reported at once, not after every backoff.
+    #[error(
+        "{provider}: cannot resolve the host of {url} ({message}); check base_url and the network's DNS (not retried)"
+    )]
+    UnknownHost {
+        /// Provider name.
+        provider: String,
+        /// The URL that was called.
+        url: String,
+        /// What the resolver said.
+        message: String,
+    },
     /// The server did not connect or answer in time. Raise `connect_timeout_seconds` /
     /// `read_timeout_seconds`, or check the server's load.
     #[error("{provider}: {url} timed out ({what}) after {attempts} attempt(s)")]
@@ -296,6 +310,11 @@ impl ProviderError {
                 url,
                 message,
                 ..
+            }
+            | ProviderError::UnknownHost {
+                provider,
+                url,
+                message,
             } => vec![provider, url, message],
             ProviderError::Timeout {
                 provider,

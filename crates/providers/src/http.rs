@@ -331,6 +331,12 @@ impl HttpProvider {
                 },
                 attempts: 1,
             }
+        } else if is_dns_failure(e) {
+            ProviderError::UnknownHost {
+                provider: self.kind.to_string(),
+                url: url.to_string(),
+                message: error_chain(e),
+            }
         } else {
             ProviderError::Connect {
                 provider: self.kind.to_string(),
@@ -512,6 +518,19 @@ fn server_message(status: u16, text: &str) -> (String, Option<String>) {
     }
 }
 
+/// Whether `e` failed because the host name did not resolve: a connection error whose cause
+/// is the resolver's (reqwest reports it as `dns error: …` in the error's source chain).
+fn is_dns_failure(e: &reqwest::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if s.to_string().starts_with("dns error") {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
 /// `retry-after-ms` (OpenAI) or `Retry-After` (seconds or an HTTP date), in milliseconds.
 fn retry_after_ms(headers: &HeaderMap) -> Option<u64> {
     let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
@@ -565,6 +584,53 @@ pub(crate) fn parse_arguments(raw: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A resolver that knows no host, as a network whose DNS has no answer.
+    struct NoHosts;
+
+    impl reqwest::dns::Resolve for NoHosts {
+        fn resolve(&self, _name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+            Box::pin(async {
+                Err::<reqwest::dns::Addrs, _>(Box::new(std::io::Error::other(
+                    "failed to lookup address information",
+                ))
+                    as Box<dyn std::error::Error + Send + Sync>)
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_dns_failure_is_recognised_and_not_retried_while_a_refused_connection_is() {
+        let client = reqwest::Client::builder()
+            .dns_resolver(std::sync::Arc::new(NoHosts))
+            .build()
+            .unwrap();
+        let e = client
+            .get("http://api.nowhere.invalid/v1")
+            .send()
+            .await
+            .unwrap_err();
+        assert!(is_dns_failure(&e), "{}", error_chain(&e));
+        // A refused connection (nothing listens on a port we just released) is not DNS.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let e = reqwest::Client::new()
+            .get(format!("http://127.0.0.1:{port}/"))
+            .send()
+            .await
+            .unwrap_err();
+        assert!(!is_dns_failure(&e), "{}", error_chain(&e));
+        let unknown = ProviderError::UnknownHost {
+            provider: "openai".into(),
+            url: "http://api.nowhere.invalid/v1".into(),
+            message: "dns error".into(),
+        };
+        assert!(!unknown.is_retryable());
+        assert!(unknown.to_string().contains("not retried"), "{unknown}");
+    }
 
     #[test]
     fn retry_after_forms() {

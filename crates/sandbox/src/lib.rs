@@ -20,8 +20,8 @@
 //!    access, programs that run other programs refused, path arguments and redirections
 //!    checked — as writes for programs that write to their arguments, such as `rm` or `cp`);
 //! 6. a rate limit per tool;
-//! 7. the runner: a timeout (none for a tool that [`Tool::waits_for_person`]: the interaction
-//!    channel bounds that wait), panics caught, an output cap with `[TRUNCATED n bytes]`,
+//! 7. the runner: a timeout (none for a tool that [`Tool::bounds_itself`]: the interaction
+//!    channel bounds a person's answer, a run's budget bounds an agent run), panics caught, an output cap with `[TRUNCATED n bytes]`,
 //!    secrets redacted.
 //!
 //! Tools receive their checked paths and command through [`ToolContext`]: a path is a
@@ -48,6 +48,7 @@ mod error;
 mod output;
 mod paths;
 mod permission;
+pub mod preview;
 mod registry;
 mod sandbox;
 mod tool;

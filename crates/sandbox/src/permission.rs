@@ -15,6 +15,10 @@ pub struct PermissionRequest {
     pub reason: String,
     /// The arguments as sorted JSON, at most 500 characters.
     pub args_summary: String,
+    /// What the call would change, when the tool can say (a unified diff of the file a
+    /// `write_file`, `edit_file` or `append_file` call would write), for the person to judge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
 }
 
 /// A person's (or a policy's) answer.

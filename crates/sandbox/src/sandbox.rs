@@ -274,6 +274,48 @@ impl Sandbox {
         self.execute_inner(Some(caller.clone()), name, args).await
     }
 
+    /// What the call would change, for the permission question: the tool's
+    /// [`Tool::preview`] over the validated arguments and confined paths, redacted. `None`
+    /// when the arguments or a path would be refused (the checks after the gate say why), or
+    /// the tool has nothing to show. Reads only, through the roots' handles.
+    async fn preview(
+        &self,
+        tool: &Arc<dyn crate::Tool>,
+        prepared: &Prepared,
+        args: &serde_json::Value,
+    ) -> Option<String> {
+        prepared
+            .validator
+            .validate(args, self.config.max_string_arg_bytes)
+            .ok()?;
+        let mut paths = HashMap::new();
+        for arg in tool.path_args() {
+            if let Some(raw) = args.get(arg.name).and_then(serde_json::Value::as_str) {
+                paths.insert(
+                    arg.name.to_string(),
+                    self.paths.confine(raw, arg.access).ok()?,
+                );
+            }
+        }
+        let ctx = ToolContext {
+            args: args.clone(),
+            paths,
+            command: None,
+            max_write_bytes: self.config.max_write_bytes,
+            timeout: self.timeout,
+            working_dir: self.working_dir.clone(),
+            env: self.env.clone(),
+            caller: None,
+            permission_granted: false,
+        };
+        let tool = Arc::clone(tool);
+        let preview = tokio::task::spawn_blocking(move || tool.preview(&ctx))
+            .await
+            .ok()
+            .flatten()?;
+        Some(redact_secrets(&preview).into_owned())
+    }
+
     async fn execute_inner(
         &self,
         caller: Option<Caller>,
@@ -314,12 +356,14 @@ impl Sandbox {
                     "{reason}, and no one is available to approve it"
                 )),
                 Some(asker) => {
+                    let preview = self.preview(tool, prepared, args).await;
                     asker
                         .ask(PermissionRequest {
                             tool_name: tool_name.clone(),
                             risk_level: tool.risk(),
                             reason: reason.clone(),
                             args_summary: args_summary(args),
+                            preview,
                         })
                         .await
                 }
@@ -431,8 +475,9 @@ impl Sandbox {
             permission_granted: permission.is_some(),
         };
         let run = std::panic::AssertUnwindSafe(tool.execute(ctx)).catch_unwind();
-        // A tool that waits for a person is bounded by the interaction channel's own timeout.
-        let timed = if tool.waits_for_person() {
+        // A tool that waits for a person is bounded by the interaction channel's own timeout;
+        // one that runs an agent, by that run's budget.
+        let timed = if tool.bounds_itself() {
             Ok(run.await)
         } else {
             tokio::time::timeout(self.timeout, run).await

@@ -207,6 +207,14 @@ pub trait Tool: Send + Sync {
         false
     }
 
+    /// Whether a call is bounded by limits of its own rather than by the sandbox's
+    /// `timeout_seconds`: a tool that waits for a person (bounded by the interaction
+    /// channel's timeout), or one that runs a whole agent (bounded by that run's token budget
+    /// and iteration limits, and stopped with it).
+    fn bounds_itself(&self) -> bool {
+        self.waits_for_person()
+    }
+
     /// Arguments that are paths. Every one is confined by the sandbox before the call, and the
     /// tool gets the resolved path from [`ToolContext::path`].
     fn path_args(&self) -> &[PathArg] {
@@ -223,6 +231,15 @@ pub trait Tool: Send + Sync {
     /// fingerprint): two calls with equal values of these are the same call, whatever their
     /// other (cosmetic) arguments say. `None`, the default: every argument counts.
     fn identity_args(&self) -> Option<&[&'static str]> {
+        None
+    }
+
+    /// What the call would change, for the person asked to approve it: a unified diff of the
+    /// file it would write (see [`crate::preview::file_diff`]). Called only with validated
+    /// arguments and confined paths, before the permission question; it must not change
+    /// anything. `None`, the default: nothing to show beyond the arguments.
+    fn preview(&self, ctx: &ToolContext) -> Option<String> {
+        let _ = ctx;
         None
     }
 

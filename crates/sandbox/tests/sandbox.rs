@@ -871,14 +871,52 @@ impl Tool for PatientAsk {
     }
 }
 
+/// A tool bounded by limits of its own (an agent run): not by the runner's timeout.
+struct LongRun;
+
+#[async_trait::async_trait]
+impl Tool for LongRun {
+    fn name(&self) -> &str {
+        "long_run"
+    }
+    fn description(&self) -> &str {
+        "Runs for a while under its own limits."
+    }
+    fn parameters(&self) -> Value {
+        schema_for::<NoArgs>()
+    }
+    fn risk(&self) -> RiskLevel {
+        RiskLevel::Exec
+    }
+    fn bounds_itself(&self) -> bool {
+        true
+    }
+    async fn execute(&self, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        Ok(ToolOutput::text("the run ended"))
+    }
+}
+
 #[tokio::test(start_paused = true)]
-async fn a_tool_waiting_for_a_person_is_not_cut_off_by_the_runner_timeout() {
+async fn a_tool_waiting_for_a_person_or_bounding_itself_is_not_cut_off_by_the_runner_timeout() {
     let f = fixture();
     let mut config = f.open_config();
     config.timeout_seconds = 1.0;
     let sb = Sandbox::new(config, registry().with(Arc::new(PatientAsk)), None).unwrap();
     let (text, _) = ok(sb.execute("patient_ask", &json!({})).await);
     assert_eq!(text, "the person answered");
+    let sb = Sandbox::new(
+        {
+            let mut c = f.open_config();
+            c.timeout_seconds = 1.0;
+            c
+        },
+        registry().with(Arc::new(LongRun)),
+        None,
+    )
+    .unwrap();
+    let (text, _) = ok(sb.execute("long_run", &json!({})).await);
+    assert_eq!(text, "the run ended");
     // The same wait in an ordinary tool is cut off.
     let e = err(sb.execute("sleeper", &json!({})).await);
     assert!(matches!(e, ExecError::Timeout { .. }), "{e}");
@@ -1529,4 +1567,57 @@ fn protected_paths_cannot_be_set_from_toml() {
     };
     let round = serde_json::to_value(&config).unwrap();
     assert!(round.get("protected_paths").is_none(), "{round}");
+}
+
+#[tokio::test]
+async fn a_write_asks_with_the_diff_it_would_make_and_never_previews_outside_the_roots() {
+    let f = fixture();
+    let asker = TestAsker::new(false);
+    let config = SandboxConfig::confined_to(&f.ws);
+    let sb = Sandbox::new(
+        config,
+        registry(),
+        Some(Arc::clone(&asker) as Arc<dyn PermissionAsker>),
+    )
+    .unwrap();
+    let _ = sb
+        .execute(
+            "edit_file",
+            &json!({"path": "hello.txt", "start_line": 2, "end_line": 2, "new_text": "line 2"}),
+        )
+        .await;
+    let _ = sb
+        .execute(
+            "append_file",
+            &json!({"path": "hello.txt", "content": "line four\n"}),
+        )
+        .await;
+    let _ = sb
+        .execute(
+            "write_file",
+            &json!({"path": "new.md", "content": "# New\n"}),
+        )
+        .await;
+    let _ = sb
+        .execute(
+            "write_file",
+            &json!({"path": f.outside.join("secret.txt"), "content": "x"}),
+        )
+        .await;
+    let asked = asker.asked();
+    let previews: Vec<Option<String>> = asked.iter().map(|r| r.preview.clone()).collect();
+    let edit = previews[0].as_deref().unwrap();
+    assert!(edit.contains("-line two\n+line 2\n"), "{edit}");
+    let append = previews[1].as_deref().unwrap();
+    assert!(append.contains(" line three\n+line four"), "{append}");
+    let new = previews[2].as_deref().unwrap();
+    assert!(new.contains("+# New"), "{new}");
+    // A path the sandbox will refuse is never read for a preview.
+    assert_eq!(previews.get(3).cloned().flatten(), None);
+    assert!(!format!("{asked:?}").contains("TOPSECRET"));
+    // Denied: nothing changed.
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("hello.txt")).unwrap(),
+        "line one\nline two\nline three\n"
+    );
 }

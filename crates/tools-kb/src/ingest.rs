@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, UNIX_EPOCH};
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
@@ -76,12 +76,15 @@ pub trait IngestProgress: Send + Sync {
     fn start(&self, files: usize);
     /// One file is done.
     fn file_done(&self, path: &Path, outcome: &FileOutcome);
-    /// Embedding moved on: `done` of the `queued` chunks handed to the embedder so far in
-    /// this ingest are embedded. Called when a batch goes to the embedder and as each group
-    /// of its chunks is embedded (possibly from the embedder's threads), so a progress bar
-    /// moves during a long batch. By default ignored.
-    fn chunks_embedded(&self, done: usize, queued: usize) {
-        let _ = (done, queued);
+    /// `n` more chunks wait to be embedded and stored (a file was read and chunked).
+    fn chunks_queued(&self, n: usize) {
+        let _ = n;
+    }
+    /// `n` more chunks are embedded (or stored, without an embedder): reported as the work
+    /// proceeds — for each group of a batch the embedder finishes (possibly from its
+    /// threads), so a progress bar moves during a long batch. By default ignored.
+    fn chunks_embedded(&self, n: usize) {
+        let _ = n;
     }
     /// The ingest is over.
     fn finish(&self);
@@ -264,9 +267,6 @@ pub fn ingest(
     let mut pending: Vec<Pending> = Vec::new();
     let mut pending_chunks = 0usize;
     let mut dirty = removed > 0;
-    // Chunks handed to the embedder, and embedded, so far in this ingest.
-    let queued = AtomicUsize::new(0);
-    let embedded = AtomicUsize::new(0);
     let flush = |writer: &mut crate::store::StoreWriter<'_>,
                  pending: &mut Vec<Pending>,
                  pending_chunks: &mut usize,
@@ -282,12 +282,7 @@ pub fn ingest(
                     .flat_map(|p| p.chunks.iter().map(embedding_input))
                     .collect();
                 let refs: Vec<&str> = inputs.iter().map(String::as_str).collect();
-                let total = queued.fetch_add(refs.len(), Ordering::SeqCst) + refs.len();
-                progress.chunks_embedded(embedded.load(Ordering::SeqCst), total);
-                let done = |n: usize| {
-                    let now = embedded.fetch_add(n, Ordering::SeqCst) + n;
-                    progress.chunks_embedded(now, total);
-                };
+                let done = |n: usize| progress.chunks_embedded(n);
                 Some(e.embed_observed(&refs, &done)?)
             }
         };
@@ -299,6 +294,9 @@ pub fn ingest(
                 .map(|all| &all[offset..offset + p.chunks.len()]);
             offset += p.chunks.len();
             writer.add_file(&p.record, &p.chunks, v)?;
+            if embedder.is_none() {
+                progress.chunks_embedded(p.chunks.len());
+            }
             report.indexed += 1;
             report.chunks += p.chunks.len();
         }
@@ -349,6 +347,7 @@ pub fn ingest(
                 Ok(Some((p, bytes))) => {
                     report.bytes += bytes;
                     let n = p.chunks.len();
+                    progress.chunks_queued(n);
                     pending_chunks += n;
                     pending.push(p);
                     dirty = true;

@@ -217,3 +217,32 @@ fn mcp_serve_answers_a_client_on_stdio_with_the_knowledge_base_tools() {
     assert_eq!(answers[&3]["result"]["isError"], true, "{}", answers[&3]);
     assert_eq!(child.wait().unwrap().code(), Some(0));
 }
+
+#[test]
+fn tools_list_shows_the_mcp_servers_tools_and_the_agents_offered_them() {
+    let dir = tempfile::tempdir().unwrap();
+    write_config(
+        dir.path(),
+        "[agents.extra_tools]\ngeneral = [\"mcp__t__*\"]\nlibrarian = [\"mcp__t__echo\"]\n",
+    );
+    let out = run(lsm(dir.path()).args(["tools", "list", "--json"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let rows = stdout_json(&out);
+    let row = |name: &str| super::tool_row(&rows, name);
+    let echo = row("mcp__t__echo");
+    assert_eq!(echo["offered"], "mcp");
+    assert_eq!(echo["needs_permission"], false);
+    assert_eq!(echo["agents"], json!(["general", "librarian"]));
+    let fail = row("mcp__t__fail");
+    assert_eq!(fail["agents"], json!(["general"]));
+    assert_eq!(fail["needs_permission"], true);
+    // The built-ins are still there.
+    assert_eq!(row("read_file")["offered"], "always");
+    let out = run(lsm(dir.path()).args(["tools", "list", "--agent", "librarian"]));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("mcp__t__echo") && !table.contains("mcp__t__fail"),
+        "{table}"
+    );
+    assert!(table.contains("[mcp]"), "{table}");
+}

@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use lsm_harness::{EventEnvelope, EventSink};
+use lsm_harness::{EventEnvelope, EventSink, RunEvent};
 
 /// One line of a run's log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,6 +14,17 @@ pub struct LogLine {
     pub event: String,
     /// The line as shown.
     pub text: String,
+}
+
+/// A worker run of this run (a conductor's), as its events say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerLine {
+    /// The agenda item.
+    pub item_id: String,
+    /// Its capability.
+    pub capability: String,
+    /// `running`, `done`, or the stop reason it failed with.
+    pub status: String,
 }
 
 /// What a reader gets: the lines kept, and how many older ones were dropped.
@@ -30,6 +41,7 @@ struct Inner {
     lines: VecDeque<LogLine>,
     dropped: u64,
     next_seq: u64,
+    workers: Vec<WorkerLine>,
 }
 
 /// A bounded per-run log. Receives the run's transcript events ([`EventSink`]); readers take
@@ -76,6 +88,23 @@ impl LogStream {
         });
     }
 
+    /// The run's workers, in the order they started, with their status now.
+    pub fn workers(&self) -> Vec<WorkerLine> {
+        self.lock().workers.clone()
+    }
+
+    fn worker_status(&self, item_id: &str, capability: &str, status: String) {
+        let mut inner = self.lock();
+        match inner.workers.iter_mut().find(|w| w.item_id == item_id) {
+            Some(w) => w.status = status,
+            None => inner.workers.push(WorkerLine {
+                item_id: item_id.to_string(),
+                capability: capability.to_string(),
+                status,
+            }),
+        }
+    }
+
     /// The lines kept and the dropped count.
     pub fn snapshot(&self) -> LogSnapshot {
         let inner = self.lock();
@@ -88,6 +117,28 @@ impl LogStream {
 
 impl EventSink for LogStream {
     fn event(&self, e: &EventEnvelope) {
+        match &e.event {
+            RunEvent::WorkerStarted {
+                item_id,
+                capability,
+                ..
+            } => self.worker_status(item_id, capability, "running".into()),
+            RunEvent::WorkerCompleted {
+                item_id, outcome, ..
+            } => {
+                self.worker_status(item_id, &outcome.capability, "done".into());
+            }
+            RunEvent::WorkerFailed {
+                item_id, outcome, ..
+            } => {
+                self.worker_status(
+                    item_id,
+                    &outcome.capability,
+                    outcome.stop_reason.to_string(),
+                );
+            }
+            _ => {}
+        }
         if let Some(text) = crate::progress::describe(e) {
             self.push(e.event.name(), text);
         }
@@ -133,5 +184,51 @@ mod tests {
         let s = log.snapshot();
         assert_eq!(s.lines.len(), 1, "{s:?}");
         assert!(s.lines[0].text.contains("-> read_file"));
+    }
+
+    #[test]
+    fn a_conductor_s_workers_are_tracked_with_their_status() {
+        let log = LogStream::new(10);
+        let envelope = |event| EventEnvelope {
+            seq: 1,
+            ts: String::new(),
+            run_id: "r".into(),
+            schema_version: lsm_harness::SCHEMA_VERSION,
+            event,
+        };
+        let started = |item: &str, capability: &str| RunEvent::WorkerStarted {
+            wave: 0,
+            item_id: item.into(),
+            capability: capability.into(),
+            agent: capability.into(),
+            worker_run_id: format!("w-{item}"),
+            parent_run_id: "r".into(),
+            run_dir: String::new(),
+            objective: String::new(),
+        };
+        log.event(&envelope(started("a1", "researcher")));
+        log.event(&envelope(started("a2", "terminal")));
+        let request = lsm_phase::WorkerRequest {
+            item_id: "a2".into(),
+            capability: "terminal".into(),
+            objective: String::new(),
+        };
+        let mut outcome = lsm_phase::WorkerOutcome::failed(&request, "down");
+        outcome.stop_reason = lsm_phase::StopReason::Blocked;
+        log.event(&envelope(RunEvent::WorkerFailed {
+            wave: 0,
+            item_id: "a2".into(),
+            worker_run_id: None,
+            parent_run_id: "r".into(),
+            outcome,
+            usage: lsm_harness::RunUsage::default(),
+        }));
+        let w = log.workers();
+        assert_eq!(
+            w.iter()
+                .map(|w| (w.item_id.as_str(), w.status.as_str()))
+                .collect::<Vec<_>>(),
+            [("a1", "running"), ("a2", "blocked")]
+        );
     }
 }

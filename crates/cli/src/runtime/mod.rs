@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 pub use launcher::HarnessLauncher;
 #[cfg(test)]
 pub use log_stream::LogLine;
-pub use log_stream::{LogSnapshot, LogStream};
+pub use log_stream::{LogSnapshot, LogStream, WorkerLine};
 
 /// Where a run is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -116,6 +116,8 @@ pub struct RunInfo {
     pub record_id: Option<String>,
     /// How it ended, once it did.
     pub end: Option<RunEnd>,
+    /// Its worker runs (a conductor's), with their status.
+    pub workers: Vec<WorkerLine>,
 }
 
 /// Why the manager refused a call. Each says what to do instead.
@@ -317,6 +319,7 @@ impl AgentRuntimeManager {
             status,
             record_id: lock(&run.records).clone(),
             end,
+            workers: run.log.workers(),
         }
     }
 

@@ -43,6 +43,7 @@ impl RunLauncher for Controlled {
                     risk_level: RiskLevel::WritesWorkspace,
                     reason: "test".into(),
                     args_summary: "{}".into(),
+                    preview: None,
                 })
                 .await;
             if let Some(tx) = lock(&self.answers).remove(&ctx.run_id) {

@@ -7,7 +7,7 @@ use lsm_interaction::{Decision, PendingView, RequestType};
 use ratatui::Frame;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::{Modifier, Style};
+use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Wrap};
 
@@ -110,7 +110,10 @@ impl View {
 /// The TUI's state.
 #[derive(Debug)]
 pub struct App {
+    /// The agent new runs start (`g` picks the next one).
     agent: String,
+    /// How far the log is scrolled back from its end, in screen lines (0: follow the end).
+    scroll_back: usize,
     selected: usize,
     input: Input,
     acknowledged: HashSet<String>,
@@ -124,6 +127,7 @@ impl App {
     pub fn new(agent: &str) -> Self {
         App {
             agent: agent.to_string(),
+            scroll_back: 0,
             selected: 0,
             input: Input::Keys,
             acknowledged: HashSet::new(),
@@ -215,11 +219,22 @@ impl App {
     fn on_command(&mut self, code: KeyCode, runs: &dyn Runs) {
         match code {
             KeyCode::Char('q') | KeyCode::Esc => self.quit = true,
-            KeyCode::Up | KeyCode::Char('k') => self.selected = self.selected.saturating_sub(1),
+            KeyCode::Up | KeyCode::Char('k') => {
+                self.selected = self.selected.saturating_sub(1);
+                self.scroll_back = 0;
+            }
             KeyCode::Down | KeyCode::Char('j') if self.selected + 1 < runs.list().len() => {
                 self.selected += 1;
+                self.scroll_back = 0;
             }
             KeyCode::Char('t') => self.input = Input::Task(String::new()),
+            KeyCode::Char('g') => {
+                self.agent = next_agent(&self.agent).to_string();
+                self.message = format!("new runs start the {} agent", self.agent);
+            }
+            KeyCode::PageUp => self.scroll_back = self.scroll_back.saturating_add(10),
+            KeyCode::PageDown => self.scroll_back = self.scroll_back.saturating_sub(10),
+            KeyCode::End => self.scroll_back = 0,
             KeyCode::Char('s') => match self.selected_run(runs) {
                 Some(run) => {
                     self.message = match runs.stop(&run.run_id) {
@@ -297,14 +312,22 @@ impl App {
 
     /// Draw `view`.
     pub fn draw(&self, f: &mut Frame<'_>, view: &View) {
+        let area = f.area();
+        // The panel grows with what it shows (a diff), up to half the screen.
+        let wanted = view
+            .pending
+            .as_ref()
+            .map_or(3, |p| panel_lines(p) + 2)
+            .clamp(3, usize::from(area.height / 2).max(3));
         let [top, panel, footer] = Layout::vertical([
-            Constraint::Min(6),
-            Constraint::Length(8),
+            Constraint::Min(5),
+            Constraint::Length(u16::try_from(wanted).unwrap_or(u16::MAX)),
             Constraint::Length(2),
         ])
-        .areas(f.area());
+        .areas(area);
+        let list_width = if area.width < 100 { 30 } else { 36 };
         let [list, log] =
-            Layout::horizontal([Constraint::Length(36), Constraint::Min(20)]).areas(top);
+            Layout::horizontal([Constraint::Length(list_width), Constraint::Min(20)]).areas(top);
         self.draw_runs(f, list, view);
         self.draw_log(f, log, view);
         self.draw_panel(f, panel, view);
@@ -315,22 +338,30 @@ impl App {
         let lines: Vec<Line<'_>> = if view.runs.is_empty() {
             vec![Line::from("no runs yet: press t")]
         } else {
-            view.runs
-                .iter()
-                .enumerate()
-                .map(|(i, r)| {
-                    let mark = if i == self.selected { "> " } else { "  " };
-                    let text = format!("{mark}{:<4}{:<9}{}", r.run_id, r.agent, r.status);
-                    if i == self.selected {
-                        Line::styled(text, Style::new().add_modifier(Modifier::REVERSED))
-                    } else {
-                        Line::from(text)
-                    }
-                })
-                .collect()
+            let mut lines = Vec::new();
+            for (i, r) in view.runs.iter().enumerate() {
+                let mark = if i == self.selected { "> " } else { "  " };
+                let text = format!("{mark}{:<3} {:<9} {}", r.run_id, r.agent, r.status);
+                lines.push(if i == self.selected {
+                    Line::styled(text, Style::new().add_modifier(Modifier::REVERSED))
+                } else {
+                    Line::from(text)
+                });
+                // A conductor's workers, nested under it.
+                let count = r.workers.len();
+                for (k, w) in r.workers.iter().enumerate() {
+                    let branch = if k + 1 == count { "└" } else { "├" };
+                    lines.push(Line::styled(
+                        format!("   {branch} {} {} {}", w.item_id, w.capability, w.status),
+                        Style::new().add_modifier(Modifier::DIM),
+                    ));
+                }
+            }
+            lines
         };
         f.render_widget(
-            Paragraph::new(lines).block(Block::bordered().title(" Runs ")),
+            Paragraph::new(lines)
+                .block(Block::bordered().title(format!(" Runs (new: {}) ", self.agent))),
             area,
         );
     }
@@ -353,26 +384,33 @@ impl App {
             None => " Log ".to_string(),
         };
         let height = usize::from(area.height.saturating_sub(2));
-        let skip = view.log.lines.len().saturating_sub(height);
-        let mut lines: Vec<Line<'_>> = view
-            .log
-            .lines
-            .iter()
-            .skip(skip)
-            .map(|l| Line::from(l.text.clone()))
-            .collect();
+        let width = usize::from(area.width.saturating_sub(2)).max(1);
+        let mut texts: Vec<String> = view.log.lines.iter().map(|l| l.text.clone()).collect();
         if let Some(end) = view.selected(self).and_then(|r| r.end.as_ref()) {
-            lines.push(Line::from(format!(
+            texts.push(format!(
                 "== {} ({}): {}",
                 end.status,
                 end.outcome,
                 clip(&end.final_text, 200)
-            )));
-            let skip = lines.len().saturating_sub(height);
-            lines.drain(..skip);
+            ));
         }
+        // Long lines wrap: count the screen lines the text takes, to show the last screenful
+        // — or, scrolled back, an earlier one.
+        let lines: Vec<Line<'_>> = texts.into_iter().map(Line::from).collect();
+        let paragraph = Paragraph::new(lines).wrap(Wrap { trim: false });
+        let rows = paragraph.line_count(u16::try_from(width).unwrap_or(u16::MAX));
+        let back = self.scroll_back.min(rows.saturating_sub(height));
+        let top_row = rows.saturating_sub(height + back);
+        let title = if back > 0 {
+            // First, so a long title never cuts it off.
+            format!(" back {back} lines, End follows —{title}")
+        } else {
+            title
+        };
         f.render_widget(
-            Paragraph::new(lines).block(Block::bordered().title(title)),
+            paragraph
+                .block(Block::bordered().title(title))
+                .scroll((u16::try_from(top_row).unwrap_or(u16::MAX), 0)),
             area,
         );
     }
@@ -398,8 +436,23 @@ impl App {
         if !r.reason.is_empty() {
             lines.push(Line::from(format!("reason: {}", r.reason)));
         }
-        if !r.args_summary.is_empty() {
-            lines.push(Line::from(format!("arguments: {}", r.args_summary)));
+        match &r.preview {
+            Some(preview) => {
+                for line in preview.lines() {
+                    let style = if line.starts_with('+') && !line.starts_with("+++") {
+                        Style::new().fg(Color::Green)
+                    } else if line.starts_with('-') && !line.starts_with("---") {
+                        Style::new().fg(Color::Red)
+                    } else {
+                        Style::new()
+                    };
+                    lines.push(Line::styled(line.to_string(), style));
+                }
+            }
+            None if !r.args_summary.is_empty() => {
+                lines.push(Line::from(format!("arguments: {}", r.args_summary)));
+            }
+            None => {}
         }
         let keys = match &self.input {
             Input::Reply(text) => Line::from(vec![
@@ -415,7 +468,8 @@ impl App {
             }
             _ => Line::from("[y] yes   [n] no"),
         };
-        lines.push(keys);
+        // Right under the question, so a long diff never hides how to answer.
+        lines.insert(1, keys);
         f.render_widget(
             Paragraph::new(lines)
                 .block(block)
@@ -427,16 +481,46 @@ impl App {
     fn draw_footer(&self, f: &mut Frame<'_>, area: Rect, _view: &View) {
         let first = match &self.input {
             Input::Task(text) => format!(
-                "new {} run, task> {text}_   [Enter] start  [Esc] cancel",
-                self.agent
+                "new {} run, {}> {text}_   [Enter] start  [Esc] cancel",
+                self.agent,
+                input_kind(&self.agent)
             ),
-            _ => "[t] new run  [s] stop run  [j/k] select  [y/n/a/r] answer  [q] quit".into(),
+            _ => "[t] new run [g] agent [s] stop [j/k] select [PgUp/Dn] scroll [y/n/a/r] [q] quit"
+                .into(),
         };
         f.render_widget(
             Paragraph::new(vec![Line::from(first), Line::from(self.message.clone())]),
             area,
         );
     }
+}
+
+/// The agent after `agent` in the built-in list (wrapping around).
+fn next_agent(agent: &str) -> &'static str {
+    let all = lsm_agents::BUILTIN;
+    let at = all
+        .iter()
+        .position(|a| a.name == agent)
+        .map_or(0, |i| i + 1);
+    all.get(at % all.len().max(1)).map_or("general", |a| a.name)
+}
+
+/// `task` or `topic`: what `agent` takes.
+fn input_kind(agent: &str) -> &'static str {
+    lsm_agents::find(agent).map_or("task", |a| a.input.as_str())
+}
+
+/// Lines the panel needs for `pending` (prompt, origin, reason, the diff or the arguments,
+/// the keys).
+fn panel_lines(pending: &PendingView) -> usize {
+    let r = &pending.request;
+    let shown = r
+        .preview
+        .as_ref()
+        .map_or(usize::from(!r.args_summary.is_empty()), |p| {
+            p.lines().count()
+        });
+    3 + usize::from(!r.reason.is_empty()) + shown
 }
 
 fn clip(s: &str, max: usize) -> String {

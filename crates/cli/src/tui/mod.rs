@@ -8,7 +8,7 @@ mod app;
 #[cfg(test)]
 mod tests;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ use ratatui::crossterm::event::{self, Event, KeyEventKind};
 
 pub use app::{App, Runs};
 
-use crate::config::{self, ConfigError};
+use crate::config::ConfigError;
 use crate::exit;
 use crate::runtime::{AgentRuntimeManager, HarnessLauncher, ManagerConfig};
 
@@ -38,7 +38,7 @@ pub struct TuiArgs {
 const AGENT: &str = "general";
 
 /// Run the TUI until the person quits; returns the exit code.
-pub fn run(config_path: Option<&Path>, args: TuiArgs) -> u8 {
+pub fn run(cfg: &crate::config::ConfigArgs, args: TuiArgs) -> u8 {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -49,7 +49,7 @@ pub fn run(config_path: Option<&Path>, args: TuiArgs) -> u8 {
             return exit::ERROR;
         }
     };
-    let manager = match manager(config_path, args, runtime.handle().clone()) {
+    let manager = match manager(cfg, args, runtime.handle().clone()) {
         Ok(m) => m,
         Err(e) => {
             eprintln!("error: {}", crate::secrets::clean(&format!("{e:#}")));
@@ -94,11 +94,11 @@ async fn wait_all<F: std::future::Future>(futures: impl IntoIterator<Item = F>) 
 }
 
 fn manager(
-    config_path: Option<&Path>,
+    cfg: &crate::config::ConfigArgs,
     args: TuiArgs,
     handle: tokio::runtime::Handle,
 ) -> Result<AgentRuntimeManager> {
-    let mut config = config::load(config_path, &config::lsm_env())?;
+    let mut config = cfg.load()?;
     let cwd = std::env::current_dir()?;
     if let Some(dir) = args.agents_folder {
         config.agents.agents_folder = cwd.join(dir);

@@ -78,6 +78,7 @@ fn run(id: &str, task: &str, status: RunStatus) -> RunInfo {
         status,
         record_id: None,
         end: None,
+        workers: Vec::new(),
     }
 }
 
@@ -87,6 +88,11 @@ fn permission(id: &str) -> PendingView {
         risk_level: RiskLevel::WritesWorkspace,
         reason: "tool 'write_file' needs permission by default".into(),
         args_summary: r##"{"content":"# Summary","path":"summary.md"}"##.into(),
+        preview: Some(lsm_sandbox::preview::file_diff(
+            "summary.md",
+            "# Draft\nold text\n",
+            "# Summary\nold text\n",
+        )),
     });
     request.request_id = id.into();
     PendingView {
@@ -132,7 +138,7 @@ fn code(code: KeyCode) -> KeyEvent {
 }
 
 fn terminal() -> Terminal<TestBackend> {
-    Terminal::new(TestBackend::new(100, 22)).unwrap()
+    Terminal::new(TestBackend::new(80, 24)).unwrap()
 }
 
 /// Two runs; the first waits on a permission request.
@@ -337,6 +343,42 @@ fn screen_of_a_finished_run_with_dropped_log_lines() {
 }
 
 #[test]
+fn screen_of_a_conductor_with_its_workers_nested_under_it() {
+    let fake = busy();
+    fake.pending.borrow_mut().clear();
+    {
+        let mut runs = fake.runs.borrow_mut();
+        runs[0].agent = "conductor".into();
+        runs[0].workers = vec![
+            crate::runtime::WorkerLine {
+                item_id: "a1".into(),
+                capability: "researcher".into(),
+                status: "done".into(),
+            },
+            crate::runtime::WorkerLine {
+                item_id: "a2".into(),
+                capability: "researcher".into(),
+                status: "running".into(),
+            },
+            crate::runtime::WorkerLine {
+                item_id: "a3".into(),
+                capability: "terminal".into(),
+                status: "blocked".into(),
+            },
+        ];
+    }
+    let text = screen(&fake, &mut App::new("conductor"));
+    for expected in [
+        "├ a1 researcher done",
+        "├ a2 researcher running",
+        "└ a3 terminal blocked",
+    ] {
+        assert!(text.contains(expected), "{expected}:\n{text}");
+    }
+    insta::assert_snapshot!(text);
+}
+
+#[test]
 fn screen_with_no_runs_while_typing_a_task() {
     let fake = Fake::default();
     let mut app = App::new("general");
@@ -345,4 +387,82 @@ fn screen_with_no_runs_while_typing_a_task() {
         app.on_key(key(c), &fake);
     }
     insta::assert_snapshot!(screen(&fake, &mut app));
+}
+
+/// A run whose log is 40 long lines, numbered.
+fn long_log() -> Fake {
+    let fake = busy();
+    fake.pending.borrow_mut().clear();
+    let lines: Vec<String> = (1..=40)
+        .map(|i| format!("line {i:02}: {}", "a long log line that wraps ".repeat(3)))
+        .collect();
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    fake.logs.borrow_mut().insert("r1".into(), log(&refs));
+    fake
+}
+
+#[test]
+fn the_log_wraps_follows_its_end_and_scrolls_back() {
+    let fake = long_log();
+    let mut app = App::new("general");
+    let end = screen(&fake, &mut app);
+    // Wrapped, not cut: the end of the last line is on screen, and the first is not.
+    assert!(end.contains("line 40"), "{end}");
+    assert!(!end.contains("line 01"), "{end}");
+    insta::assert_snapshot!("log_at_its_end", end);
+    app.on_key(code(KeyCode::PageUp), &fake);
+    app.on_key(code(KeyCode::PageUp), &fake);
+    let back = screen(&fake, &mut app);
+    assert!(
+        !back.contains("line 40") && back.contains("back 20 lines"),
+        "{back}"
+    );
+    insta::assert_snapshot!("log_scrolled_back", back);
+    app.on_key(code(KeyCode::End), &fake);
+    assert!(screen(&fake, &mut app).contains("line 40"));
+    // Scrolling back further than the log stops at its top.
+    for _ in 0..50 {
+        app.on_key(code(KeyCode::PageUp), &fake);
+    }
+    assert!(screen(&fake, &mut app).contains("line 01"));
+}
+
+#[test]
+fn any_agent_can_be_started_with_its_task_or_topic() {
+    let fake = Fake::default();
+    let mut app = App::new("general");
+    // `g` steps through the built-in agents; research takes a topic.
+    while !screen(&fake, &mut app).contains("new: research") {
+        app.on_key(key('g'), &fake);
+    }
+    app.on_key(key('t'), &fake);
+    for c in "soil carbon".chars() {
+        app.on_key(key(c), &fake);
+    }
+    let typing = screen(&fake, &mut app);
+    assert!(
+        typing.contains("new research run, topic> soil carbon"),
+        "{typing}"
+    );
+    app.on_key(code(KeyCode::Enter), &fake);
+    assert_eq!(
+        fake.starts.borrow().as_slice(),
+        [("research".to_string(), "soil carbon".to_string())]
+    );
+    // Every agent is reachable, and the list wraps around.
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..lsm_agents::BUILTIN.len() {
+        app.on_key(key('g'), &fake);
+        let s = screen(&fake, &mut app);
+        let name = s
+            .split("new: ")
+            .nth(1)
+            .unwrap()
+            .split(')')
+            .next()
+            .unwrap()
+            .to_string();
+        seen.insert(name);
+    }
+    assert_eq!(seen.len(), lsm_agents::BUILTIN.len(), "{seen:?}");
 }

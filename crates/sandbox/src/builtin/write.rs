@@ -13,7 +13,7 @@ use serde::Deserialize;
 use super::{parse_args, run_blocking};
 use crate::{
     ConfinedPath, EntryKind, PathArg, RiskLevel, Tool, ToolContext, ToolError, ToolOutput,
-    WriteMode, schema_for,
+    WriteMode, preview, schema_for,
 };
 
 const PATH_ARG: &[PathArg] = &[PathArg::write("path")];
@@ -64,6 +64,12 @@ impl Tool for WriteFile {
     }
     fn path_args(&self) -> &[PathArg] {
         PATH_ARG
+    }
+    fn preview(&self, ctx: &ToolContext) -> Option<String> {
+        let args: WriteFileArgs = parse_args(ctx).ok()?;
+        let path = ctx.path("path").ok()?;
+        let old = preview::current_text(path)?;
+        Some(preview::file_diff(&args.path, &old, &args.content))
     }
 
     async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
@@ -129,6 +135,12 @@ impl Tool for AppendFile {
     }
     fn path_args(&self) -> &[PathArg] {
         PATH_ARG
+    }
+    fn preview(&self, ctx: &ToolContext) -> Option<String> {
+        let args: AppendFileArgs = parse_args(ctx).ok()?;
+        let old = preview::current_text(ctx.path("path").ok()?)?;
+        let new = format!("{old}{}", args.content);
+        Some(preview::file_diff(&args.path, &old, &new))
     }
 
     async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
@@ -261,6 +273,13 @@ impl Tool for EditFile {
     }
     fn path_args(&self) -> &[PathArg] {
         PATH_ARG
+    }
+    fn preview(&self, ctx: &ToolContext) -> Option<String> {
+        let args: EditFileArgs = parse_args(ctx).ok()?;
+        let old = preview::current_text(ctx.path("path").ok()?)?;
+        // A bad line range is the tool's error to report; there is nothing to preview.
+        let edit = replace_lines(&old, args.start_line, args.end_line, &args.new_text).ok()?;
+        Some(preview::file_diff(&args.path, &old, &edit.text))
     }
 
     async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {

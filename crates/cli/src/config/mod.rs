@@ -1,7 +1,8 @@
-//! `lsm.toml`: finding it, reading it, `LSM_*` environment overrides, resolving its paths.
+//! The configuration: its types, and loading it from its layers ([`layers`]: defaults, the
+//! user file, the project's `lsm.toml`, `--config`, `LSM_*` variables, `-c key=value`).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -9,16 +10,21 @@ use lsm_phase::LlmTier;
 use lsm_providers::{HttpSettings, Pricing};
 use lsm_sandbox::SandboxConfig;
 use lsm_tools_kb::KbConfig;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::agents_config::AgentsConfig;
 use crate::memory_wiring::MemoryConfig;
+
+pub mod layers;
+pub mod show;
+
+pub use layers::{Inputs, Origins, Source};
 
 /// The name looked for in the working directory when `--config` is not given.
 pub const DEFAULT_CONFIG_FILE: &str = "lsm.toml";
 
 /// `[llm]`: the defaults of every tier, the pricing table, and the tiers.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LlmConfig {
     /// `openai`, `openai-responses`, `anthropic`, `compatible`, `local`, or
@@ -65,7 +71,7 @@ pub struct LlmConfig {
 }
 
 /// `[llm.quick]`, `[llm.normal]`, `[llm.complex]`: what a tier changes from `[llm]`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TierConfig {
     /// As `[llm] provider`.
@@ -271,33 +277,84 @@ pub struct Config {
     /// (the harness's settings refuse keys they do not know).
     #[serde(skip)]
     pub memory: MemoryConfig,
-    /// The file this came from (`None`: built-in defaults).
+    /// The most specific file read: `--config`, else the project's `lsm.toml` (`None`: only
+    /// the user file, or none).
     #[serde(skip)]
     pub source: Option<PathBuf>,
+    /// Every file read, lowest precedence first.
+    #[serde(skip)]
+    pub files: Vec<PathBuf>,
+    /// The project's root: the folder of `--config`'s file or of the project's `lsm.toml`,
+    /// else the working directory. Default paths (`.lsm/…`) are under it.
+    #[serde(skip)]
+    pub root: PathBuf,
+    /// Where each setting came from.
+    #[serde(skip)]
+    pub origins: Origins,
 }
 
 impl Config {
-    /// The file this came from, for messages.
+    /// The file a setting should be written to, for messages: the project's `lsm.toml`, or
+    /// where one would be (`lsm init` writes it).
     pub fn source_name(&self) -> String {
-        self.source.as_ref().map_or_else(
-            || "the built-in defaults (no lsm.toml)".to_string(),
-            |p| p.display().to_string(),
-        )
+        match &self.source {
+            Some(p) => p.display().to_string(),
+            None => format!(
+                "{} (there is none yet: `lsm init` writes one)",
+                self.root.join(DEFAULT_CONFIG_FILE).display()
+            ),
+        }
     }
 
-    /// lsm's own files, which no tool may change whatever the sandbox's allowlists say: the
-    /// configuration file in use, `./lsm.toml` (the file the next run would load), and the
-    /// agents folder (transcripts, run summaries, memory databases, logs). Absolute, so they
-    /// do not depend on the sandbox's working directory.
+    /// Where the setting named `dotted` (`agents.max_tokens_budget`) came from.
+    pub fn origin(&self, dotted: &str) -> Source {
+        self.origins.of_key(dotted)
+    }
+
+    /// A `[sandbox]` setting the sandbox refused, with the setting's source (file and line,
+    /// variable, flag) when it can tell which setting it was.
+    pub fn sandbox_error(&self, e: &lsm_sandbox::SandboxConfigError) -> String {
+        let key = match e {
+            lsm_sandbox::SandboxConfigError::BadLimit { key, .. } => Some((*key).to_string()),
+            lsm_sandbox::SandboxConfigError::BadAllowlistPath { path, .. } => {
+                if self.sandbox.allowed_write_paths.contains(path) {
+                    Some("allowed_write_paths".to_string())
+                } else if self.sandbox.allowed_read_paths.contains(path) {
+                    Some("allowed_read_paths".to_string())
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        };
+        match key.map(|k| self.origin(&format!("sandbox.{k}"))) {
+            Some(source @ (Source::File { .. } | Source::Env { .. } | Source::Flag { .. })) => {
+                format!("{source}: invalid [sandbox] configuration: {e}")
+            }
+            _ => format!("invalid [sandbox] configuration: {e}"),
+        }
+    }
+
+    /// lsm's own files, which no tool may change whatever the sandbox's allowlists say: every
+    /// configuration file read, `./lsm.toml` and the project's `lsm.toml` (the files the next
+    /// run would load), and the agents folder (transcripts, run summaries, memory databases,
+    /// logs). Absolute, so they do not depend on the sandbox's working directory.
     pub fn protected_paths(&self) -> Vec<PathBuf> {
         let cwd = std::env::current_dir().unwrap_or_default();
         let mut paths = vec![cwd.join(DEFAULT_CONFIG_FILE)];
+        paths.push(cwd.join(&self.root).join(DEFAULT_CONFIG_FILE));
+        paths.extend(self.files.iter().map(|f| cwd.join(f)));
         if let Some(source) = &self.source {
             paths.push(cwd.join(source));
         }
         paths.push(cwd.join(&self.agents.agents_folder));
-        paths.dedup();
-        paths
+        let mut unique = Vec::new();
+        for p in paths {
+            if !unique.contains(&p) {
+                unique.push(p);
+            }
+        }
+        unique
     }
 
     /// The sandbox policy of an agent run: `[sandbox]` plus [`Config::protected_paths`],
@@ -325,85 +382,57 @@ fn config_error(msg: impl Into<String>) -> anyhow::Error {
     ConfigError(msg.into()).into()
 }
 
-/// Load `explicit`, or `./lsm.toml` if it exists, or the defaults; then apply `LSM_*`
-/// overrides from `env`; then resolve relative paths against the file's folder (or the
-/// working directory for defaults).
-pub fn load(explicit: Option<&Path>, env: &[(String, String)]) -> Result<Config> {
-    let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let path = match explicit {
-        Some(p) => {
-            if !p.is_file() {
-                bail!(config_error(format!(
-                    "config file {} does not exist; check the path given to --config",
-                    p.display()
-                )));
-            }
-            Some(p.to_path_buf())
-        }
-        None => {
-            let p = cwd.join(DEFAULT_CONFIG_FILE);
-            p.is_file().then_some(p)
-        }
-    };
-    let mut table = match &path {
-        Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| config_error(format!("cannot read {}: {e}", p.display())))?;
-            text.parse::<toml::Table>()
-                .map_err(|e| config_error(format!("{} is not valid TOML: {e}", p.display())))?
-        }
-        None => toml::Table::new(),
-    };
-    lift_llm_tiers(&mut table)?;
-    apply_env_overrides(&mut table, env)?;
-    let memory = MemoryConfig::split_from(&mut table).map_err(|e| {
-        let name = path.as_ref().map_or_else(
-            || "the environment".to_string(),
-            |p| p.display().to_string(),
-        );
-        config_error(format!("{name}: {e}"))
-    })?;
-    let name = path.as_ref().map_or_else(
-        || "the built-in defaults".to_string(),
-        |p| p.display().to_string(),
-    );
-    let mut config: Config = toml::Value::Table(table)
-        .try_into()
-        .map_err(|e: toml::de::Error| config_error(format!("{name}: {e}")))?;
-    let base = path
-        .as_ref()
-        .and_then(|p| p.parent().map(Path::to_path_buf))
-        .map(|p| {
-            if p.as_os_str().is_empty() {
-                cwd.clone()
-            } else {
-                p
-            }
-        })
-        .unwrap_or(cwd);
-    config.memory = memory;
-    config
-        .mcp
-        .validate()
-        .map_err(|e| config_error(format!("{name}: {e}")))?;
-    config
-        .hooks
-        .validate()
-        .map_err(|e| config_error(format!("{name}: {e}")))?;
-    config
-        .agents
-        .compaction
-        .validate()
-        .map_err(|e| config_error(format!("{name}: {e}")))?;
-    config
-        .conductor
-        .validate()
-        .map_err(|e| config_error(format!("{name}: {e}")))?;
-    resolve_paths(&mut config, &base);
-    config.source = path;
-    // The keys it names are secrets from now on, wherever they would be printed or recorded.
-    crate::secrets::register_configured(&config, &|name| std::env::var(name).ok());
-    Ok(config)
+/// How the command line chose the configuration: `--config FILE` and `-c key=value` flags.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigArgs {
+    /// `--config FILE`.
+    pub file: Option<PathBuf>,
+    /// `-c key=value`, in order.
+    pub overrides: Vec<String>,
+}
+
+impl ConfigArgs {
+    /// The effective configuration: every layer, from the built-in defaults to the `-c` flags
+    /// (see [`layers`]); the keys it names are registered as secrets.
+    ///
+    /// # Errors
+    /// A [`ConfigError`] naming the file and line, the variable or the flag at fault.
+    pub fn load(&self) -> Result<Config> {
+        let inputs = Inputs {
+            cwd: std::env::current_dir().context("cannot read the current directory")?,
+            user_file: layers::user_file(),
+            explicit: self.file.clone(),
+            env: lsm_env(),
+            overrides: self.overrides.clone(),
+        };
+        let config = layers::load(&inputs)?;
+        // The keys it names are secrets from now on, wherever they would be printed or recorded.
+        crate::secrets::register_configured(&config, &|name| std::env::var(name).ok());
+        Ok(config)
+    }
+}
+
+/// `explicit` (or the project's `lsm.toml`) with `env`, no user file and no flags: the
+/// configuration the unit tests load.
+#[cfg(test)]
+pub fn load(explicit: Option<&std::path::Path>, env: &[(String, String)]) -> Result<Config> {
+    layers::load(&Inputs {
+        cwd: std::env::current_dir()?,
+        user_file: None,
+        explicit: explicit.map(std::path::Path::to_path_buf),
+        env: env.to_vec(),
+        overrides: Vec::new(),
+    })
+}
+
+/// A value given on the command line or in a variable: TOML (numbers, booleans, arrays,
+/// inline tables), else a plain string.
+fn parse_value(value: &str) -> toml::Value {
+    format!("v = {value}")
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(value.to_string()))
 }
 
 /// The sections an `LSM_<SECTION>_<KEY>` variable can address.
@@ -468,8 +497,14 @@ fn subtable<'a>(table: &'a mut toml::Table, key: &str, name: &str) -> Result<&'a
 /// `LSM_AGENTS_MAX_TOKENS_BUDGET=5000` sets `[agents] max_tokens_budget = 5000`. Values are
 /// read as TOML (numbers, booleans, arrays) and fall back to a plain string.
 /// `LSM_LLM_NORMAL_MODEL` sets `[llm.normal] model`; `LSM_LLM_PROVIDER`, `LSM_LLM_MODEL` and
-/// `LSM_LLM_BASE_URL` set `[llm]` and every tier present in the file.
-fn apply_env_overrides(table: &mut toml::Table, env: &[(String, String)]) -> Result<()> {
+/// `LSM_LLM_BASE_URL` set `[llm]` and every tier in `tiers_in_files`. `record` is told the
+/// key path each variable set.
+fn apply_env_overrides(
+    table: &mut toml::Table,
+    env: &[(String, String)],
+    tiers_in_files: &[&str],
+    record: &mut dyn FnMut(Vec<String>, &str),
+) -> Result<()> {
     for (name, value) in env {
         let Some(rest) = name.strip_prefix("LSM_") else {
             continue;
@@ -486,16 +521,13 @@ fn apply_env_overrides(table: &mut toml::Table, env: &[(String, String)]) -> Res
                 SECTIONS.join(", ")
             )));
         };
-        let parsed = format!("v = {value}")
-            .parse::<toml::Table>()
-            .ok()
-            .and_then(|mut t| t.remove("v"))
-            .unwrap_or_else(|| toml::Value::String(value.clone()));
+        let parsed = parse_value(value);
         let section_table = subtable(table, section, &format!("[{section}]"))?;
         if let Some((_, sub)) = NESTED.iter().find(|(s, sub)| {
             *s == section && key.strip_prefix(sub).is_some_and(|k| k.starts_with('_'))
         }) {
             let inner_key = key[sub.len() + 1..].to_string();
+            record(vec![section.into(), (*sub).into(), inner_key.clone()], name);
             subtable(section_table, sub, &format!("[{section}.{sub}]"))?.insert(inner_key, parsed);
             continue;
         }
@@ -505,74 +537,22 @@ fn apply_env_overrides(table: &mut toml::Table, env: &[(String, String)]) -> Res
                     .and_then(|k| k.strip_prefix('_'))
                     .map(|k| (*t, k.to_string()))
             }) {
+                record(vec!["llm".into(), tier.into(), tier_key.clone()], name);
                 subtable(section_table, tier, &format!("[llm.{tier}]"))?.insert(tier_key, parsed);
                 continue;
             }
             if LLM_KEYS_OVER_TIERS.contains(&key.as_str()) {
-                for tier in TIERS {
-                    if let Some(toml::Value::Table(t)) = section_table.get_mut(*tier) {
-                        t.insert(key.clone(), parsed.clone());
-                    }
+                for tier in tiers_in_files {
+                    record(vec!["llm".into(), (*tier).into(), key.clone()], name);
+                    subtable(section_table, tier, &format!("[llm.{tier}]"))?
+                        .insert(key.clone(), parsed.clone());
                 }
             }
         }
+        record(vec![section.into(), key.clone()], name);
         section_table.insert(key, parsed);
     }
     Ok(())
-}
-
-fn resolve_paths(config: &mut Config, base: &Path) {
-    let fix = |p: &mut PathBuf| {
-        if p.is_relative() {
-            *p = base.join(&*p);
-        }
-    };
-    fix(&mut config.agents.agents_folder);
-    config.sandbox.allowed_read_paths.iter_mut().for_each(fix);
-    config.sandbox.allowed_write_paths.iter_mut().for_each(fix);
-    if let Some(dir) = config.sandbox.working_dir.as_mut() {
-        fix(dir);
-    }
-    fix(&mut config.kb.index_dir);
-    if let Some(dir) = config.kb.embedder.model_dir.as_mut() {
-        fix(dir);
-    }
-    config.memory.resolve_paths(base);
-    // A server program given by a relative path (`./tools/server`) is the file's neighbour;
-    // a bare name is looked up on PATH.
-    for server in config.mcp.servers.values_mut() {
-        if let Some(command) = server.command.as_mut()
-            && command.contains('/')
-            && Path::new(command.as_str()).is_relative()
-        {
-            *command = base.join(&*command).display().to_string();
-        }
-    }
-    let fix_spec = |spec: &mut Option<String>| {
-        if let Some(spec) = spec.as_mut()
-            && let Some(file) = spec.strip_prefix("scripted:")
-            && Path::new(file).is_relative()
-        {
-            *spec = format!("scripted:{}", base.join(file).display());
-        }
-    };
-    fix_spec(&mut config.llm.provider);
-    if let Some(p) = config.llm.model_path.as_mut() {
-        fix(p);
-    }
-    for tier in [
-        &mut config.llm.quick,
-        &mut config.llm.normal,
-        &mut config.llm.complex,
-    ]
-    .into_iter()
-    .flatten()
-    {
-        fix_spec(&mut tier.provider);
-        if let Some(p) = tier.model_path.as_mut() {
-            fix(p);
-        }
-    }
 }
 
 /// `LSM_*` variables that are not settings of `lsm.toml`: `LSM_MODEL_CACHE` moves the model
@@ -599,6 +579,11 @@ fn settings_env(vars: impl Iterator<Item = (String, String)>) -> Vec<(String, St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `env` applied to `table`, no tier in any file.
+    pub(super) fn env_table(table: &mut toml::Table, env: &[(String, String)]) -> Result<()> {
+        apply_env_overrides(table, env, &[], &mut |_, _| {})
+    }
 
     #[test]
     fn llm_tiers_tables_are_another_spelling_of_the_tier_tables() {
@@ -654,7 +639,7 @@ mod tests {
     #[test]
     fn env_overrides_set_typed_values() {
         let mut t = toml::Table::new();
-        apply_env_overrides(
+        env_table(
             &mut t,
             &[
                 ("LSM_AGENTS_MAX_TOKENS_BUDGET".into(), "5000".into()),
@@ -719,7 +704,7 @@ mod tests {
 
     #[test]
     fn unknown_env_section_is_a_clear_error() {
-        let e = apply_env_overrides(
+        let e = env_table(
             &mut toml::Table::new(),
             &[("LSM_FOO_BAR".into(), "1".into())],
         )
@@ -850,7 +835,7 @@ read_timeout_seconds = 600
     #[test]
     fn every_example_in_config_md_loads() {
         let doc = std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/CONFIG.md"),
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/CONFIG.md"),
         )
         .unwrap();
         let blocks: Vec<&str> = doc
@@ -930,7 +915,7 @@ read_timeout_seconds = 600
         );
         assert_eq!(env, [("LSM_LLM_PROVIDER".to_string(), "local".to_string())]);
         let mut t = toml::Table::new();
-        apply_env_overrides(&mut t, &env).unwrap();
+        super::tests::env_table(&mut t, &env).unwrap();
         let c: Config = toml::Value::Table(t).try_into().unwrap();
         assert_eq!(c.llm.provider.as_deref(), Some("local"));
     }
@@ -948,9 +933,20 @@ read_timeout_seconds = 600
         .unwrap_err()
         .to_string();
         assert!(e.contains("cached") && e.contains("lsm.toml"), "{e}");
-        let c = load_text("[llm]\nread_timeout_seconds = -1\n", &[]).unwrap();
-        let e = c.llm.resolve(LlmTier::Normal).unwrap_err().to_string();
-        assert!(e.contains("[llm] read_timeout_seconds"), "{e}");
+        let e = load_text("[llm]\nread_timeout_seconds = -1\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("lsm.toml:2") && e.contains("llm.read_timeout_seconds"),
+            "{e}"
+        );
+        let e = load_text("", &[("LSM_LLM_QUICK_CONNECT_TIMEOUT_SECONDS", "0")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("environment variable LSM_LLM_QUICK_CONNECT_TIMEOUT_SECONDS"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -974,5 +970,298 @@ read_timeout_seconds = 600
         std::fs::write(&f, "").unwrap();
         let env = [("LSM_SANDBOX_PROTECTED_PATHS".to_string(), "[]".to_string())];
         assert!(load(Some(&f), &env).is_err());
+    }
+}
+
+#[cfg(test)]
+mod layer_tests {
+    use super::*;
+    use std::path::Path;
+
+    /// A user file, a project file two folders above the working directory, an explicit
+    /// file, and the working directory itself.
+    struct Setup {
+        _dir: tempfile::TempDir,
+        user: PathBuf,
+        project: PathBuf,
+        explicit: PathBuf,
+        cwd: PathBuf,
+    }
+
+    fn setup() -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("proj");
+        let cwd = root.join("src/deep");
+        std::fs::create_dir_all(&cwd).unwrap();
+        let user = dir.path().join("xdg/lsm/config.toml");
+        std::fs::create_dir_all(user.parent().unwrap()).unwrap();
+        Setup {
+            user,
+            project: root.join("lsm.toml"),
+            explicit: dir.path().join("explicit.toml"),
+            cwd,
+            _dir: dir,
+        }
+    }
+
+    fn write(path: &Path, text: &str) {
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn inputs(s: &Setup, explicit: bool, env: &[(&str, &str)], flags: &[&str]) -> Inputs {
+        Inputs {
+            cwd: s.cwd.clone(),
+            user_file: Some(s.user.clone()),
+            explicit: explicit.then(|| s.explicit.clone()),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            overrides: flags.iter().map(|f| f.to_string()).collect(),
+        }
+    }
+
+    /// Each row: which layers set `agents.max_tokens_budget` (user, project, explicit, env,
+    /// flag), the value that wins and the source it is blamed on.
+    #[test]
+    fn precedence_is_user_then_project_then_config_then_env_then_flags() {
+        let rows: &[(&[&str], u64, &str)] = &[
+            (&[], 200_000, "default"),
+            (&["user"], 1, "config.toml:2"),
+            (&["user", "project"], 2, "proj/lsm.toml:2"),
+            (&["project"], 2, "proj/lsm.toml:2"),
+            (&["user", "project", "explicit"], 3, "explicit.toml:2"),
+            (&["user", "explicit"], 3, "explicit.toml:2"),
+            (
+                &["user", "project", "explicit", "env"],
+                4,
+                "environment variable LSM_AGENTS_MAX_TOKENS_BUDGET",
+            ),
+            (
+                &["project", "env"],
+                4,
+                "environment variable LSM_AGENTS_MAX_TOKENS_BUDGET",
+            ),
+            (
+                &["user", "project", "explicit", "env", "flag"],
+                5,
+                "flag -c agents.max_tokens_budget=5",
+            ),
+            (&["user", "flag"], 5, "flag -c agents.max_tokens_budget=5"),
+        ];
+        for (layers, want, source) in rows {
+            let s = setup();
+            let has = |l: &str| layers.contains(&l);
+            // Every file sets another key too, so a file that does not set the budget is
+            // still read.
+            let file = |budget: Option<u64>| match budget {
+                Some(b) => format!("[agents]\nmax_tokens_budget = {b}\nmax_iterations = 9\n"),
+                None => "[agents]\nmax_iterations = 9\n".to_string(),
+            };
+            write(&s.user, &file(has("user").then_some(1)));
+            write(&s.project, &file(has("project").then_some(2)));
+            write(&s.explicit, &file(has("explicit").then_some(3)));
+            let env: &[(&str, &str)] = if has("env") {
+                &[("LSM_AGENTS_MAX_TOKENS_BUDGET", "4")]
+            } else {
+                &[]
+            };
+            let flags: &[&str] = if has("flag") {
+                &["agents.max_tokens_budget=5"]
+            } else {
+                &[]
+            };
+            let c = layers::load(&inputs(&s, has("explicit"), env, flags)).unwrap();
+            assert_eq!(c.agents.max_tokens_budget, *want, "{layers:?}");
+            let got = c.origin("agents.max_tokens_budget").to_string();
+            assert!(got.ends_with(source), "{layers:?}: {got} (want …{source})");
+            assert_eq!(c.agents.max_iterations, 9, "{layers:?}");
+        }
+    }
+
+    #[test]
+    fn the_project_file_is_found_upward_and_its_paths_and_defaults_resolve_against_its_folder() {
+        let s = setup();
+        write(
+            &s.project,
+            "[sandbox]\nallowed_read_paths = [\"docs\"]\n[llm]\nprovider = \"scripted:s.jsonl\"\n",
+        );
+        write(&s.user, "[kb]\nindex_dir = \"kb-index\"\n");
+        let c = layers::load(&inputs(
+            &s,
+            false,
+            &[("LSM_SANDBOX_WORKING_DIR", "here")],
+            &[],
+        ))
+        .unwrap();
+        let root = s.project.parent().unwrap();
+        assert_eq!(c.root, root);
+        assert_eq!(c.source.as_deref(), Some(s.project.as_path()));
+        assert_eq!(c.files, [s.user.clone(), s.project.clone()]);
+        assert_eq!(c.sandbox.allowed_read_paths, [root.join("docs")]);
+        assert_eq!(
+            c.llm.provider.as_deref(),
+            Some(format!("scripted:{}", root.join("s.jsonl").display()).as_str())
+        );
+        // The user file's paths are its own folder's; the environment's, the working
+        // directory's.
+        assert_eq!(c.kb.index_dir, s.user.parent().unwrap().join("kb-index"));
+        assert_eq!(c.sandbox.working_dir, Some(s.cwd.join("here")));
+        // Records go under the project's .lsm/, not the working directory.
+        assert_eq!(c.agents.agents_folder, root.join(".lsm/agents"));
+        assert!(!c.protected_paths().is_empty());
+        assert!(c.protected_paths().contains(&s.project));
+        assert!(c.protected_paths().contains(&s.user));
+    }
+
+    #[test]
+    fn an_existing_agents_folder_keeps_being_used_and_says_why() {
+        let s = setup();
+        write(&s.project, "");
+        let root = s.project.parent().unwrap();
+        std::fs::create_dir_all(root.join("Agents/general/logs")).unwrap();
+        let c = layers::load(&inputs(&s, false, &[], &[])).unwrap();
+        assert_eq!(c.agents.agents_folder, root.join("Agents"));
+        let origin = c.origin("agents.agents_folder").to_string();
+        assert!(origin.contains("old default"), "{origin}");
+        // Once .lsm/agents exists, it wins.
+        std::fs::create_dir_all(root.join(".lsm/agents")).unwrap();
+        let c = layers::load(&inputs(&s, false, &[], &[])).unwrap();
+        assert_eq!(c.agents.agents_folder, root.join(".lsm/agents"));
+        assert_eq!(c.origin("agents.agents_folder"), Source::DEFAULT);
+    }
+
+    #[test]
+    fn every_error_names_its_file_and_line_its_variable_or_its_flag() {
+        let s = setup();
+        write(
+            &s.user,
+            "[agents]\nmax_iterations = 3\n\n[agents.memory]\nlimt = 3\n",
+        );
+        let e = layers::load(&inputs(&s, false, &[], &[])).unwrap_err();
+        assert!(e.downcast_ref::<ConfigError>().is_some());
+        let e = e.to_string();
+        assert!(e.contains("config.toml:5") && e.contains("limt"), "{e}");
+
+        write(&s.user, "");
+        write(&s.project, "[sandbox]\nallow_url_access = \"yes\"\n");
+        let e = layers::load(&inputs(&s, false, &[], &[]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("proj/lsm.toml:2") && e.contains("allow_url_access"),
+            "{e}"
+        );
+
+        write(&s.project, "[agents\nmax_iterations = 3\n");
+        let e = layers::load(&inputs(&s, false, &[], &[]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("lsm.toml:1") && e.contains("not valid TOML"),
+            "{e}"
+        );
+
+        write(&s.project, "");
+        let e = layers::load(&inputs(
+            &s,
+            false,
+            &[("LSM_AGENTS_MAX_TOKEN_BUDGET", "5")],
+            &[],
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("environment variable LSM_AGENTS_MAX_TOKEN_BUDGET")
+                && !e.contains("built-in defaults"),
+            "{e}"
+        );
+        let e = layers::load(&inputs(&s, false, &[], &["agents.max_iterations=lots"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("flag -c agents.max_iterations=lots"), "{e}");
+        let e = layers::load(&inputs(&s, false, &[], &["nokey"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("-c nokey") && e.contains("KEY=VALUE"), "{e}");
+        let e = layers::load(&inputs(&s, false, &[], &["toplevel=1"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("SECTION.KEY"), "{e}");
+    }
+
+    #[test]
+    fn a_sandbox_setting_the_sandbox_refuses_is_blamed_on_its_line() {
+        let s = setup();
+        write(&s.project, "[sandbox]\n\ntimeout_seconds = 0\n");
+        let c = layers::load(&inputs(&s, false, &[], &[])).unwrap();
+        let e =
+            lsm_sandbox::Sandbox::new(c.sandbox.clone(), lsm_sandbox::ToolRegistry::new(), None)
+                .unwrap_err();
+        let shown = c.sandbox_error(&e);
+        assert!(
+            shown.contains("proj/lsm.toml:3") && shown.contains("timeout_seconds"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn config_show_lists_every_setting_with_its_source() {
+        let s = setup();
+        write(&s.project, "# budget\n[agents]\nmax_tokens_budget = 7\n");
+        let c = layers::load(&inputs(
+            &s,
+            false,
+            &[("LSM_LLM_MODEL", "gpt-test")],
+            &["stall.threshold=4"],
+        ))
+        .unwrap();
+        let rows = show::settings(&c);
+        let row = |key: &str| {
+            rows.iter()
+                .find(|r| r.key == key)
+                .unwrap_or_else(|| panic!("{key} missing"))
+                .clone()
+        };
+        assert!(
+            row("agents.max_tokens_budget")
+                .source
+                .ends_with("proj/lsm.toml:3")
+        );
+        assert_eq!(row("agents.max_tokens_budget").value, serde_json::json!(7));
+        assert_eq!(
+            row("llm.model").source,
+            "environment variable LSM_LLM_MODEL"
+        );
+        assert_eq!(row("stall.threshold").source, "flag -c stall.threshold=4");
+        assert_eq!(row("stall.threshold").value, serde_json::json!(4));
+        assert_eq!(row("agents.max_iterations").source, "default");
+        assert_eq!(row("llm.provider").value, serde_json::Value::Null);
+        // Every section is there, down to nested tables.
+        for key in [
+            "agents.memory.enabled",
+            "agents.interaction.timeout_seconds",
+            "sandbox.timeout_seconds",
+            "kb.index_dir",
+            "kb.embedder.kind",
+            "hooks.agent_stop_max_blocks",
+        ] {
+            row(key);
+        }
+        let text = show::text(&c);
+        assert!(text.contains("agents.max_tokens_budget = 7"), "{text}");
+        assert!(
+            text.contains("# environment variable LSM_LLM_MODEL"),
+            "{text}"
+        );
+        let json = show::json(&c);
+        assert_eq!(json["files"][0], s.project.display().to_string());
+        assert!(
+            json["settings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["origin"]["kind"] == "file" && r["origin"]["line"] == 3)
+        );
     }
 }
