@@ -81,6 +81,8 @@ pub struct LocalSettings {
     pub temperature: f32,
     /// Seed of the sampler, so a run can be repeated.
     pub seed: u32,
+    /// Repetition penalty of free text (answers without tools); 1.0 turns it off.
+    pub text_repeat_penalty: f32,
 }
 
 impl Default for LocalSettings {
@@ -91,6 +93,7 @@ impl Default for LocalSettings {
             threads: None,
             temperature: 0.0,
             seed: 42,
+            text_repeat_penalty: TEXT_REPEAT_PENALTY,
         }
     }
 }
@@ -561,7 +564,7 @@ impl Worker {
             repeat_penalty: if constraint.is_some() {
                 DECISION_REPEAT_PENALTY
             } else {
-                TEXT_REPEAT_PENALTY
+                self.settings.text_repeat_penalty
             },
         };
         let mut rng = Rng::new(self.settings.seed);

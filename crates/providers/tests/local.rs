@@ -334,11 +334,21 @@ async fn toolless_generation_is_plain_text_and_stops_on_repetition() {
     assert_eq!(r.usage.output_tokens, stats.generated_tokens);
 
     // A request that makes the model repeat itself ends at the first repetition, long
-    // before the token limit, and the repetition is cut off.
+    // before the token limit, and the repetition is cut off. The repetition penalty is
+    // turned off here so that the model does loop: what is tested is the stop.
+    let p = LocalProvider::load(
+        &path,
+        LocalSettings {
+            context_size: Some(4096),
+            text_repeat_penalty: 1.0,
+            ..LocalSettings::default()
+        },
+    )
+    .unwrap();
     let limit = 400;
     let r = p
         .complete(&plain_request(
-            "Write the sentence \"The answer is yes.\" again and again, fifty times.",
+            "Write a very long story about a cat named Tom who eats fish every day.",
             limit,
         ))
         .await
@@ -350,13 +360,15 @@ async fn toolless_generation_is_plain_text_and_stops_on_repetition() {
     );
     assert_eq!(stats.finish, LocalFinish::Repetition, "{:?}", r.text);
     assert!(stats.generated_tokens < limit, "{stats:?}");
+    // No run of twelve words (at least twelve tokens) comes twice in what is kept.
     let words: Vec<&str> = r.text.split_whitespace().collect();
-    for w in words.windows(8) {
+    let normalized = words.join(" ");
+    for w in words.windows(12) {
         let joined = w.join(" ");
         assert_eq!(
-            r.text.matches(&joined).count(),
+            normalized.matches(&joined).count(),
             1,
-            "a run of eight words repeats in the kept text: {:?}",
+            "a run of twelve words repeats in the kept text: {:?}",
             r.text
         );
     }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 pub const PENALTY_WINDOW: usize = 64;
 
 /// Length of the token sequence whose second occurrence counts as a loop in free text.
-pub const LOOP_NGRAM: usize = 8;
+pub const LOOP_NGRAM: usize = 12;
 
 /// Sampling settings of one call.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -190,7 +190,7 @@ mod tests {
             }
         }
         let (at, keep) = cut.expect("the loop is detected");
-        assert_eq!(at, 13, "the first 8-gram seen twice ends at token 13");
+        assert_eq!(at, 17, "the first 12-gram seen twice ends at token 17");
         assert_eq!(keep, 5, "one copy of the phrase is kept");
         let mut fresh = LoopDetector::default();
         let prose: Vec<u32> = (0..200).collect();
