@@ -16,6 +16,9 @@ mod agents_cli;
 /// Every agent in process on the real harness, with the real knowledge-base and memory tools.
 #[path = "e2e/agents_harness.rs"]
 mod agents_harness;
+/// Context compaction through `lsm agent run`.
+#[path = "e2e/compaction.rs"]
+mod compaction;
 /// Stall detection and hooks through `lsm agent run`.
 #[path = "e2e/control.rs"]
 mod control;

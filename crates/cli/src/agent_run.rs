@@ -93,6 +93,38 @@ pub struct RunArgs {
     /// `[agents.extra_tools] <agent> = [...]`; the tool must exist (`lsm tools list`).
     #[arg(long = "allow-tool", value_name = "TOOL")]
     pub allow_tools: Vec<String>,
+
+    /// How strictly the run must prove its task complete before it stops:
+    /// `interactive` (after the retries a stop is accepted, the summary lists what was unmet)
+    /// or `strict_automation` (`done` only with `work_complete` called and the contract and
+    /// work items satisfied; otherwise exit code 8). Default: [agents] stop_mode.
+    #[arg(long, value_name = "MODE", value_enum)]
+    pub stop_mode: Option<StopModeArg>,
+
+    /// The task contract the run is held to: a TOML file of `[[require]]` predicates and
+    /// `required_outputs` (see docs/CONFIG.md). Replaces [agents.contracts.<agent>].
+    #[arg(long, value_name = "FILE")]
+    pub contract: Option<PathBuf>,
+}
+
+/// `--stop-mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub enum StopModeArg {
+    /// Liveness first (the default).
+    Interactive,
+    /// For automation: done only when every completion check is met.
+    #[value(alias = "strict-automation")]
+    StrictAutomation,
+}
+
+impl From<StopModeArg> for lsm_harness::StopMode {
+    fn from(m: StopModeArg) -> Self {
+        match m {
+            StopModeArg::Interactive => lsm_harness::StopMode::Interactive,
+            StopModeArg::StrictAutomation => lsm_harness::StopMode::StrictAutomation,
+        }
+    }
 }
 
 /// `--output-format`.
@@ -153,12 +185,22 @@ async fn run_async(config_path: Option<&Path>, mut args: RunArgs) -> Result<u8> 
     if let Some(n) = args.max_tokens_budget {
         config.agents.max_tokens_budget = n;
     }
+    if let Some(mode) = args.stop_mode {
+        config.agents.stop_mode = mode.into();
+    }
+    if let Some(path) = &args.contract {
+        let contract = crate::agents_config::read_contract(path)?;
+        config
+            .agents
+            .contracts
+            .insert(spec.name.to_string(), contract);
+    }
     let known = crate::tools_cmd::known_tool_names(&config);
     for tool in &args.allow_tools {
         // An MCP tool exists once its server has listed it; its server must be configured.
         let mcp_server_configured = lsm_mcp::naming::server_of(tool)
             .is_some_and(|server| config.mcp.servers.contains_key(server));
-        if !known.contains(tool) && !mcp_server_configured {
+        if !known.contains(tool) && !lsm_harness::is_control_tool(tool) && !mcp_server_configured {
             return Err(usage(format!(
                 "--allow-tool {tool}: there is no tool of that name; `lsm tools list` shows them"
             )));
@@ -225,6 +267,11 @@ async fn run_async(config_path: Option<&Path>, mut args: RunArgs) -> Result<u8> 
         )));
     }
 
+    // The window compaction measures prompts against: [agents.compaction], else the tier's
+    // or the model's configured one, else the provider's own table.
+    if config.agents.compaction.context_window.is_none() {
+        config.agents.compaction.context_window = llm.context_window_for(provider.model());
+    }
     let channel = interaction_wiring::run_channel(&config.agents.interaction)?;
     let stop = CancellationToken::new();
     let parts = run_wiring::build_run(&config, provider, &channel, stop.clone())?;
@@ -236,6 +283,9 @@ async fn run_async(config_path: Option<&Path>, mut args: RunArgs) -> Result<u8> 
     };
     let extra_tools = parts.expand_allowlist(extra_tools);
     let mut factory = parts.factory.with_launch(launch);
+    if let Some(contract) = config.agents.contract_of(spec.name) {
+        factory = factory.with_contract(contract);
+    }
     if let Some(sink) = run_sinks::for_output(output) {
         factory = factory.with_event_sink(sink);
     }

@@ -248,8 +248,41 @@ fn print_human(output: &AgentOutput, s: &RunSummary, dir: &Path) {
     if let Some(log) = &output.log_file {
         println!("log: {}", log.display());
     }
+    print_completion(s);
     println!("summary: {}", dir.join("run_summary.json").display());
     println!("transcript: {}", dir.join("transcript.jsonl").display());
+}
+
+/// The completion checks' verdict, when the run had any: the contract, the work items, what
+/// an accepted stop left unmet.
+fn print_completion(s: &RunSummary) {
+    if let Some(c) = &s.contract {
+        let met = c.coverage.iter().filter(|i| i.met).count();
+        let verdict = if c.satisfied {
+            "satisfied"
+        } else {
+            "not satisfied"
+        };
+        println!(
+            "contract: {verdict} ({met} of {} conditions met)",
+            c.coverage.len()
+        );
+        for u in &c.unmet {
+            println!("  unmet: {}", secrets::clean(u));
+        }
+    }
+    if !s.work_items.is_empty() {
+        let done = s.work_items.iter().filter(|i| i.is_done()).count();
+        println!("work items: {done} of {} done", s.work_items.len());
+        for item in s.work_items.iter().filter(|i| !i.is_done()) {
+            println!("  open: {}", secrets::clean(&item.line()));
+        }
+    }
+    if s.contract.is_none() {
+        for u in &s.unmet_checks {
+            println!("unmet at stop: {}", secrets::clean(u));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::ops::{Deref, DerefMut};
 
-use lsm_harness::HarnessConfig;
+use lsm_harness::{HarnessConfig, TaskContract};
 use lsm_interaction::InteractionConfig;
 use serde::Deserialize;
 
@@ -29,6 +29,9 @@ pub struct AgentsConfig {
     /// only when registered). The only way to offer an agent a tool its card does not name,
     /// such as `bash`.
     pub extra_tools: BTreeMap<String, Vec<String>>,
+    /// `[agents.contracts.<agent>]`: the task contract each agent's runs are held to
+    /// (`lsm agent run --contract FILE` replaces it for one run).
+    pub contracts: BTreeMap<String, TaskContract>,
 }
 
 impl Default for AgentsConfig {
@@ -39,11 +42,17 @@ impl Default for AgentsConfig {
             max_concurrent: 5,
             log_stream_queue_limit: 500,
             extra_tools: BTreeMap::new(),
+            contracts: BTreeMap::new(),
         }
     }
 }
 
 impl AgentsConfig {
+    /// The task contract `agent`'s runs are held to, if configured.
+    pub fn contract_of(&self, agent: &str) -> Option<TaskContract> {
+        self.contracts.get(agent).cloned()
+    }
+
     /// The tools configuration adds to `agent`'s allowlist.
     pub fn extra_tools_of(&self, agent: &str) -> Vec<String> {
         self.extra_tools.get(agent).cloned().unwrap_or_default()
@@ -71,6 +80,7 @@ struct RuntimeKeys {
     max_concurrent: usize,
     log_stream_queue_limit: usize,
     extra_tools: BTreeMap<String, Vec<String>>,
+    contracts: BTreeMap<String, TaskContract>,
 }
 
 impl Default for RuntimeKeys {
@@ -81,16 +91,46 @@ impl Default for RuntimeKeys {
             max_concurrent: d.max_concurrent,
             log_stream_queue_limit: d.log_stream_queue_limit,
             extra_tools: d.extra_tools,
+            contracts: d.contracts,
         }
     }
 }
 
-const RUNTIME_KEYS: [&str; 4] = [
+const RUNTIME_KEYS: [&str; 5] = [
     "interaction",
     "max_concurrent",
     "log_stream_queue_limit",
     "extra_tools",
+    "contracts",
 ];
+
+/// The agent names, for messages.
+fn agent_names() -> String {
+    let known: Vec<&str> = lsm_agents::BUILTIN.iter().map(|a| a.name).collect();
+    known.join(", ")
+}
+
+/// Read the task contract in the TOML file `path` (`lsm agent run --contract`).
+///
+/// # Errors
+/// A usage error naming the file: unreadable, not TOML of a contract, or a contract that
+/// cannot be checked.
+pub fn read_contract(path: &std::path::Path) -> anyhow::Result<TaskContract> {
+    let shown = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        crate::agent_run::usage(format!("--contract {shown}: cannot read the file: {e}"))
+    })?;
+    let contract: TaskContract = toml::from_str(&text).map_err(|e| {
+        crate::agent_run::usage(format!(
+            "--contract {shown}: not a task contract: {}",
+            e.message()
+        ))
+    })?;
+    contract
+        .validate()
+        .map_err(|e| crate::agent_run::usage(format!("--contract {shown}: {e}")))?;
+    Ok(contract)
+}
 
 impl<'de> Deserialize<'de> for AgentsConfig {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -140,12 +180,24 @@ impl<'de> Deserialize<'de> for AgentsConfig {
                 known.join(", ")
             )));
         }
+        for (agent, contract) in &runtime.contracts {
+            if lsm_agents::find(agent).is_none() {
+                return Err(D::Error::custom(format!(
+                    "[agents.contracts] names '{agent}', which is not an agent; the agents are: {}",
+                    agent_names()
+                )));
+            }
+            contract
+                .validate()
+                .map_err(|e| D::Error::custom(format!("[agents.contracts.{agent}]: {e}")))?;
+        }
         Ok(AgentsConfig {
             harness,
             interaction: runtime.interaction,
             max_concurrent: runtime.max_concurrent,
             log_stream_queue_limit: runtime.log_stream_queue_limit,
             extra_tools: runtime.extra_tools,
+            contracts: runtime.contracts,
         })
     }
 }
@@ -186,6 +238,31 @@ mod tests {
         assert_eq!(c.interaction.timeout_action, TimeoutAction::Approve);
         assert_eq!(c.interaction.acknowledged_timeout_seconds, 600);
         assert!(c.interaction.auto_continue);
+    }
+
+    #[test]
+    fn contracts_stop_mode_and_work_items_are_read_and_checked() {
+        let c = parse(
+            "stop_mode = \"strict_automation\"\ncompletion_retries = 1\nwork_items = true\n\
+             [contracts.general]\nrequired_outputs = [\"summary.md\"]\n\
+             [[contracts.general.require]]\nkind = \"no_denials\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.stop_mode, lsm_harness::StopMode::StrictAutomation);
+        assert_eq!(c.completion_retries, 1);
+        assert!(c.work_items);
+        let contract = c.contract_of("general").unwrap();
+        assert_eq!(contract.required_outputs, ["summary.md"]);
+        assert!(c.contract_of("research").is_none());
+        let e = parse("[contracts.genreal]\nrequired_outputs = [\"a\"]\n").unwrap_err();
+        assert!(e.contains("'genreal', which is not an agent"), "{e}");
+        let e = parse("[contracts.general]\n").unwrap_err();
+        assert!(
+            e.contains("[agents.contracts.general]") && e.contains("no condition"),
+            "{e}"
+        );
+        let e = parse("stop_mode = \"strict\"\n").unwrap_err();
+        assert!(e.contains("strict_automation"), "{e}");
     }
 
     #[test]

@@ -52,6 +52,10 @@ pub struct LlmConfig {
     pub retry_max_delay_seconds: Option<f64>,
     /// Prices per model name.
     pub pricing: BTreeMap<String, Pricing>,
+    /// The model's context window in tokens (compaction measures prompts against it).
+    pub context_window: Option<u64>,
+    /// `[llm.context_windows]`: context windows per model name, over the built-in table.
+    pub context_windows: BTreeMap<String, u64>,
     /// `[llm.quick]`.
     pub quick: Option<TierConfig>,
     /// `[llm.normal]`.
@@ -94,6 +98,8 @@ pub struct TierConfig {
     pub retry_max_delay_seconds: Option<f64>,
     /// The prices of this tier's model.
     pub pricing: Option<Pricing>,
+    /// As `[llm] context_window`.
+    pub context_window: Option<u64>,
 }
 
 /// The LLM settings one run uses: `[llm]`, overridden by the agent's tier.
@@ -125,6 +131,10 @@ pub struct ResolvedLlm {
     tier_pricing: Option<(Option<String>, Pricing)>,
     /// The `[llm.pricing]` table.
     table: BTreeMap<String, Pricing>,
+    /// The tier's (or `[llm]`'s) context window.
+    context_window: Option<u64>,
+    /// The `[llm.context_windows]` table.
+    windows: BTreeMap<String, u64>,
 }
 
 impl ResolvedLlm {
@@ -137,6 +147,15 @@ impl ResolvedLlm {
             return Some(*p);
         }
         self.table.get(model).copied()
+    }
+
+    /// The context window configured for `model`: the tier's (or `[llm]`'s)
+    /// `context_window`, else the local provider's `context_size`, else its
+    /// `[llm.context_windows]` entry. `None`: the provider's own table decides.
+    pub fn context_window_for(&self, model: &str) -> Option<u64> {
+        self.context_window
+            .or(self.context_size.map(u64::from))
+            .or_else(|| self.windows.get(model).copied())
     }
 }
 
@@ -213,6 +232,8 @@ impl LlmConfig {
             tier_pricing: t.pricing.map(|p| (model.clone(), p)),
             model,
             table: self.pricing.clone(),
+            context_window: t.context_window.or(self.context_window),
+            windows: self.context_windows.clone(),
         })
     }
 }
@@ -363,6 +384,15 @@ pub fn load(explicit: Option<&Path>, env: &[(String, String)]) -> Result<Config>
         .mcp
         .validate()
         .map_err(|e| config_error(format!("{name}: {e}")))?;
+    config
+        .hooks
+        .validate()
+        .map_err(|e| config_error(format!("{name}: {e}")))?;
+    config
+        .agents
+        .compaction
+        .validate()
+        .map_err(|e| config_error(format!("{name}: {e}")))?;
     resolve_paths(&mut config, &base);
     config.source = path;
     // The keys it names are secrets from now on, wherever they would be printed or recorded.
@@ -376,7 +406,11 @@ const SECTIONS: &[&str] = &["agents", "sandbox", "llm", "kb", "stall"];
 /// Tables nested in a section, addressed as `LSM_<SECTION>_<TABLE>_<KEY>`
 /// (`LSM_AGENTS_MEMORY_ENABLED` sets `[agents.memory] enabled`,
 /// `LSM_AGENTS_INTERACTION_TIMEOUT_SECONDS=60` sets `[agents.interaction] timeout_seconds`).
-const NESTED: &[(&str, &str)] = &[("agents", "memory"), ("agents", "interaction")];
+const NESTED: &[(&str, &str)] = &[
+    ("agents", "memory"),
+    ("agents", "interaction"),
+    ("agents", "compaction"),
+];
 
 /// `[llm.tiers.<tier>]` is another spelling of `[llm.<tier>]`: move such tables into place.
 /// A tier given both ways is an error naming it.
@@ -586,6 +620,29 @@ mod tests {
                 .to_string()
                 .contains("not a tier")
         );
+    }
+
+    #[test]
+    fn a_bad_hook_entry_is_an_error_when_the_file_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("lsm.toml");
+        std::fs::write(
+            &f,
+            "[[hooks.pre_tool]]\ncommand = [\"/bin/true\"]\n[[hooks.pre_tool]]\ncommand = []\n",
+        )
+        .unwrap();
+        let e = load(Some(&f), &[]).unwrap_err().to_string();
+        assert!(
+            e.contains("lsm.toml") && e.contains("[[hooks.pre_tool]] entry 2"),
+            "{e}"
+        );
+        std::fs::write(
+            &f,
+            "[[hooks.agent_stop]]\ncommand = [\"x\"]\ntimeout_seconds = 0\n",
+        )
+        .unwrap();
+        let e = load(Some(&f), &[]).unwrap_err().to_string();
+        assert!(e.contains("timeout_seconds"), "{e}");
     }
 
     #[test]

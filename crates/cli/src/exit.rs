@@ -18,6 +18,9 @@ pub const BLOCKED: u8 = 5;
 pub const MAX_ITERATIONS: u8 = 6;
 /// The model repeated itself without progress (stall detection, `[stall]`).
 pub const STALLED: u8 = 7;
+/// The run's completion checks (task contract, work items, `work_complete`) were not met
+/// in the `strict_automation` stop mode.
+pub const CONTRACT_UNMET: u8 = 8;
 
 /// Run `command` on a fresh multi-threaded runtime and turn its result into an exit code:
 /// its own code, [`USAGE`] for a configuration error, [`ERROR`] for anything else (printed).
@@ -58,6 +61,7 @@ pub fn for_stop_reason(reason: StopReason) -> u8 {
         StopReason::Blocked => BLOCKED,
         StopReason::MaxIterations => MAX_ITERATIONS,
         StopReason::Stalled => STALLED,
+        StopReason::ContractUnmet => CONTRACT_UNMET,
     }
 }
 
@@ -71,7 +75,7 @@ mod tests {
             .iter()
             .map(|r| for_stop_reason(*r))
             .collect();
-        assert_eq!(codes, [0, 6, 3, 4, 5, 1, 7]);
+        assert_eq!(codes, [0, 6, 3, 4, 5, 1, 7, 8]);
         assert!(!codes.contains(&USAGE));
     }
 }

@@ -324,6 +324,9 @@ fn resume(config_path: Option<&Path>, args: ResumeArgs) -> u8 {
         resume: Some(args.run_id),
         yes: args.yes,
         allow_tools: Vec::new(),
+        // A resumed run keeps the stop mode and contract its journal recorded.
+        stop_mode: None,
+        contract: None,
     };
     agent_run::run(config_path, run)
 }

@@ -28,7 +28,7 @@ fn iteration(c: &mut Criterion) {
         group.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 // One phase of `iters` iterations: every iteration is one LLM call and one
-                // tool call; the compact strategy keeps the history bounded as it would be.
+                // tool call; the `fresh` strategy keeps the history bounded.
                 let provider = Arc::new(common::noop_script(iters as usize));
                 let mut h = common::harness_with_fsync(
                     dir.path(),

@@ -12,10 +12,13 @@ use serde::{Deserialize, Serialize};
 pub enum ContextStrategy {
     /// Send only the last 6 messages.
     Fresh,
-    /// Once a history holds more than 12 messages, replace all but the last 8 with a one-line
-    /// note.
+    /// Send the whole history; when a prompt would not fit the model's context window,
+    /// compact that context down the ladder of [`crate::compaction`] (`[agents.compaction]`).
     #[default]
     Compact,
+    /// Send the whole history, never compacted (for models whose window the runs never
+    /// fill; a prompt that does not fit is the provider's error).
+    Full,
 }
 
 /// When the journal (the transcript) is flushed to the disk with `fsync`.
@@ -32,6 +35,37 @@ pub enum JournalFsync {
     /// Never (the operating system writes when it likes): a crash can lose recent lines.
     Never,
 }
+
+/// How strictly a phase that completes the task must prove it is complete before it may
+/// stop (`[agents] stop_mode`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum StopMode {
+    /// Liveness first: the completion checks (task contract, open work items) send the model
+    /// back to work at most `completion_retries` times; then the stop is accepted and the
+    /// summary lists what was unmet.
+    #[default]
+    Interactive,
+    /// For automation: the phase is `done` only when the model declared it with the
+    /// `work_complete` control tool and the task contract and the work items are satisfied;
+    /// when they still are not after `completion_retries` retries, it ends `contract_unmet`.
+    StrictAutomation,
+}
+
+impl StopMode {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopMode::Interactive => "interactive",
+            StopMode::StrictAutomation => "strict_automation",
+        }
+    }
+}
+
+/// Default number of times the completion checks may send the model back in one phase.
+pub const DEFAULT_COMPLETION_RETRIES: u32 = 2;
 
 /// Everything the harness needs to know besides its provider and sandbox.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -62,6 +96,17 @@ pub struct HarnessConfig {
     pub reserve_prompt_estimate: bool,
     /// When the journal is flushed to the disk (see [`JournalFsync`]).
     pub journal_fsync: JournalFsync,
+    /// How strictly a phase that completes the task must prove it (see [`StopMode`]).
+    pub stop_mode: StopMode,
+    /// How often the completion checks (`work_complete`, the task contract, open work items)
+    /// may send the model back in one phase before the stop mode decides.
+    pub completion_retries: u32,
+    /// Context compaction (`[agents.compaction]`), under the `compact` strategy.
+    pub compaction: crate::compaction::CompactionConfig,
+    /// Offer the work-item tools (`work_item_add`, `work_item_update`, `work_item_list`,
+    /// `work_item_set_artifact`, `work_item_flag_revision`) to every agent. An agent whose
+    /// allowlist names one of them is offered that one anyway.
+    pub work_items: bool,
 }
 
 impl Default for HarnessConfig {
@@ -77,6 +122,10 @@ impl Default for HarnessConfig {
             max_cost_usd: None,
             reserve_prompt_estimate: false,
             journal_fsync: JournalFsync::Batched,
+            stop_mode: StopMode::Interactive,
+            completion_retries: DEFAULT_COMPLETION_RETRIES,
+            work_items: false,
+            compaction: crate::compaction::CompactionConfig::default(),
         }
     }
 }

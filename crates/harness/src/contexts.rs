@@ -19,6 +19,12 @@ pub struct ContextState {
     pub last_response_id: Option<String>,
     /// LLM calls made in this context over the whole run.
     pub iterations: u32,
+    /// Where the current phase's opening message is (never compacted).
+    #[serde(default)]
+    pub phase_start: Option<usize>,
+    /// Compactions of this context so far.
+    #[serde(default)]
+    pub compactions: u32,
 }
 
 impl ContextState {
@@ -29,6 +35,8 @@ impl ContextState {
             conversation_id,
             last_response_id: None,
             iterations: 0,
+            phase_start: None,
+            compactions: 0,
         }
     }
 
@@ -38,6 +46,7 @@ impl ContextState {
         self.history.clear();
         self.conversation_id = conversation_id;
         self.last_response_id = None;
+        self.phase_start = None;
     }
 
     /// The most recent user message, the topic for standing memory.
@@ -60,41 +69,17 @@ pub(crate) fn label_name(label: &Option<String>) -> &str {
     label.as_deref().unwrap_or(DEFAULT_LABEL)
 }
 
-/// Apply the strategy. `Compact` rewrites the stored history (so it stays stable from call to
-/// call); `Fresh` only narrows what is sent. Returns the slice to send.
-pub(crate) fn apply_strategy(strategy: ContextStrategy, history: &mut Vec<Message>) -> &[Message] {
+/// The history part of a request under `strategy`: everything, or (`fresh`) the last six
+/// messages. Nothing here rewrites the stored history: compaction does, at its ladder steps,
+/// through recorded events ([`crate::compaction`]).
+pub(crate) fn sent_messages(strategy: ContextStrategy, history: &[Message]) -> Vec<Message> {
     match strategy {
-        ContextStrategy::Compact => {
-            const TRIGGER: usize = 12;
-            const KEEP: usize = 8;
-            if history.len() > TRIGGER {
-                let start = clean_start(history, history.len() - KEEP);
-                let omitted = start;
-                let mut kept = history.split_off(start);
-                history.clear();
-                history.push(Message::system(format!(
-                    "[Earlier conversation compacted: {omitted} messages omitted.]"
-                )));
-                history.append(&mut kept);
-            }
-            history.as_slice()
-        }
+        ContextStrategy::Compact | ContextStrategy::Full => history.to_vec(),
         ContextStrategy::Fresh => {
             const KEEP: usize = 6;
             let start = clean_start(history, history.len().saturating_sub(KEEP));
-            &history[start..]
+            history[start..].to_vec()
         }
-    }
-}
-
-/// The history part of a request under `strategy`: what [`apply_strategy`] would send,
-/// without rewriting the stored history (the rewrite is the `llm_request` event's to make).
-pub(crate) fn sent_messages(strategy: ContextStrategy, history: &[Message]) -> Vec<Message> {
-    let mut copy = history.to_vec();
-    let _ = apply_strategy(strategy, &mut copy);
-    match strategy {
-        ContextStrategy::Compact => copy,
-        ContextStrategy::Fresh => apply_strategy(strategy, &mut copy).to_vec(),
     }
 }
 
@@ -125,27 +110,18 @@ mod tests {
 
     #[test]
     fn fresh_sends_at_most_six_and_never_starts_with_a_tool_result() {
-        let mut h = conversation(20);
-        let sent = apply_strategy(ContextStrategy::Fresh, &mut h).to_vec();
+        let h = conversation(20);
+        let sent = sent_messages(ContextStrategy::Fresh, &h);
         assert!(sent.len() <= 6);
         assert_ne!(sent[0].role, Role::Tool);
-        assert_eq!(h.len(), 20, "fresh does not rewrite the history");
         assert_eq!(sent.last(), h.last());
     }
 
     #[test]
-    fn compact_keeps_history_until_twelve_then_keeps_last_eight_with_a_note() {
-        let mut h = conversation(12);
-        assert_eq!(apply_strategy(ContextStrategy::Compact, &mut h).len(), 12);
-        let mut h = conversation(13);
-        let last = h.last().cloned();
-        let sent = apply_strategy(ContextStrategy::Compact, &mut h).to_vec();
-        assert_eq!(sent[0].role, Role::System);
-        assert!(sent[0].content.contains("compacted"));
-        assert!(sent.len() <= 9);
-        assert_ne!(sent[1].role, Role::Tool);
-        assert_eq!(sent.last().cloned(), last);
-        assert_eq!(h.len(), sent.len(), "compact rewrites the stored history");
+    fn compact_and_full_send_the_whole_history() {
+        let h = conversation(40);
+        assert_eq!(sent_messages(ContextStrategy::Compact, &h), h);
+        assert_eq!(sent_messages(ContextStrategy::Full, &h), h);
     }
 
     #[test]

@@ -15,10 +15,12 @@ use lsm_providers::{
     CallOptions, LlmRequest, LlmResponse, Message, Pricing, ProviderEvent, ToolDefinition, Usage,
 };
 use lsm_sandbox::{ToolEvent, ToolEventKind};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::budget::{BudgetLimits, BudgetSnapshot, Grant, exhausted, gate};
 use crate::contexts::{label_name, sent_messages};
+use crate::contract::{Coverage, Evidence, FileFact, TaskContract, evaluate};
+use crate::control::{BLOCK_TOOL, WORK_COMPLETE_TOOL, control_tool_definition, is_control_tool};
 use crate::event::{
     Decision, PhaseMode, RepairAction, RunEvent, RunLaunch, ToolSideEffect, summarize,
     without_reserved,
@@ -26,11 +28,12 @@ use crate::event::{
 use crate::hooks::{Hook, HookEvent, HookPoint, HookRun};
 use crate::stall::{CallIdentity, STALL_NUDGE, StallConfig};
 use crate::state::{INTERRUPTED_CALL, RunState, RunUsage};
-use crate::stop::{self, Ending, HardStop, HookVerdict, Objection, Signal, StopFacts, Verdict};
-use crate::{ContextStrategy, ToolCallGuard};
-
-/// The reserved control tool: the model calls `block{reason}` to say it cannot proceed.
-pub const BLOCK_TOOL: &str = "block";
+use crate::stop::{
+    self, Completion, ContractState, Ending, HardStop, HookVerdict, Objection, Signal, StopFacts,
+    Verdict,
+};
+use crate::work_items::{self, WORK_ITEM_TOOLS};
+use crate::{ContextStrategy, StopMode, ToolCallGuard};
 
 /// What the core needs to know about the run that never changes while it runs.
 pub struct CoreConfig {
@@ -68,6 +71,18 @@ pub struct CoreConfig {
     pub hooks: Vec<Arc<dyn Hook>>,
     /// How often `agent_stop` hooks may block a stop in one phase.
     pub agent_stop_max_blocks: u32,
+    /// The stop mode (recorded in `run_started`; a resumed run uses the recorded one).
+    pub stop_mode: StopMode,
+    /// How often the completion checks may object in one phase (recorded likewise).
+    pub completion_retries: u32,
+    /// The task contract (recorded likewise).
+    pub contract: Option<TaskContract>,
+    /// Offer the work-item tools to the agent whatever its allowlist says.
+    pub work_items: bool,
+    /// Context compaction's settings.
+    pub compaction: crate::compaction::CompactionConfig,
+    /// The model's window and compaction's marks (from the settings and the provider).
+    pub window: crate::compaction::Window,
 }
 
 impl std::fmt::Debug for CoreConfig {
@@ -171,6 +186,8 @@ pub enum Input {
     },
     /// The driver could not record the last events: the phase ends as `error`.
     RecordFailed(String),
+    /// What the driver found at the paths of an [`Effect::CheckFiles`], in its order.
+    FilesChecked(Vec<(String, FileFact)>),
     /// The hooks of `event` ran (those that match it, in order, up to the first refusal).
     HooksAnswered {
         /// What they were told (as in [`Effect::RunHooks`]).
@@ -207,6 +224,9 @@ pub enum Effect {
     /// Run the hooks that match `event` (the driver fills in its `run_id`) and answer
     /// with [`Input::HooksAnswered`].
     RunHooks(HookEvent),
+    /// Look at these files (paths a task contract names, as the tools resolve them) and
+    /// answer with [`Input::FilesChecked`].
+    CheckFiles(Vec<String>),
     /// The phase is over.
     Finish(PhaseResult),
 }
@@ -313,7 +333,17 @@ impl Core {
                 response,
                 cost,
                 totals,
+            } if Core::awaiting_summary(st) => {
+                self.summarized(st, response, cost, totals, env, out)
+            }
+            Input::Answered {
+                response,
+                cost,
+                totals,
             } => self.answered(st, response, cost, totals, env, out),
+            Input::ModelFailed { error, .. } if Core::awaiting_summary(st) => {
+                self.summary_failed(st, error, true, env, out)
+            }
             Input::ModelFailed {
                 error,
                 chain_broken,
@@ -344,7 +374,39 @@ impl Core {
             Input::ToolDone { run, spend } => self.tool_done(st, run, spend, env, out),
             Input::RecordFailed(message) => finish_error(st, message, out),
             Input::HooksAnswered { event, runs } => self.hooks_answered(st, event, runs, env, out),
+            Input::FilesChecked(files) => {
+                self.contract_checked(st, &files, out);
+                self.iteration_end(st, Signal::Done, env, out)
+            }
         }
+    }
+
+    /// Record the task contract's coverage for the current stop.
+    fn contract_checked(
+        &self,
+        st: &mut RunState,
+        files: &[(String, FileFact)],
+        out: &mut Vec<RunEvent>,
+    ) {
+        let Some(contract) = st.contract.clone() else {
+            return;
+        };
+        let Some(pos) = st.current.as_ref() else {
+            return;
+        };
+        let label = Some(label_name(pos.label()).to_string());
+        let iteration = pos.iteration;
+        let coverage = coverage(st, &contract, files);
+        emit(
+            st,
+            out,
+            RunEvent::ContractChecked {
+                label,
+                iteration,
+                at: "stop".to_string(),
+                coverage,
+            },
+        );
     }
 
     /// Whether a hook wants to hear of `point` (for `tool`).
@@ -449,18 +511,7 @@ impl Core {
                         emit(
                             st,
                             out,
-                            RunEvent::ToolDenied {
-                                label,
-                                call_id: pending.call_id,
-                                tool: pending.tool.clone(),
-                                reason: reason.clone(),
-                                permission: Some(Decision {
-                                    tool_name: pending.tool,
-                                    allowed: false,
-                                    reason,
-                                    timestamp: env.now.clone(),
-                                }),
-                            },
+                            denied(label, pending.call_id, pending.tool, reason, env),
                         );
                         self.advance(st, env, out)
                     }
@@ -502,6 +553,9 @@ impl Core {
                     context_window_strategy: c.strategy,
                     launch: c.launch.clone(),
                     call_identity: c.call_identity.clone(),
+                    stop_mode: c.stop_mode,
+                    completion_retries: c.completion_retries,
+                    contract: c.contract.clone(),
                 },
             );
         }
@@ -551,6 +605,15 @@ impl Core {
         env: &Env<'_>,
         out: &mut Vec<RunEvent>,
     ) -> Effect {
+        let Some(pos) = st.current.as_ref() else {
+            return Effect::Finish(PhaseResult::empty(StopReason::Error));
+        };
+        if pos.compaction.is_some() {
+            // Stopped on the ladder, before the model call it made room for.
+            if let Some(effect) = self.resume_compaction(st, env, out) {
+                return effect;
+            }
+        }
         let Some(pos) = st.current.as_ref() else {
             return Effect::Finish(PhaseResult::empty(StopReason::Error));
         };
@@ -664,8 +727,24 @@ impl Core {
             },
             agent_stop_blocks: pos.agent_stop_blocks,
             agent_stop_max_blocks: self.config.agent_stop_max_blocks,
+            completion: pos.request.completes_task.then(|| Completion {
+                mode: st.stop_mode,
+                declared: pos.work_complete_at == Some(pos.iteration),
+                contract: match (&st.contract, &st.coverage) {
+                    (None, _) => ContractState::Absent,
+                    (Some(_), Some(coverage)) if pos.contract_checked_at == Some(pos.iteration) => {
+                        ContractState::Checked(coverage.unmet())
+                    }
+                    (Some(_), _) => ContractState::Pending,
+                },
+                unfinished_items: work_items::unfinished(&st.work_items),
+                objections: pos.completion_objections,
+                retries: st.completion_retries,
+            }),
         };
         let blocks = pos.agent_stop_blocks;
+        let objections = pos.completion_objections;
+        let retries = st.completion_retries;
         let final_text = pos.final_text.clone();
         let repeats = pos.stall.repeats;
         let iteration = pos.iteration;
@@ -700,17 +779,41 @@ impl Core {
                     blocks: blocks.saturating_add(1),
                 },
             ),
-            Verdict::Stop(Ending::DoneForced(reason)) => {
+            Verdict::CheckContract => {
+                let paths = st
+                    .contract
+                    .as_ref()
+                    .map(TaskContract::file_paths)
+                    .unwrap_or_default();
+                if !paths.is_empty() {
+                    return Effect::CheckFiles(paths);
+                }
+                // Nothing to look at on disk: the evidence is all in the state.
+                self.contract_checked(st, &[], out);
+                return self.iteration_end(st, Signal::Done, env, out);
+            }
+            Verdict::Object(objection) => {
+                let (check, unmet) = match objection {
+                    Objection::WorkComplete => (
+                        "work_complete",
+                        vec!["work_complete: the task was not declared complete".to_string()],
+                    ),
+                    Objection::Contract(unmet) => ("contract", unmet),
+                    Objection::WorkItems(unmet) => ("work_items", unmet),
+                    Objection::AgentStop(_) => ("agent_stop", Vec::new()),
+                };
+                let retries_now = objections.saturating_add(1);
                 emit(
                     st,
                     out,
-                    RunEvent::StopForced {
+                    RunEvent::CompletionObjected {
                         label,
-                        reason,
-                        blocks,
+                        check: check.to_string(),
+                        message: objection_message(check, &unmet, retries_now, retries),
+                        unmet,
+                        retries: retries_now,
                     },
                 );
-                return finish(st, StopReason::Done, out);
             }
             Verdict::Stop(ending) => return self.end_with(st, ending, label, repeats, env, out),
         }
@@ -734,7 +837,39 @@ impl Core {
         out: &mut Vec<RunEvent>,
     ) -> Effect {
         match ending {
-            Ending::Done | Ending::DoneForced(_) => finish(st, StopReason::Done, out),
+            Ending::Done(unmet) => {
+                if !unmet.is_empty() {
+                    emit(st, out, RunEvent::StopAccepted { label, unmet });
+                }
+                finish(st, StopReason::Done, out)
+            }
+            Ending::DoneForced(reason, unmet) => {
+                let blocks = st.current.as_ref().map_or(0, |p| p.agent_stop_blocks);
+                if !unmet.is_empty() {
+                    emit(
+                        st,
+                        out,
+                        RunEvent::StopAccepted {
+                            label: label.clone(),
+                            unmet,
+                        },
+                    );
+                }
+                emit(
+                    st,
+                    out,
+                    RunEvent::StopForced {
+                        label,
+                        reason,
+                        blocks,
+                    },
+                );
+                finish(st, StopReason::Done, out)
+            }
+            Ending::ContractUnmet(unmet) => {
+                emit(st, out, RunEvent::ContractUnmet { label, unmet });
+                finish(st, StopReason::ContractUnmet, out)
+            }
             Ending::Blocked(reason) => {
                 emit(st, out, RunEvent::Blocked { label, reason });
                 finish(st, StopReason::Blocked, out)
@@ -799,23 +934,20 @@ impl Core {
                         arguments: call.arguments.clone(),
                     },
                 );
-                match self.refusal(&call.name, &call.arguments, tool_names.as_deref()) {
-                    Some(reason) => emit(
-                        st,
-                        out,
-                        RunEvent::ToolDenied {
-                            label,
-                            call_id: call.id,
-                            tool: call.name.clone(),
-                            reason: reason.clone(),
-                            permission: Some(Decision {
-                                tool_name: call.name,
-                                allowed: false,
-                                reason,
-                                timestamp: env.now.clone(),
-                            }),
-                        },
-                    ),
+                let refusal = if llm && is_control_tool(&call.name) {
+                    let offered = st.current.as_ref().is_some_and(|p| {
+                        self.control_offered(&call.name, &p.request, st.stop_mode)
+                    });
+                    if offered {
+                        self.control_call(st, &call, label, out);
+                        continue;
+                    }
+                    Some(format!("Tool '{}' is not offered in this phase", call.name))
+                } else {
+                    self.refusal(&call.name, &call.arguments, tool_names.as_deref())
+                };
+                match refusal {
+                    Some(reason) => emit(st, out, denied(label, call.id, call.name, reason, env)),
                     None if self.hooks_match(HookPoint::PreTool, Some(&call.name)) => {
                         return Effect::RunHooks(self.pre_tool_event(
                             &call.id,
@@ -836,19 +968,33 @@ impl Core {
             if !llm {
                 return finish(st, StopReason::Done, out);
             }
-            return self.iteration_end(st, Signal::Continue, env, out);
+            // A `work_complete` call in this iteration signals done — unless the model was
+            // already sent back after it (a resumed run deciding again).
+            let declared = pos.work_complete_at == Some(pos.iteration)
+                && pos.sent_back_at != Some(pos.iteration);
+            let signal = if declared {
+                Signal::Done
+            } else {
+                Signal::Continue
+            };
+            return self.iteration_end(st, signal, env, out);
         }
     }
 
     /// Why the call of `name` with `arguments` is refused before it runs: not allowlisted,
-    /// not in the phase's `tool_names`, or refused by a guard.
+    /// not in the phase's `tool_names`, or refused by a guard. (Control tools are decided by
+    /// [`Core::control_offered`] in a model phase; here, in tool-only mode, they are refused.)
     pub fn refusal(
         &self,
         name: &str,
         arguments: &Value,
         tool_names: Option<&[String]>,
     ) -> Option<String> {
-        if !self.config.allowlist.contains(name) {
+        if is_control_tool(name) {
+            Some(format!(
+                "Tool '{name}' is a control tool of the model; it cannot be called directly"
+            ))
+        } else if !self.config.allowlist.contains(name) {
             Some(format!("Tool '{name}' is not allowed for this harness run"))
         } else if tool_names.is_some_and(|names| !names.iter().any(|n| n == name)) {
             Some(format!(
@@ -863,22 +1009,115 @@ impl Core {
         }
     }
 
-    /// Tool definitions offered in a phase: allowlisted, registered, within `tool_names`,
-    /// and the `block` control tool when offered.
-    pub fn offered_tools(&self, tool_names: Option<&[String]>) -> Vec<ToolDefinition> {
+    /// Whether the control tool `name` is offered in a phase of `request` under `mode`:
+    /// `block` unless switched off; `work_complete` in a phase that completes the task, under
+    /// `strict_automation` or when the allowlist names it; a work-item tool when `[agents]
+    /// work_items` is on or the allowlist names it.
+    pub fn control_offered(&self, name: &str, request: &PhaseRequest, mode: StopMode) -> bool {
+        let c = &self.config;
+        match name {
+            BLOCK_TOOL => c.offer_block_tool,
+            WORK_COMPLETE_TOOL => {
+                request.completes_task
+                    && (mode == StopMode::StrictAutomation || c.allowlist.contains(name))
+            }
+            other => {
+                WORK_ITEM_TOOLS.contains(&other) && (c.work_items || c.allowlist.contains(other))
+            }
+        }
+    }
+
+    /// Tool definitions offered in a phase of `request` under `mode`: allowlisted, registered,
+    /// within `tool_names`; then the control tools offered ([`Core::control_offered`]),
+    /// `block` last.
+    pub fn offered_tools(&self, request: &PhaseRequest, mode: StopMode) -> Vec<ToolDefinition> {
+        let tool_names = request.tool_names.as_deref();
         let mut tools: Vec<ToolDefinition> = self
             .config
             .tools
             .iter()
             .filter(|t| self.config.allowlist.contains(&t.name))
             .filter(|t| tool_names.is_none_or(|names| names.iter().any(|n| n == &t.name)))
-            .filter(|t| t.name != BLOCK_TOOL)
+            .filter(|t| !is_control_tool(&t.name))
             .cloned()
             .collect();
-        if self.config.offer_block_tool {
-            tools.push(block_tool_definition());
-        }
+        let control = WORK_ITEM_TOOLS
+            .iter()
+            .chain(&[WORK_COMPLETE_TOOL, BLOCK_TOOL])
+            .filter(|name| self.control_offered(name, request, mode))
+            .filter_map(|name| control_tool_definition(name));
+        tools.extend(control);
         tools
+    }
+
+    /// Answer a call of the control tool in `call` (offered: checked by the caller) and
+    /// record it: `work_complete` declares the task complete; a work-item tool changes the
+    /// ledger. The call's `tool_call_started` is recorded already.
+    fn control_call(
+        &self,
+        st: &mut RunState,
+        call: &lsm_providers::ToolCall,
+        label: Option<String>,
+        out: &mut Vec<RunEvent>,
+    ) {
+        let result = |success: bool, content: String| RunEvent::ToolResult {
+            label: label.clone(),
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            success,
+            summary: summarize(&content),
+            content,
+            artifacts: Vec::new(),
+            permission: None,
+        };
+        if call.name == WORK_COMPLETE_TOOL {
+            let summary = call
+                .arguments
+                .get("summary")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .trim()
+                .to_string();
+            let iteration = st.current.as_ref().map_or(0, |p| p.iteration);
+            emit(
+                st,
+                out,
+                RunEvent::WorkCompleteDeclared {
+                    label: label.clone().unwrap_or_default(),
+                    iteration,
+                    summary,
+                },
+            );
+            emit(
+                st,
+                out,
+                result(
+                    true,
+                    "Noted: the task is declared complete. Its completion conditions are \
+                     checked now; if one is not met, you are told which."
+                        .to_string(),
+                ),
+            );
+            return;
+        }
+        match work_items::apply_call(&st.work_items, &call.name, &call.arguments) {
+            Ok(applied) => {
+                if let Some((action, item)) = applied.change {
+                    emit(
+                        st,
+                        out,
+                        RunEvent::WorkItemChanged {
+                            label: label.clone(),
+                            call_id: call.id.clone(),
+                            action,
+                            item,
+                        },
+                    );
+                }
+                emit(st, out, result(true, applied.result));
+            }
+            Err(message) => emit(st, out, result(false, message)),
+        }
     }
 
     fn exhausted_event(
@@ -899,7 +1138,63 @@ impl Core {
         }
     }
 
-    /// The standing block is known: assemble the request, gate it, record it.
+    /// The request of the current phase's next model call, from the state as it is (the
+    /// standing block recorded last), without its output cap; whether it carries the
+    /// standing block and the work items' reminder.
+    fn assemble(&self, st: &RunState) -> (LlmRequest, bool, bool) {
+        self.assemble_with(st, None)
+    }
+
+    /// As [`Core::assemble`], with the context's history replaced by `history` when given
+    /// (what compaction weighs before it records a rung).
+    fn assemble_with(
+        &self,
+        st: &RunState,
+        history: Option<&[lsm_providers::Message]>,
+    ) -> (LlmRequest, bool, bool) {
+        let Some(pos) = st.current.as_ref() else {
+            return (LlmRequest::default(), false, false);
+        };
+        let label = pos.label();
+        let tools = self.offered_tools(&pos.request, st.stop_mode);
+        let mut messages = Vec::new();
+        if !self.config.system_prompt.is_empty() {
+            messages.push(Message::system(self.config.system_prompt.clone()));
+        }
+        let has_standing = st.last_standing.is_some();
+        if let Some(block) = &st.last_standing {
+            messages.push(Message::system(block.clone()));
+        }
+        let (sent, previous_response_id) = st.context(label).map_or_else(
+            || (Vec::new(), None),
+            |c| {
+                (
+                    sent_messages(self.config.strategy, history.unwrap_or(&c.history)),
+                    c.last_response_id.clone(),
+                )
+            },
+        );
+        messages.extend(sent);
+        // The work items' current state, while some are open: appended to this request only
+        // (never kept in the history, never in the system prompt), after the stable prefix.
+        let reminder = work_items::reminder(&st.work_items);
+        let has_reminder = reminder.is_some();
+        if let Some(text) = reminder {
+            messages.push(Message::user(text));
+        }
+        let request = LlmRequest {
+            messages,
+            tools,
+            options: CallOptions {
+                previous_response_id,
+                prompt_cache_key: Some(format!("{}:{}", self.config.agent, label_name(label))),
+                ..CallOptions::default()
+            },
+        };
+        (request, has_standing, has_reminder)
+    }
+
+    /// The standing block is known: record it if it changed, then make the call ready.
     fn prepare_call(
         &self,
         st: &mut RunState,
@@ -910,10 +1205,6 @@ impl Core {
         let Some(pos) = st.current.as_ref() else {
             return Effect::Finish(PhaseResult::empty(StopReason::Error));
         };
-        let label = pos.label().clone();
-        let lname = label_name(&label).to_string();
-        let iteration = pos.iteration + 1;
-        let tools = self.offered_tools(pos.request.tool_names.as_deref());
         if standing != st.last_standing {
             // What the model is told from memory is part of the record; written when it
             // changes, not repeated with every call.
@@ -921,40 +1212,28 @@ impl Core {
                 st,
                 out,
                 RunEvent::StandingContext {
-                    label: lname.clone(),
-                    iteration,
-                    text: standing.clone(),
+                    label: label_name(pos.label()).to_string(),
+                    iteration: pos.iteration + 1,
+                    text: standing,
                 },
             );
         }
-        let mut messages = Vec::new();
-        if !self.config.system_prompt.is_empty() {
-            messages.push(Message::system(self.config.system_prompt.clone()));
-        }
-        let has_standing = standing.is_some();
-        if let Some(block) = standing {
-            messages.push(Message::system(block));
-        }
-        let (history, previous_response_id) = st.context(&label).map_or_else(
-            || (Vec::new(), None),
-            |c| {
-                (
-                    sent_messages(self.config.strategy, &c.history),
-                    c.last_response_id.clone(),
-                )
-            },
-        );
-        messages.extend(history);
-        let mut request = LlmRequest {
-            messages,
-            tools,
-            options: CallOptions {
-                previous_response_id,
-                prompt_cache_key: Some(format!("{}:{}", self.config.agent, lname)),
-                ..CallOptions::default()
-            },
+        self.ready_call(st, env, out)
+    }
+
+    /// Assemble the next call's request, compact its context first when it would not fit
+    /// the model's window, gate it, record it.
+    fn ready_call(&self, st: &mut RunState, env: &Env<'_>, out: &mut Vec<RunEvent>) -> Effect {
+        let Some(pos) = st.current.as_ref() else {
+            return Effect::Finish(PhaseResult::empty(StopReason::Error));
         };
+        let lname = label_name(pos.label()).to_string();
+        let iteration = pos.iteration + 1;
+        let (mut request, has_standing, has_reminder) = self.assemble(st);
         let estimate = (env.estimate)(&request);
+        if self.needs_compaction(st, iteration, estimate) {
+            return self.start_compaction(st, iteration, estimate, env, out);
+        }
         // The same gate as a tool's calls: output capped to what is left (the config's
         // max_output_tokens is the budget's per-call limit).
         let grant = match gate(
@@ -974,7 +1253,9 @@ impl Core {
                 return finish(st, StopReason::BudgetExhausted, out);
             }
         };
-        request.options.max_output_tokens = Some(grant.cap);
+        // The answer must fit in the window beside the prompt.
+        let room = self.config.window.window.saturating_sub(estimate).max(1);
+        request.options.max_output_tokens = Some(grant.cap.min(room));
         emit(
             st,
             out,
@@ -985,6 +1266,7 @@ impl Core {
                 model: self.config.model.clone(),
                 messages: request.messages.len(),
                 standing_context: has_standing,
+                work_items: has_reminder,
                 tools: request.tools.iter().map(|t| t.name.clone()).collect(),
                 max_output_tokens: request.options.max_output_tokens,
                 previous_response_id: request.options.previous_response_id.clone(),
@@ -1148,6 +1430,77 @@ impl Core {
     }
 }
 
+/// A refused call: the model gets `reason` as the call's error; counted as a denial.
+fn denied(
+    label: Option<String>,
+    call_id: String,
+    tool: String,
+    reason: String,
+    env: &Env<'_>,
+) -> RunEvent {
+    RunEvent::ToolDenied {
+        label,
+        call_id,
+        tool: tool.clone(),
+        reason: reason.clone(),
+        permission: Some(Decision {
+            tool_name: tool,
+            allowed: false,
+            reason,
+            timestamp: env.now.clone(),
+        }),
+    }
+}
+
+/// What the model is told when a completion check sends it back to work.
+fn objection_message(check: &str, unmet: &[String], retry: u32, retries: u32) -> String {
+    let lines: String = unmet.iter().map(|u| format!("\n- {u}")).collect();
+    let what = match check {
+        "work_complete" => format!(
+            "You answered without declaring the task complete. When the task is fully done, call \
+             the `{WORK_COMPLETE_TOOL}` tool with a short summary; if it is not done, continue \
+             working."
+        ),
+        "contract" => format!(
+            "The task is not complete yet: these required conditions are not met:{lines}\n\
+             Continue the task until they are met, then declare it complete again."
+        ),
+        _ => format!(
+            "These work items are not finished:{lines}\nFinish them and mark them done with \
+             work_item_update (or mark one blocked, with the reason, if it truly cannot be \
+             done), then declare the task complete again."
+        ),
+    };
+    format!("{what} (Completion check {retry} of {retries}.)")
+}
+
+/// The coverage ledger of `contract` on the run's evidence as folded into `st`, with the
+/// driver's `files`.
+pub fn coverage(st: &RunState, contract: &TaskContract, files: &[(String, FileFact)]) -> Coverage {
+    let calls = st.all_calls();
+    let final_text = st
+        .current
+        .as_ref()
+        .map(|p| p.final_text.as_str())
+        .or_else(|| {
+            st.phases
+                .last_key_value()
+                .map(|(_, r)| r.final_text.as_str())
+        })
+        .unwrap_or_default();
+    evaluate(
+        contract,
+        &Evidence {
+            calls: &calls,
+            final_text,
+            artifacts: &st.artifacts,
+            denials: st.denials,
+            work_items: &st.work_items,
+            files,
+        },
+    )
+}
+
 /// A tool's side effect as an event named after its kind.
 fn side_effect(label: Option<String>, tool: &str, event: &ToolEvent) -> RunEvent {
     let data = match &event.data {
@@ -1239,20 +1592,7 @@ fn end_phase(
     Effect::Finish(result)
 }
 
-fn block_tool_definition() -> ToolDefinition {
-    ToolDefinition {
-        name: BLOCK_TOOL.to_string(),
-        description: "Call this when you cannot proceed with the task at all (missing \
-                      information, a contradiction, no permitted way forward). Give the reason."
-            .to_string(),
-        parameters: json!({
-            "type": "object",
-            "properties": {"reason": {"type": "string", "description": "Why you cannot proceed."}},
-            "required": ["reason"],
-            "additionalProperties": false
-        }),
-    }
-}
+mod compact;
 
 #[cfg(test)]
 mod tests;

@@ -118,7 +118,7 @@ pub enum RunEvent {
         /// The run's cost ceiling, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_cost_usd: Option<f64>,
-        /// History trimming (`compact` or `fresh`).
+        /// History trimming (`compact`, `fresh` or `full`).
         context_window_strategy: crate::ContextStrategy,
         /// How the run's owner started it, so that it can rebuild the run to resume it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -127,6 +127,15 @@ pub enum RunEvent {
         /// detection's fingerprint); a tool absent here is identified by all of them.
         #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
         call_identity: crate::stall::CallIdentity,
+        /// How strictly a phase that completes the task must prove it.
+        #[serde(default)]
+        stop_mode: crate::StopMode,
+        /// How often the completion checks may send the model back in one phase.
+        #[serde(default = "default_completion_retries")]
+        completion_retries: u32,
+        /// The run's task contract, if it has one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        contract: Option<crate::contract::TaskContract>,
     },
     /// A process took the run over after its previous process died; written before anything
     /// else that process records. A model call requested and not answered is forgotten (it
@@ -187,6 +196,9 @@ pub enum RunEvent {
         messages: usize,
         /// Whether a standing-memory block was sent.
         standing_context: bool,
+        /// Whether the work items' reminder was sent (appended as the last message).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        work_items: bool,
         /// Names of the tools offered.
         tools: Vec<String>,
         /// The call's output cap (what is left of the budget, at most the configured cap).
@@ -437,6 +449,137 @@ pub enum RunEvent {
         /// Blocks in this phase.
         blocks: u32,
     },
+    /// A work-item tool changed the run's ledger; `item` is the item after the change.
+    WorkItemChanged {
+        /// Label (`None` in tool-only mode).
+        label: Option<String>,
+        /// The call that changed it.
+        call_id: String,
+        /// What changed.
+        action: crate::work_items::WorkItemAction,
+        /// The item as it is now.
+        item: crate::work_items::WorkItem,
+    },
+    /// The model declared the task complete with the `work_complete` control tool.
+    WorkCompleteDeclared {
+        /// Label.
+        label: String,
+        /// The phase's iteration.
+        iteration: u32,
+        /// The model's summary.
+        summary: String,
+    },
+    /// The task contract was checked: its coverage ledger (at a stop the model attempted, or
+    /// at the end of the run, for the summary).
+    ContractChecked {
+        /// Label (`None` at the end of the run).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        label: Option<String>,
+        /// The phase's iteration (0 at the end of the run).
+        iteration: u32,
+        /// `stop` or `run_end`.
+        at: String,
+        /// Every condition and whether it holds.
+        coverage: crate::contract::Coverage,
+    },
+    /// A completion check sent the model back to work: it tried to stop with something
+    /// unmet.
+    CompletionObjected {
+        /// Label.
+        label: String,
+        /// Which check: `work_complete`, `contract` or `work_items`.
+        check: String,
+        /// What is unmet, one line each.
+        unmet: Vec<String>,
+        /// Objections in this phase so far, this one included.
+        retries: u32,
+        /// What the model is told (a user message).
+        message: String,
+    },
+    /// The completion checks were still unmet after `completion_retries` objections and the
+    /// stop mode is `interactive`: the stop is accepted (the phase ends `done`).
+    StopAccepted {
+        /// Label.
+        label: String,
+        /// What was still unmet.
+        unmet: Vec<String>,
+    },
+    /// The completion checks were still unmet after `completion_retries` objections in the
+    /// `strict_automation` stop mode: the phase ends `contract_unmet`.
+    ContractUnmet {
+        /// Label.
+        label: String,
+        /// What was unmet.
+        unmet: Vec<String>,
+    },
+    /// The prompt of the next model call would not fit the model's context window: the
+    /// context's history is compacted down the ladder before the call.
+    CompactionStarted {
+        /// Label.
+        label: String,
+        /// The model call it makes room for.
+        iteration: u32,
+        /// The prompt's estimate before compacting.
+        tokens_before: u64,
+        /// The model's window and the marks compaction works with.
+        window: crate::compaction::Window,
+    },
+    /// One rung of the ladder applied to the context's history (recorded with what the fold
+    /// needs to redo it).
+    CompactionStep {
+        /// Label.
+        label: String,
+        /// The rung and its data.
+        #[serde(flatten)]
+        step: crate::compaction::Step,
+        /// The prompt's estimate after it.
+        tokens_after: u64,
+        /// What the summary call used (the `summarize` rung).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
+        /// What it cost.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
+        /// The run's tokens after it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tokens_used: Option<u64>,
+    },
+    /// The summary call of the `summarize` rung is about to be made.
+    CompactionSummaryRequested {
+        /// Label.
+        label: String,
+        /// First message summarized.
+        from: usize,
+        /// One past the last.
+        to: usize,
+        /// The summary request's prompt estimate.
+        prompt_tokens_estimate: u64,
+        /// Its output cap.
+        max_output_tokens: u64,
+    },
+    /// The summary call failed (or answered nothing): the ladder goes on to dropping turns.
+    CompactionSummaryFailed {
+        /// Label.
+        label: String,
+        /// Why.
+        error: String,
+        /// The call was made (and failed, or answered nothing); `false` when the budget
+        /// refused it.
+        called: bool,
+    },
+    /// The compaction is over.
+    CompactionFinished {
+        /// Label.
+        label: String,
+        /// The model call it made room for.
+        iteration: u32,
+        /// The rungs applied, in order.
+        steps: Vec<String>,
+        /// The prompt's estimate before.
+        tokens_before: u64,
+        /// And after.
+        tokens_after: u64,
+    },
     /// A stop was seen; the phase ends as `stop_requested`.
     StopRequested {
         /// Label (`None` in tool-only mode).
@@ -473,6 +616,10 @@ pub enum RunEvent {
         /// The run's tokens.
         tokens_used: u64,
     },
+}
+
+fn default_completion_retries() -> u32 {
+    crate::config::DEFAULT_COMPLETION_RETRIES
 }
 
 /// The fields of a tool's side-effect event: where it happened and what the tool reported.
@@ -543,6 +690,17 @@ impl RunEvent {
             RunEvent::StopBlocked { .. } => "stop_blocked",
             RunEvent::StopForced { .. } => "stop_forced",
             RunEvent::Stalled { .. } => "stalled",
+            RunEvent::WorkItemChanged { .. } => "work_item_changed",
+            RunEvent::WorkCompleteDeclared { .. } => "work_complete_declared",
+            RunEvent::ContractChecked { .. } => "contract_checked",
+            RunEvent::CompletionObjected { .. } => "completion_objected",
+            RunEvent::StopAccepted { .. } => "stop_accepted",
+            RunEvent::ContractUnmet { .. } => "contract_unmet",
+            RunEvent::CompactionStarted { .. } => "compaction_started",
+            RunEvent::CompactionStep { .. } => "compaction_step",
+            RunEvent::CompactionSummaryRequested { .. } => "compaction_summary_requested",
+            RunEvent::CompactionSummaryFailed { .. } => "compaction_summary_failed",
+            RunEvent::CompactionFinished { .. } => "compaction_finished",
             RunEvent::StopRequested { .. } => "stop_requested",
             RunEvent::Artifact { .. } => "artifact",
             RunEvent::PhaseEnded { .. } => "phase_ended",

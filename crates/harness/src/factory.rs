@@ -7,6 +7,7 @@ use lsm_providers::Provider;
 use lsm_sandbox::Sandbox;
 use tokio_util::sync::CancellationToken;
 
+use crate::contract::TaskContract;
 use crate::hooks::Hook;
 use crate::{
     AgentHarness, EventSink, HarnessConfig, MemoryProvider, NoMemory, ResumePoint, RunBudget,
@@ -31,6 +32,7 @@ pub struct HarnessFactory {
     user_hooks: Vec<Arc<dyn Hook>>,
     agent_stop_max_blocks: u32,
     budget: Option<RunBudget>,
+    contract: Option<TaskContract>,
     handle: Option<RunHandle>,
     launch: Option<RunLaunch>,
     hooks: Vec<BuildHook>,
@@ -61,6 +63,7 @@ impl HarnessFactory {
             user_hooks: Vec::new(),
             agent_stop_max_blocks: crate::hooks::DEFAULT_AGENT_STOP_MAX_BLOCKS,
             budget: None,
+            contract: None,
             handle: None,
             launch: None,
             hooks: Vec::new(),
@@ -131,6 +134,12 @@ impl HarnessFactory {
         self
     }
 
+    /// Every harness built holds its run to `contract` (see [`AgentHarness::with_contract`]).
+    pub fn with_contract(mut self, contract: TaskContract) -> Self {
+        self.contract = Some(contract);
+        self
+    }
+
     /// Every harness checks tool calls with `guard` before the sandbox runs them.
     pub fn with_call_guard(mut self, guard: Arc<dyn ToolCallGuard>) -> Self {
         self.guards.push(guard);
@@ -187,6 +196,9 @@ impl HarnessFactory {
         }
         if let Some(budget) = &self.budget {
             h = h.with_budget(budget.clone());
+        }
+        if let Some(contract) = &self.contract {
+            h = h.with_contract(contract.clone());
         }
         if let Some(launch) = &self.launch {
             h = h.with_launch(launch.clone());

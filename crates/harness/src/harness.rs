@@ -7,18 +7,19 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 use lsm_phase::{AgentIdentity, PhaseExecutor, PhaseRequest, PhaseResult, RunOutcome, StopReason};
 use lsm_providers::{CallObserver, LlmRequest, Provider, ProviderEvent, ToolDefinition};
-use lsm_sandbox::{Caller, Sandbox};
+use lsm_sandbox::{Caller, Inspection, Sandbox};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::budget::{BudgetLimits, Grant, RunBudget};
 use crate::contexts::{label_name, new_conversation_id};
+use crate::contract::{Coverage, FileFact, TaskContract};
 use crate::core::{Core, CoreConfig, Effect, Env, Input, Step, ToolFailure, ToolRun, ToolSpend};
 use crate::event::{Decision, EventEnvelope, RepairAction, RunEvent, RunLaunch, SCHEMA_VERSION};
 use crate::hooks::{DEFAULT_AGENT_STOP_MAX_BLOCKS, Hook, HookEvent, HookPoint, run_hooks};
 use crate::records::{
-    ContextTracking, LabelTracking, Recorder, RunSummary, TokenUsage, extract_constraints,
-    timestamp,
+    ContextTracking, ContractReport, LabelTracking, Recorder, RunSummary, TokenUsage,
+    extract_constraints, timestamp,
 };
 use crate::resume::{ResumePoint, repair_for};
 use crate::stall::StallConfig;
@@ -244,6 +245,23 @@ struct Takeover {
     after_seq: u64,
 }
 
+/// What the sandbox finds at each of `paths`, as a contract's [`FileFact`]s.
+fn inspect_files(sandbox: &Sandbox, paths: Vec<String>) -> Vec<(String, FileFact)> {
+    /// Files larger than this are checked for existence, not read as text.
+    const MAX_TEXT_BYTES: u64 = 4 * 1024 * 1024;
+    paths
+        .into_iter()
+        .map(|path| {
+            let fact = match sandbox.inspect_file(&path, MAX_TEXT_BYTES) {
+                Inspection::Missing => FileFact::Missing,
+                Inspection::File { bytes, text } => FileFact::File { bytes, text },
+                Inspection::Unusable(reason) => FileFact::Unusable { reason },
+            };
+            (path, fact)
+        })
+        .collect()
+}
+
 impl std::fmt::Debug for AgentHarness {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AgentHarness")
@@ -324,6 +342,14 @@ impl AgentHarness {
             call_identity,
             hooks: Vec::new(),
             agent_stop_max_blocks: DEFAULT_AGENT_STOP_MAX_BLOCKS,
+            stop_mode: config.stop_mode,
+            completion_retries: config.completion_retries,
+            contract: None,
+            work_items: config.work_items,
+            compaction: config.compaction,
+            window: config
+                .compaction
+                .window(provider.context_window(), config.max_output_tokens),
         });
         AgentHarness {
             identity,
@@ -440,6 +466,14 @@ impl AgentHarness {
         self
     }
 
+    /// Hold the run to `contract` (checked when a phase that completes the task stops, and at
+    /// the end of the run for the summary). A resumed run keeps the contract its journal
+    /// recorded.
+    pub fn with_contract(mut self, contract: TaskContract) -> Self {
+        self.core.config_mut().contract = Some(contract);
+        self
+    }
+
     /// Check every tool call with `guard` before the sandbox runs it.
     pub fn with_call_guard(mut self, guard: Arc<dyn ToolCallGuard>) -> Self {
         self.core.config_mut().guards.push(guard);
@@ -497,7 +531,9 @@ impl AgentHarness {
     pub async fn run(&mut self, task: &str) -> RunReport {
         self.identity.topic = task.to_string();
         self.core.set_topic(task);
-        let request = PhaseRequest::new(task).with_max_iterations(self.config.max_iterations);
+        let request = PhaseRequest::new(task)
+            .with_max_iterations(self.config.max_iterations)
+            .completing_task();
         let result = self.run_bounded_inner(request).await;
         let outcome = match result.stop_reason {
             StopReason::Done => RunOutcome::Completed,
@@ -677,6 +713,7 @@ impl AgentHarness {
                     let runs = run_hooks(&self.core.config().hooks, &event).await;
                     Input::HooksAnswered { event, runs }
                 }
+                Effect::CheckFiles(paths) => Input::FilesChecked(self.check_files(paths).await),
             };
             effect = self.step_and_commit(input);
         }
@@ -815,6 +852,36 @@ impl AgentHarness {
         Input::ToolDone { run, spend }
     }
 
+    /// Look at the files a task contract names, through the sandbox's read confinement, off
+    /// the async workers.
+    async fn check_files(&self, paths: Vec<String>) -> Vec<(String, FileFact)> {
+        let sandbox = Arc::clone(&self.sandbox);
+        let work = move || inspect_files(&sandbox, paths);
+        match tokio::task::spawn_blocking(work).await {
+            Ok(facts) => facts,
+            Err(e) => {
+                tracing::warn!(run_id = %self.run_id, "checking the contract's files failed: {e}");
+                Vec::new()
+            }
+        }
+    }
+
+    /// The contract's coverage at the end of the run, for the summary (recorded as
+    /// `contract_checked` with `at: run_end`).
+    fn final_coverage(&mut self) {
+        let Some(contract) = self.state.contract.clone() else {
+            return;
+        };
+        let files = inspect_files(&self.sandbox, contract.file_paths());
+        let coverage = crate::core::coverage(&self.state, &contract, &files);
+        let _ = self.emit(RunEvent::ContractChecked {
+            label: None,
+            iteration: 0,
+            at: "run_end".to_string(),
+            coverage,
+        });
+    }
+
     /// Run the hooks that observe `point` (`run_start`, `run_end`) and record what they
     /// said. Best effort: they decide nothing.
     async fn observe(&mut self, point: HookPoint, status: Option<&str>) {
@@ -866,6 +933,7 @@ impl AgentHarness {
             tracking.per_label.insert(
                 name,
                 LabelTracking {
+                    compactions: c.context.compactions,
                     iterations: c.context.iterations,
                     conversation_id: Some(c.context.conversation_id.clone()),
                     response_id: c.context.last_response_id.clone(),
@@ -913,17 +981,37 @@ impl AgentHarness {
             constraints: extract_constraints(&self.identity.topic),
             context_tracking: tracking,
             memory: self.state.memory,
+            stop_mode: self.state.stop_mode,
+            work_items: self.state.work_items.clone(),
+            contract: self.state.contract.as_ref().map(|c| ContractReport {
+                description: c.description.clone(),
+                satisfied: self.state.coverage.as_ref().is_some_and(|v| v.satisfied),
+                unmet: self
+                    .state
+                    .coverage
+                    .as_ref()
+                    .map(Coverage::unmet)
+                    .unwrap_or_default(),
+                coverage: self
+                    .state
+                    .coverage
+                    .as_ref()
+                    .map(|v| v.items.clone())
+                    .unwrap_or_default(),
+            }),
+            unmet_checks: self.state.unmet_accepted.clone(),
         }
     }
 
     /// Write the summary for `outcome` (once). Returns it, and why writing failed if it did.
     fn finish_inner(&mut self, outcome: RunOutcome) -> (RunSummary, Option<String>) {
         let (status, run_outcome) = self.status_of(outcome);
-        let summary = self.summary(status, run_outcome);
         if self.finished {
-            return (summary, None);
+            return (self.summary(status, run_outcome), None);
         }
         self.finished = true;
+        self.final_coverage();
+        let summary = self.summary(status, run_outcome);
         let _ = self.emit(RunEvent::RunFinished {
             status: status.to_string(),
             run_outcome: run_outcome.to_string(),

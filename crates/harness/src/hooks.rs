@@ -259,38 +259,60 @@ impl Default for HooksConfig {
 }
 
 impl HooksConfig {
-    /// Every configured command hook, run inside `sandbox`'s OS confinement.
-    ///
-    /// # Errors
-    /// An entry with an empty command or a timeout that is not a positive number (the
-    /// message names the entry).
-    pub fn command_hooks(&self, sandbox: &Arc<Sandbox>) -> Result<Vec<Arc<dyn Hook>>, String> {
-        let mut hooks: Vec<Arc<dyn Hook>> = Vec::new();
-        for (point, entries) in [
+    /// Every entry, with the moment it belongs to.
+    fn entries(&self) -> impl Iterator<Item = (HookPoint, usize, &CommandHookConfig)> {
+        [
             (HookPoint::PreTool, &self.pre_tool),
             (HookPoint::PostTool, &self.post_tool),
             (HookPoint::AgentStop, &self.agent_stop),
             (HookPoint::RunStart, &self.run_start),
             (HookPoint::RunEnd, &self.run_end),
-        ] {
-            for (i, entry) in entries.iter().enumerate() {
-                let at = format!("[[hooks.{}]] entry {}", point.as_str(), i + 1);
-                if entry.command.first().is_none_or(|p| p.trim().is_empty()) {
-                    return Err(format!("{at}: `command` must name a program"));
-                }
-                if !(entry.timeout_seconds.is_finite() && entry.timeout_seconds > 0.0) {
-                    return Err(format!(
-                        "{at}: `timeout_seconds` must be a positive number of seconds"
-                    ));
-                }
-                hooks.push(Arc::new(CommandHook {
+        ]
+        .into_iter()
+        .flat_map(|(point, entries)| {
+            entries
+                .iter()
+                .enumerate()
+                .map(move |(i, entry)| (point, i, entry))
+        })
+    }
+
+    /// Check every entry: a program named, a positive timeout. Done when the configuration
+    /// is loaded, so a mistake is reported before anything runs.
+    ///
+    /// # Errors
+    /// The first bad entry, named (`[[hooks.pre_tool]] entry 2: ...`).
+    pub fn validate(&self) -> Result<(), String> {
+        for (point, i, entry) in self.entries() {
+            let at = format!("[[hooks.{}]] entry {}", point.as_str(), i + 1);
+            if entry.command.first().is_none_or(|p| p.trim().is_empty()) {
+                return Err(format!("{at}: `command` must name a program"));
+            }
+            if !(entry.timeout_seconds.is_finite() && entry.timeout_seconds > 0.0) {
+                return Err(format!(
+                    "{at}: `timeout_seconds` must be a positive number of seconds"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every configured command hook, run inside `sandbox`'s OS confinement.
+    ///
+    /// # Errors
+    /// As [`HooksConfig::validate`].
+    pub fn command_hooks(&self, sandbox: &Arc<Sandbox>) -> Result<Vec<Arc<dyn Hook>>, String> {
+        self.validate()?;
+        Ok(self
+            .entries()
+            .map(|(point, _, entry)| {
+                Arc::new(CommandHook {
                     point,
                     config: entry.clone(),
                     sandbox: Arc::clone(sandbox),
-                }));
-            }
-        }
-        Ok(hooks)
+                }) as Arc<dyn Hook>
+            })
+            .collect())
     }
 }
 

@@ -27,11 +27,16 @@
 //!   hands tools that call a model a [`BudgetedProvider`] over that budget.
 //! - Let a tool failure, a provider failure or a record failure escape as a panic: each ends
 //!   as an error result fed to the model or as an `error` stop, and is recorded.
-//! - Execute a tool except through [`lsm_sandbox::Sandbox::execute`].
+//! - Execute a tool except through [`lsm_sandbox::Sandbox::execute`]. (The control tools —
+//!   `block`, `work_complete`, the work-item tools — are not tools of the world: the pure core
+//!   answers them from the run's state, see [`control`].)
 
 mod budget;
+pub mod compaction;
 mod config;
 mod contexts;
+pub mod contract;
+pub mod control;
 pub mod core;
 mod error;
 pub mod event;
@@ -45,14 +50,18 @@ pub mod resume;
 pub mod stall;
 pub mod state;
 pub mod stop;
+pub mod work_items;
 
 pub use budget::{
     BudgetExhausted, BudgetLimits, BudgetSnapshot, BudgetedProvider, CallPermit, Grant, RunBudget,
     exhausted, gate,
 };
-pub use config::{ContextStrategy, HarnessConfig, JournalFsync};
+pub use config::{
+    ContextStrategy, DEFAULT_COMPLETION_RETRIES, HarnessConfig, JournalFsync, StopMode,
+};
 pub use contexts::ContextState;
-pub use core::BLOCK_TOOL;
+pub use contract::{Coverage, CoverageItem, Predicate, TaskContract};
+pub use control::{BLOCK_TOOL, WORK_COMPLETE_TOOL, control_tool_names, is_control_tool};
 pub use error::HarnessError;
 pub use event::{EventEnvelope, RepairAction, RunEvent, RunLaunch, SCHEMA_VERSION};
 pub use factory::HarnessFactory;
@@ -63,9 +72,10 @@ pub use hooks::{
 pub use lock::{LockState, RunLock, lock_state};
 pub use memory::{MemoryProvider, NoMemory};
 pub use records::{
-    ApprovalsDenials, ContextTracking, Journal, LabelTracking, MemoryCounts, RunSummary,
-    TokenUsage, ToolApprovalCounts, extract_constraints, read_journal,
+    ApprovalsDenials, ContextTracking, ContractReport, Journal, LabelTracking, MemoryCounts,
+    RunSummary, TokenUsage, ToolApprovalCounts, extract_constraints, read_journal,
 };
 pub use resume::{ResumePoint, StartedRun};
 pub use stall::StallConfig;
 pub use state::{RunState, RunUsage};
+pub use work_items::{WorkItem, WorkStatus};

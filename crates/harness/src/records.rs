@@ -97,6 +97,9 @@ pub struct LabelTracking {
     pub conversation_id: Option<String>,
     /// The last response id the provider returned in this context.
     pub response_id: Option<String>,
+    /// How often the context was compacted to fit the model's window.
+    #[serde(default)]
+    pub compactions: u32,
 }
 
 /// The `context_tracking` block of the summary.
@@ -159,6 +162,33 @@ pub struct RunSummary {
     /// memory existed: read as zeros).
     #[serde(default)]
     pub memory: MemoryCounts,
+    /// The stop mode the run used.
+    #[serde(default)]
+    pub stop_mode: crate::StopMode,
+    /// The work-item ledger at the end of the run (absent when the run kept none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub work_items: Vec<crate::WorkItem>,
+    /// The task contract's coverage at the end of the run (absent without a contract).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract: Option<ContractReport>,
+    /// What the completion checks still found unmet when an `interactive` stop was accepted
+    /// after its retries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unmet_checks: Vec<String>,
+}
+
+/// A task contract's coverage ledger, as the run summary gives it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ContractReport {
+    /// The contract's description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Every condition held at the end of the run.
+    pub satisfied: bool,
+    /// The unmet conditions, one line each.
+    pub unmet: Vec<String>,
+    /// Every condition, whether it held, and what shows it.
+    pub coverage: Vec<crate::CoverageItem>,
 }
 
 /// RFC 3339 UTC with milliseconds.
@@ -654,6 +684,13 @@ mod tests {
             constraints: Vec::new(),
             context_tracking: ContextTracking::default(),
             memory: MemoryCounts::default(),
+            stop_mode: crate::StopMode::Interactive,
+            work_items: Vec::new(),
+            contract: Some(ContractReport {
+                description: Some(format!("keep {key} out")),
+                ..ContractReport::default()
+            }),
+            unmet_checks: vec![format!("text_contains {key}: no")],
         };
         r.write_summary(&summary).unwrap();
         for file in [r.transcript_path(), r.summary_path()] {

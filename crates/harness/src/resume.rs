@@ -179,6 +179,9 @@ impl ResumePoint {
             .iter()
             .map(|line| match &line.event {
                 RunEvent::LlmResponse { .. } | RunEvent::LlmError { .. } => 1,
+                // The compaction's summary call, answered or failed.
+                RunEvent::CompactionStep { usage: Some(_), .. }
+                | RunEvent::CompactionSummaryFailed { called: true, .. } => 1,
                 RunEvent::ToolUsage { llm_calls, .. } => *llm_calls,
                 _ => 0,
             })

@@ -8,12 +8,15 @@ use lsm_phase::{PhaseRequest, PhaseResult, StopReason, ToolCallRecord, ToolOutco
 use lsm_providers::{Message, ToolCall, Usage};
 use serde::{Deserialize, Serialize};
 
-use crate::ContextStrategy;
-use crate::contexts::{ContextState, apply_strategy};
+use crate::compaction::{self, Rung, Step};
+use crate::contexts::ContextState;
+use crate::contract::{Coverage, TaskContract};
 use crate::event::{Decision, EventEnvelope, PhaseMode, RunEvent};
 use crate::hooks::HookPoint;
 use crate::records::{ApprovalEvent, ApprovalsDenials, MemoryCounts};
 use crate::stall::{CallIdentity, StallState, fingerprint};
+use crate::work_items::{WorkItem, upsert};
+use crate::{ContextStrategy, StopMode};
 
 /// What the model sees for a call of a blocked phase.
 pub(crate) const NOT_EXECUTED_BLOCKED: &str = "Not executed: the phase is blocked.";
@@ -119,6 +122,42 @@ pub struct PhasePosition {
     /// or `None` when they allowed it.
     #[serde(default)]
     pub agent_stop_decided: Option<(u32, Option<String>)>,
+    /// The iteration in which the model last declared the task complete (`work_complete`).
+    #[serde(default)]
+    pub work_complete_at: Option<u32>,
+    /// The iteration whose stop the task contract was last checked for (its coverage is the
+    /// run's `coverage`).
+    #[serde(default)]
+    pub contract_checked_at: Option<u32>,
+    /// How often the completion checks sent the model back in this phase.
+    #[serde(default)]
+    pub completion_objections: u32,
+    /// The last iteration after which the model was sent back to work (a stall nudge, a
+    /// completion objection, an `agent_stop` block): its stop is decided, not decided again.
+    #[serde(default)]
+    pub sent_back_at: Option<u32>,
+    /// A compaction of the context under way (before the model call of its iteration).
+    #[serde(default)]
+    pub compaction: Option<Compacting>,
+    /// The iteration whose model call the context was last compacted for (not compacted
+    /// again for the same call).
+    #[serde(default)]
+    pub compacted_at: Option<u32>,
+}
+
+/// A compaction under way: where it is on the ladder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Compacting {
+    /// The model call it makes room for.
+    pub iteration: u32,
+    /// The prompt's estimate before it.
+    pub tokens_before: u64,
+    /// The rung it goes to next.
+    pub next: Rung,
+    /// The rungs applied so far.
+    pub steps: Vec<String>,
+    /// The summary call (rung b) asked for, not answered: the range it summarizes.
+    pub awaiting_summary: Option<(usize, usize)>,
 }
 
 impl PhasePosition {
@@ -169,6 +208,27 @@ pub struct RunState {
     /// Which arguments identify a call of which tool, as recorded in `run_started`.
     #[serde(default)]
     pub call_identity: CallIdentity,
+    /// The stop mode, as recorded in `run_started`.
+    #[serde(default)]
+    pub stop_mode: StopMode,
+    /// How often the completion checks may object in one phase, as recorded.
+    #[serde(default)]
+    pub completion_retries: u32,
+    /// The task contract, as recorded in `run_started`.
+    #[serde(default)]
+    pub contract: Option<TaskContract>,
+    /// The last coverage ledger of the contract.
+    #[serde(default)]
+    pub coverage: Option<Coverage>,
+    /// The work-item ledger.
+    #[serde(default)]
+    pub work_items: Vec<WorkItem>,
+    /// Tool calls refused so far (by the allowlist, a guard, a hook, the policy or a person).
+    #[serde(default)]
+    pub denials: u64,
+    /// What was still unmet when an `interactive` stop was accepted.
+    #[serde(default)]
+    pub unmet_accepted: Vec<String>,
 }
 
 impl RunState {
@@ -179,6 +239,16 @@ impl RunState {
             state.apply(&line.event);
         }
         state
+    }
+
+    /// Every tool call of the run so far, in order: the completed phases' and the current
+    /// one's (the evidence a task contract is checked against).
+    pub fn all_calls(&self) -> Vec<&ToolCallRecord> {
+        self.phases
+            .values()
+            .flat_map(|r| r.tool_calls.iter())
+            .chain(self.current.iter().flat_map(|p| p.tool_calls.iter()))
+            .collect()
     }
 
     /// The context of `label`, if it exists.
@@ -330,11 +400,17 @@ impl RunState {
             RunEvent::RunStarted {
                 context_window_strategy,
                 call_identity,
+                stop_mode,
+                completion_retries,
+                contract,
                 ..
             } => {
                 self.started = true;
                 self.strategy = *context_window_strategy;
                 self.call_identity.clone_from(call_identity);
+                self.stop_mode = *stop_mode;
+                self.completion_retries = *completion_retries;
+                self.contract.clone_from(contract);
             }
             RunEvent::PhaseStarted {
                 phase,
@@ -366,11 +442,13 @@ impl RunState {
                             context: ContextState::new(id.clone()),
                         }),
                     }
-                    if !request.user_message.is_empty()
-                        && let Some(ctx) = self.context_mut(label)
-                    {
-                        ctx.history
-                            .push(Message::user(request.user_message.clone()));
+                    if let Some(ctx) = self.context_mut(label) {
+                        ctx.phase_start = None;
+                        if !request.user_message.is_empty() {
+                            ctx.phase_start = Some(ctx.history.len());
+                            ctx.history
+                                .push(Message::user(request.user_message.clone()));
+                        }
                     }
                 }
                 self.current = Some(PhasePosition {
@@ -387,6 +465,12 @@ impl RunState {
                     stall: StallState::default(),
                     agent_stop_blocks: 0,
                     agent_stop_decided: None,
+                    work_complete_at: None,
+                    contract_checked_at: None,
+                    completion_objections: 0,
+                    sent_back_at: None,
+                    compaction: None,
+                    compacted_at: None,
                 });
             }
             RunEvent::RunResumed { .. } => {
@@ -401,14 +485,79 @@ impl RunState {
             }
             RunEvent::StandingContext { text, .. } => self.last_standing.clone_from(text),
             RunEvent::LlmRequest { iteration, .. } => {
-                let strategy = self.strategy;
                 if let Some(pos) = self.current.as_mut() {
                     pos.iteration = *iteration;
                     pos.awaiting_model = true;
                 }
+            }
+            RunEvent::CompactionStarted {
+                iteration,
+                tokens_before,
+                ..
+            } => {
+                if let Some(pos) = self.current.as_mut() {
+                    pos.compaction = Some(Compacting {
+                        iteration: *iteration,
+                        tokens_before: *tokens_before,
+                        next: Rung::Elide,
+                        steps: Vec::new(),
+                        awaiting_summary: None,
+                    });
+                }
+            }
+            RunEvent::CompactionSummaryRequested { from, to, .. } => {
+                if let Some(c) = self.current.as_mut().and_then(|p| p.compaction.as_mut()) {
+                    c.next = Rung::Summarize;
+                    c.awaiting_summary = Some((*from, *to));
+                }
+            }
+            RunEvent::CompactionSummaryFailed { .. } => {
+                if let Some(c) = self.current.as_mut().and_then(|p| p.compaction.as_mut()) {
+                    c.awaiting_summary = None;
+                    c.next = Rung::Drop;
+                }
+            }
+            RunEvent::CompactionStep {
+                step,
+                usage,
+                cost_usd,
+                ..
+            } => {
+                if let Some(u) = usage {
+                    self.usage.add(u, 1, *cost_usd);
+                }
+                if let Some(c) = self.current.as_mut().and_then(|p| p.compaction.as_mut()) {
+                    c.awaiting_summary = None;
+                    c.steps.push(step.name().to_string());
+                    c.next = match step {
+                        Step::ElideToolResults { .. } => Rung::Summarize,
+                        Step::Summarize { .. } | Step::DropOldest { .. } => Rung::Drop,
+                    };
+                }
                 if let Some(ctx) = self.current_context_mut() {
-                    // The same rewrite the request was built from (compact keeps it stable).
-                    let _ = apply_strategy(strategy, &mut ctx.history);
+                    let removed = compaction::apply(&mut ctx.history, step);
+                    if let (Some(p), Step::Summarize { to, .. } | Step::DropOldest { to, .. }) =
+                        (ctx.phase_start, step)
+                        && p >= *to
+                    {
+                        ctx.phase_start = Some(p.saturating_sub(removed.unsigned_abs()));
+                    }
+                }
+            }
+            RunEvent::CompactionFinished {
+                iteration, steps, ..
+            } => {
+                if let Some(pos) = self.current.as_mut() {
+                    pos.compaction = None;
+                    pos.compacted_at = Some(*iteration);
+                }
+                if let Some(ctx) = self.current_context_mut() {
+                    ctx.compactions = ctx.compactions.saturating_add(1);
+                    if !steps.is_empty() {
+                        // A server-side chain still holds what was compacted away: the next
+                        // call sends the compacted history in full.
+                        ctx.last_response_id = None;
+                    }
                 }
             }
             RunEvent::LlmResponse {
@@ -488,6 +637,7 @@ impl RunState {
                 if let Some(d) = permission {
                     self.note_decision(d);
                 }
+                self.denials = self.denials.saturating_add(1);
                 self.finish_call(call_id, tool, ToolOutcome::Error(reason.clone()));
             }
             RunEvent::ToolResult {
@@ -532,6 +682,7 @@ impl RunState {
             } => {
                 if let Some(pos) = self.current.as_mut() {
                     pos.stall.nudged_at = Some(*iteration);
+                    pos.sent_back_at = Some(*iteration);
                 }
                 if let Some(ctx) = self.current_context_mut() {
                     ctx.history.push(Message::user(message.clone()));
@@ -550,11 +701,48 @@ impl RunState {
             } => {
                 if let Some(pos) = self.current.as_mut() {
                     pos.agent_stop_blocks = *blocks;
+                    pos.sent_back_at = Some(pos.iteration);
                 }
                 if let Some(ctx) = self.current_context_mut() {
                     ctx.history.push(Message::user(message.clone()));
                 }
             }
+            RunEvent::WorkItemChanged { item, .. } => upsert(&mut self.work_items, item),
+            RunEvent::WorkCompleteDeclared {
+                iteration, summary, ..
+            } => {
+                if let Some(pos) = self.current.as_mut() {
+                    pos.work_complete_at = Some(*iteration);
+                    if pos.final_text.trim().is_empty() {
+                        pos.final_text.clone_from(summary);
+                    }
+                }
+            }
+            RunEvent::ContractChecked {
+                iteration,
+                at,
+                coverage,
+                ..
+            } => {
+                if at == "stop"
+                    && let Some(pos) = self.current.as_mut()
+                {
+                    pos.contract_checked_at = Some(*iteration);
+                }
+                self.coverage = Some(coverage.clone());
+            }
+            RunEvent::CompletionObjected {
+                retries, message, ..
+            } => {
+                if let Some(pos) = self.current.as_mut() {
+                    pos.completion_objections = *retries;
+                    pos.sent_back_at = Some(pos.iteration);
+                }
+                if let Some(ctx) = self.current_context_mut() {
+                    ctx.history.push(Message::user(message.clone()));
+                }
+            }
+            RunEvent::StopAccepted { unmet, .. } => self.unmet_accepted.clone_from(unmet),
             RunEvent::StopRequested { .. } => {
                 self.skip_batch(NOT_EXECUTED_STOPPED);
                 if let Some(pos) = self.current.as_mut() {
@@ -582,6 +770,7 @@ impl RunState {
             | RunEvent::BudgetExhausted { .. }
             | RunEvent::Stalled { .. }
             | RunEvent::StopForced { .. }
+            | RunEvent::ContractUnmet { .. }
             | RunEvent::ToolEvent { .. }
             | RunEvent::InteractionRequest(_)
             | RunEvent::InteractionAcknowledged(_)

@@ -11,18 +11,31 @@
 //!    model that answered without a tool call has finished, and is not cut off by them unless
 //!    a later layer wants it to continue.
 //! 2. **Stall** ([`crate::stall`]): `threshold` identical consecutive iterations get one
-//!    corrective message (the nudge), then end the phase `stalled`.
-//! 3. **Done layers**, when the model signalled done (answered without a tool call), each of
-//!    which may send it back to work:
-//!    - work-complete enforcement — extension point, no behaviour yet ([`work_complete`]);
-//!    - task-contract verification — extension point, no behaviour yet ([`contract`]);
-//!    - work-item completion — extension point, no behaviour yet ([`work_items`]);
+//!    corrective message (the nudge), then end the phase `stalled` — except for a stop the
+//!    model attempts after the completion checks have used their retries: that one is
+//!    theirs to decide.
+//! 3. **Done layers**, when the model signalled done (answered without a tool call, or called
+//!    `work_complete`), each of which may send it back to work. The first three are the
+//!    *completion checks*; they apply only in a phase that completes the task
+//!    (`PhaseRequest::completes_task`):
+//!    - work-complete enforcement ([`work_complete`]): in the `strict_automation` stop mode
+//!      the model must have declared the task complete with `work_complete` in this
+//!      iteration;
+//!    - task-contract verification ([`contract`]): the contract's coverage ledger, checked
+//!      against the run's evidence (asked for once per attempted stop);
+//!    - work-item completion ([`work_items`]): no work item left unfinished;
 //!    - `agent_stop` hooks ([`agent_stop`]): a hook may block the stop with a reason, at most
 //!      `max_blocks` times in a phase; after that the stop proceeds, recorded as forced.
+//!
+//!    A completion check that is unmet sends the model back with what is unmet, at most
+//!    `completion_retries` times in a phase (all three checks together). After that the stop
+//!    mode decides: `interactive` accepts the stop (the phase ends `done`, with what was
+//!    unmet recorded), `strict_automation` ends the phase `contract_unmet`.
 //!
 //! A layer that sends the model back to work continues the phase only if no hard stop
 //! applies; otherwise the hard stop ends it.
 
+use crate::StopMode;
 use crate::stall::{StallConfig, StallState};
 
 /// What the model's last iteration signalled.
@@ -58,6 +71,34 @@ pub enum HookVerdict {
     Block(String),
 }
 
+/// Where the task contract stands for the attempted stop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ContractState {
+    /// The run has no contract.
+    Absent,
+    /// Not checked yet for this stop.
+    Pending,
+    /// Checked: the unmet conditions, one line each (empty: satisfied).
+    Checked(Vec<String>),
+}
+
+/// The completion checks' facts, in a phase that completes the task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion {
+    /// The stop mode.
+    pub mode: StopMode,
+    /// The model declared the task complete (`work_complete`) in this iteration.
+    pub declared: bool,
+    /// The task contract.
+    pub contract: ContractState,
+    /// The work items not finished, one line each.
+    pub unfinished_items: Vec<String>,
+    /// How often the completion checks sent the model back in this phase.
+    pub objections: u32,
+    /// How often they may.
+    pub retries: u32,
+}
+
 /// Everything the decision looks at.
 #[derive(Debug, Clone)]
 pub struct StopFacts<'a> {
@@ -81,11 +122,19 @@ pub struct StopFacts<'a> {
     pub agent_stop_blocks: u32,
     /// How often they may.
     pub agent_stop_max_blocks: u32,
+    /// The completion checks' facts; `None` in a phase that does not complete the task.
+    pub completion: Option<Completion>,
 }
 
 /// Why a done layer sends the model back to work.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Objection {
+    /// The model did not declare the task complete with `work_complete` (strict mode).
+    WorkComplete,
+    /// Conditions of the task contract are unmet (one line each).
+    Contract(Vec<String>),
+    /// Work items are unfinished (one line each).
+    WorkItems(Vec<String>),
     /// An `agent_stop` hook blocked the stop.
     AgentStop(String),
 }
@@ -93,10 +142,14 @@ pub enum Objection {
 /// How a phase ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ending {
-    /// Done (every done layer agreed).
-    Done,
-    /// Done although an `agent_stop` hook still blocked it: it had used its blocks.
-    DoneForced(String),
+    /// Done: every done layer agreed, or (`interactive`) the completion checks had used
+    /// their retries — what they still found unmet is listed.
+    Done(Vec<String>),
+    /// Done although an `agent_stop` hook still blocked it: it had used its blocks (and what
+    /// the completion checks accepted unmet).
+    DoneForced(String, Vec<String>),
+    /// The completion checks were unmet after their retries (`strict_automation`).
+    ContractUnmet(Vec<String>),
     /// The model's block.
     Blocked(String),
     /// A hard stop.
@@ -116,6 +169,8 @@ pub enum Verdict {
     Object(Objection),
     /// Run the `agent_stop` hooks, then decide again with their verdict.
     AskAgentStopHooks,
+    /// Check the task contract (record its coverage), then decide again.
+    CheckContract,
     /// End the phase.
     Stop(Ending),
 }
@@ -131,29 +186,65 @@ pub fn decide(facts: &StopFacts<'_>) -> Verdict {
     {
         return Verdict::Stop(Ending::Hard(h));
     }
-    if let Some(verdict) = stall(facts) {
+    // A stop attempted once the completion checks have used their retries is theirs to
+    // decide (the phase ends): telling the model to try something else would contradict it.
+    let checks_have_the_last_word = facts.signal == Signal::Done
+        && facts
+            .completion
+            .as_ref()
+            .is_some_and(|c| c.objections >= c.retries);
+    if !checks_have_the_last_word && let Some(verdict) = stall(facts) {
         return continue_unless(hard, verdict);
     }
     if facts.signal == Signal::Continue {
         return Verdict::Continue;
     }
     // The model signalled done: each done layer may send it back to work.
-    if let Some(verdict) = work_complete(facts)
-        .or_else(|| contract(facts))
-        .or_else(|| work_items(facts))
-        .or_else(|| agent_stop(facts))
-    {
-        return continue_unless(hard, verdict);
+    let mut accepted = Vec::new();
+    if let Some(c) = &facts.completion {
+        for layer in [work_complete, contract, work_items] {
+            match layer(c) {
+                Check::Met => {}
+                Check::Ask(verdict) => return continue_unless(hard, verdict),
+                Check::Unmet(objection, unmet) => {
+                    if c.objections < c.retries {
+                        return continue_unless(hard, Verdict::Object(objection));
+                    }
+                    accepted.extend(unmet);
+                    if c.mode == StopMode::StrictAutomation {
+                        return Verdict::Stop(Ending::ContractUnmet(accepted));
+                    }
+                }
+            }
+        }
     }
-    Verdict::Stop(Ending::Done)
+    match agent_stop(facts) {
+        Some(Verdict::Stop(Ending::DoneForced(reason, _))) => {
+            Verdict::Stop(Ending::DoneForced(reason, accepted))
+        }
+        Some(verdict) => continue_unless(hard, verdict),
+        None => Verdict::Stop(Ending::Done(accepted)),
+    }
+}
+
+/// What one completion check found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Check {
+    /// Nothing to object to.
+    Met,
+    /// It needs a fact first (the contract's coverage).
+    Ask(Verdict),
+    /// Unmet: the objection, and the unmet lines.
+    Unmet(Objection, Vec<String>),
 }
 
 /// A layer wants the phase to go on: it does, unless a hard stop applies.
 fn continue_unless(hard: Option<HardStop>, verdict: Verdict) -> Verdict {
     match (hard, verdict) {
         (_, stop @ Verdict::Stop(_)) => stop,
-        // Asking the hooks costs no model call: the hard stop applies to what they decide.
-        (_, ask @ Verdict::AskAgentStopHooks) => ask,
+        // Asking the hooks or checking the contract costs no model call: the hard stop
+        // applies to what they decide.
+        (_, ask @ (Verdict::AskAgentStopHooks | Verdict::CheckContract)) => ask,
         (Some(h), _) => Verdict::Stop(Ending::Hard(h)),
         (None, go_on) => go_on,
     }
@@ -188,21 +279,41 @@ pub fn stall(facts: &StopFacts<'_>) -> Option<Verdict> {
     }
 }
 
-/// Layer 3a: work-complete enforcement (the `work_complete` control tool of strict stop
-/// mode). Extension point: no behaviour yet, never objects.
-pub fn work_complete(_facts: &StopFacts<'_>) -> Option<Verdict> {
-    None
+/// Layer 3a: work-complete enforcement — in `strict_automation`, the model must have called
+/// `work_complete` in the iteration that ends the phase.
+pub fn work_complete(c: &Completion) -> Check {
+    if c.mode != StopMode::StrictAutomation || c.declared {
+        Check::Met
+    } else {
+        Check::Unmet(
+            Objection::WorkComplete,
+            vec!["work_complete: the task was not declared complete".to_string()],
+        )
+    }
 }
 
-/// Layer 3b: task-contract verification against the transcript. Extension point: no
-/// behaviour yet, never objects.
-pub fn contract(_facts: &StopFacts<'_>) -> Option<Verdict> {
-    None
+/// Layer 3b: task-contract verification — its coverage ledger for this stop (asked for once).
+pub fn contract(c: &Completion) -> Check {
+    match &c.contract {
+        ContractState::Absent => Check::Met,
+        ContractState::Pending => Check::Ask(Verdict::CheckContract),
+        ContractState::Checked(unmet) if unmet.is_empty() => Check::Met,
+        ContractState::Checked(unmet) => {
+            Check::Unmet(Objection::Contract(unmet.clone()), unmet.clone())
+        }
+    }
 }
 
-/// Layer 3c: work-item completion. Extension point: no behaviour yet, never objects.
-pub fn work_items(_facts: &StopFacts<'_>) -> Option<Verdict> {
-    None
+/// Layer 3c: work-item completion — no item may be left unfinished.
+pub fn work_items(c: &Completion) -> Check {
+    if c.unfinished_items.is_empty() {
+        Check::Met
+    } else {
+        Check::Unmet(
+            Objection::WorkItems(c.unfinished_items.clone()),
+            c.unfinished_items.clone(),
+        )
+    }
 }
 
 /// Layer 3d: the `agent_stop` hooks — asked once per stop; a block sends the model back with
@@ -214,7 +325,10 @@ pub fn agent_stop(facts: &StopFacts<'_>) -> Option<Verdict> {
         HookVerdict::Block(reason) if facts.agent_stop_blocks < facts.agent_stop_max_blocks => {
             Some(Verdict::Object(Objection::AgentStop(reason.clone())))
         }
-        HookVerdict::Block(reason) => Some(Verdict::Stop(Ending::DoneForced(reason.clone()))),
+        HookVerdict::Block(reason) => Some(Verdict::Stop(Ending::DoneForced(
+            reason.clone(),
+            Vec::new(),
+        ))),
     }
 }
 

@@ -2358,3 +2358,9 @@ async fn the_live_state_is_the_fold_of_the_journal_in_a_run_with_every_kind_of_s
     assert_eq!(state.approvals.denials, 2, "{:?}", state.approvals);
     assert!(state.current.is_none());
 }
+
+#[path = "harness/control.rs"]
+mod control;
+
+#[path = "harness/compaction.rs"]
+mod compaction;

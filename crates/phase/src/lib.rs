@@ -41,11 +41,16 @@ pub enum StopReason {
     /// answer) after it was told it was not making progress: the harness's stall detection
     /// ended the phase.
     Stalled,
+    /// The model tried to finish a phase that completes the task, but the run's completion
+    /// checks (the `work_complete` declaration, the task contract, open work items) were not
+    /// met after the allowed retries, in the `strict_automation` stop mode. What was unmet is
+    /// in the run's records.
+    ContractUnmet,
 }
 
 impl StopReason {
     /// Every stop reason, in declaration order.
-    pub const ALL: [StopReason; 7] = [
+    pub const ALL: [StopReason; 8] = [
         StopReason::Done,
         StopReason::MaxIterations,
         StopReason::BudgetExhausted,
@@ -53,6 +58,7 @@ impl StopReason {
         StopReason::Blocked,
         StopReason::Error,
         StopReason::Stalled,
+        StopReason::ContractUnmet,
     ];
 
     /// The wire name (`"done"`, `"max_iterations"`, …).
@@ -65,6 +71,7 @@ impl StopReason {
             StopReason::Blocked => "blocked",
             StopReason::Error => "error",
             StopReason::Stalled => "stalled",
+            StopReason::ContractUnmet => "contract_unmet",
         }
     }
 
@@ -180,6 +187,12 @@ pub struct PhaseRequest {
     /// Tool-only mode: run these calls through the sandbox with no LLM call.
     #[serde(default)]
     pub direct_tool_calls: Option<Vec<DirectToolCall>>,
+    /// This phase is the one that completes the agent's task: when the model signals that it
+    /// is done, the executor's completion checks apply (the stop mode's `work_complete`
+    /// declaration, the run's task contract, open work items). Single-phase agents set it on
+    /// their phase, multi-phase agents on their last; other phases end when the model is done.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub completes_task: bool,
 }
 
 fn default_max_iterations() -> u32 {
@@ -201,6 +214,7 @@ impl PhaseRequest {
             continue_context: true,
             context_label: None,
             direct_tool_calls: None,
+            completes_task: false,
         }
     }
 
@@ -231,6 +245,12 @@ impl PhaseRequest {
     /// Set `continue_context`.
     pub fn with_continue_context(mut self, keep: bool) -> Self {
         self.continue_context = keep;
+        self
+    }
+
+    /// Mark the phase as the one that completes the task (`completes_task`).
+    pub fn completing_task(mut self) -> Self {
+        self.completes_task = true;
         self
     }
 

@@ -64,6 +64,7 @@ fn every_stop_reason_round_trips_in_snake_case() {
         "blocked",
         "error",
         "stalled",
+        "contract_unmet",
     ];
     assert_eq!(StopReason::ALL.len(), expected.len());
     for (reason, name) in StopReason::ALL.iter().zip(expected) {

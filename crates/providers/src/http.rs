@@ -439,6 +439,10 @@ impl Provider for HttpProvider {
         &self.model
     }
 
+    fn context_window(&self) -> Option<u64> {
+        crate::known_context_window(&self.model)
+    }
+
     fn pricing(&self) -> Option<Pricing> {
         self.pricing
     }

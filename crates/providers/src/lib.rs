@@ -43,6 +43,7 @@ mod scripted;
 mod sse;
 mod strict_json;
 mod types;
+mod windows;
 
 pub use config::{ProviderConfig, ProviderKind, process_env};
 pub use decision::{
@@ -62,6 +63,7 @@ pub use protocol_prompt::{example_decision, protocol_instructions};
 pub use scripted::{ScriptedProvider, ScriptedResponse, ScriptedToolCall};
 pub use strict_json::{DONE_ACTION, StrictJsonProvider, from_protocol_answer, to_protocol_request};
 pub use types::*;
+pub use windows::known_context_window;
 
 /// One model call. Implementations must be cheap to share (`Arc<dyn Provider>`).
 ///
@@ -104,6 +106,12 @@ pub trait Provider: Send + Sync {
 
     /// The model's prices, when configured: the harness turns usage into cost with them.
     fn pricing(&self) -> Option<Pricing> {
+        None
+    }
+
+    /// How many tokens (prompt and answer together) the model accepts, when known: the
+    /// harness compacts a context whose prompt would not fit. The default knows none.
+    fn context_window(&self) -> Option<u64> {
         None
     }
 }

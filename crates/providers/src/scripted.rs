@@ -49,6 +49,10 @@ pub struct ScriptedResponse {
     /// Wait this long before answering, like a slow model (for stop and timeout tests).
     #[serde(default)]
     pub delay_ms: Option<u64>,
+    /// Fail the call with this message instead of answering (a provider error that is not
+    /// retried), like a model that cannot be reached.
+    #[serde(default)]
+    pub error: Option<String>,
 }
 
 impl ScriptedResponse {
@@ -99,6 +103,7 @@ pub struct ScriptedProvider {
     requests: Mutex<Vec<LlmRequest>>,
     pricing: Option<Pricing>,
     served_log: Option<std::path::PathBuf>,
+    context_window: Option<u64>,
 }
 
 impl ScriptedProvider {
@@ -157,6 +162,7 @@ impl ScriptedProvider {
             requests: Mutex::new(Vec::new()),
             pricing: None,
             served_log: None,
+            context_window: None,
         }
     }
 
@@ -185,7 +191,14 @@ impl ScriptedProvider {
             requests: Mutex::new(Vec::new()),
             pricing: self.pricing,
             served_log: self.served_log.clone(),
+            context_window: self.context_window,
         }
+    }
+
+    /// Report this context window, as a real model's table entry would.
+    pub fn with_context_window(mut self, tokens: u64) -> Self {
+        self.context_window = Some(tokens);
+        self
     }
 
     /// Report these prices, so the harness accounts cost as with a real model.
@@ -238,6 +251,10 @@ impl Provider for ScriptedProvider {
         self.pricing
     }
 
+    fn context_window(&self) -> Option<u64> {
+        self.context_window
+    }
+
     async fn complete(&self, request: &LlmRequest) -> Result<LlmResponse, ProviderError> {
         let n = self.next.fetch_add(1, Ordering::SeqCst);
         if self.record {
@@ -259,6 +276,12 @@ impl Provider for ScriptedProvider {
         };
         if let Some(ms) = scripted.delay_ms {
             tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        }
+        if let Some(message) = &scripted.error {
+            return Err(ProviderError::Call {
+                provider: "scripted".into(),
+                message: format!("{message} (line {} of {})", n + 1, self.source_name),
+            });
         }
         let tool_calls: Vec<ToolCall> = scripted
             .tool_calls

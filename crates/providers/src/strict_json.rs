@@ -160,6 +160,10 @@ impl<P: Provider> Provider for StrictJsonProvider<P> {
         self.inner.model()
     }
 
+    fn context_window(&self) -> Option<u64> {
+        self.inner.context_window()
+    }
+
     fn pricing(&self) -> Option<Pricing> {
         self.inner.pricing()
     }

@@ -65,7 +65,7 @@ pub use output::{
 };
 pub use permission::{PermissionAsker, PermissionDecision, PermissionEvent, PermissionRequest};
 pub use registry::ToolRegistry;
-pub use sandbox::{Execution, Sandbox};
+pub use sandbox::{Execution, Inspection, Sandbox};
 pub use tool::{
     Caller, PathAccess, PathArg, RiskLevel, Tool, ToolEvent, ToolEventKind, ToolOutput, schema_for,
 };

@@ -268,3 +268,293 @@ fn an_agent_stop_hook_blocks_twice_then_the_stop_is_forced() {
         ]
     );
 }
+
+// ---------- task contracts, stop modes, work items ----------
+
+/// `lsm agent run general` with `extra` flags.
+fn agent_run_with(cwd: &Path, script: &Path, extra: &[&str]) -> std::process::Output {
+    let mut cmd = lsm(cwd);
+    cmd.args(["agent", "run", "general", "--task", "write the notes"])
+        .arg("--provider")
+        .arg(format!("scripted:{}", script.display()))
+        .args(["--config", "lsm.toml", "--json"])
+        .args(extra);
+    run(&mut cmd)
+}
+
+const NOTES_CONTRACT: &str = r##"
+description = "the notes exist and say what they are"
+required_outputs = ["notes.md"]
+
+[[require]]
+kind = "tool_succeeded"
+tool = "write_file"
+args_match = { path = "notes.md" }
+
+[[require]]
+kind = "file_contains"
+path = "notes.md"
+text = "# Notes"
+"##;
+
+/// A `strict_automation` run of `lines` held to [`NOTES_CONTRACT`].
+fn strict_run_with_notes_contract(lines: &[Value]) -> (tempfile::TempDir, std::process::Output) {
+    let (dir, script) = workspace(lines, "");
+    std::fs::write(dir.path().join("contract.toml"), NOTES_CONTRACT).unwrap();
+    let out = agent_run_with(
+        dir.path(),
+        &script,
+        &[
+            "--stop-mode",
+            "strict_automation",
+            "--contract",
+            "contract.toml",
+        ],
+    );
+    (dir, out)
+}
+
+fn declare(summary: &str) -> Value {
+    call("work_complete", json!({"summary": summary}))
+}
+
+#[test]
+fn a_strict_run_whose_contract_is_unmet_exits_8_and_lists_the_unmet_predicates() {
+    // The model writes the wrong file and keeps declaring the task complete.
+    let lines = [
+        call("write_file", json!({"path": "other.md", "content": "x\n"})),
+        declare("Wrote the notes."),
+        declare("Wrote the notes, really."),
+        declare("Done."),
+        text("never reached"),
+    ];
+    let (dir, out) = strict_run_with_notes_contract(&lines);
+    assert_eq!(out.status.code(), Some(8), "{}", stderr(&out));
+    let summary = stdout_json(&out);
+    assert_eq!(summary["run_outcome"], "contract_unmet", "{summary:#}");
+    assert_eq!(summary["status"], "stopped");
+    assert_eq!(summary["stop_mode"], "strict_automation");
+    assert_eq!(summary["contract"]["satisfied"], false);
+    let unmet: Vec<&str> = summary["contract"]["unmet"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(unmet.len(), 3, "{unmet:#?}");
+    assert!(
+        unmet[0].starts_with("tool_succeeded write_file"),
+        "{unmet:?}"
+    );
+    assert!(unmet[1].starts_with("file_contains notes.md"), "{unmet:?}");
+    assert_eq!(unmet[2], "required_output notes.md: no such file");
+    let lines = transcript(dir.path(), &summary);
+    assert_eq!(events(&lines, "completion_objected").len(), 2);
+    let ended = events(&lines, "contract_unmet");
+    assert_eq!(ended.len(), 1);
+    assert_eq!(ended[0]["unmet"].as_array().unwrap().len(), 3);
+    // The model was told what is unmet.
+    let told = events(&lines, "completion_objected")[0]["message"]
+        .as_str()
+        .unwrap();
+    assert!(told.contains("required_output notes.md"), "{told}");
+}
+
+#[test]
+fn the_same_strict_run_with_its_contract_satisfied_exits_0() {
+    let lines = [
+        call(
+            "write_file",
+            json!({"path": "notes.md", "content": "# Notes\nSoil holds carbon.\n"}),
+        ),
+        declare("Wrote notes.md."),
+        text("never reached"),
+    ];
+    let (_dir, out) = strict_run_with_notes_contract(&lines);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let summary = stdout_json(&out);
+    assert_eq!(summary["run_outcome"], "done");
+    assert_eq!(summary["contract"]["satisfied"], true, "{summary:#}");
+    assert!(summary["contract"]["unmet"].as_array().unwrap().is_empty());
+    assert!(
+        summary["final_text"]
+            .as_str()
+            .unwrap()
+            .contains("Wrote notes.md.")
+    );
+}
+
+#[test]
+fn strict_mode_from_lsm_toml_requires_work_complete_and_a_plain_answer_is_sent_back() {
+    let lines = [
+        text("All done."),
+        text("All done."),
+        text("All done, truly."),
+        text("never reached"),
+    ];
+    let (dir, script) = workspace(&lines, "");
+    let config = std::fs::read_to_string(dir.path().join("lsm.toml"))
+        .unwrap()
+        .replace(
+            "[agents]\n",
+            "[agents]\nstop_mode = \"strict_automation\"\n",
+        );
+    std::fs::write(dir.path().join("lsm.toml"), config).unwrap();
+    let out = agent_run_with(dir.path(), &script, &[]);
+    assert_eq!(out.status.code(), Some(8), "{}", stderr(&out));
+    let summary = stdout_json(&out);
+    assert_eq!(summary["run_outcome"], "contract_unmet");
+    assert!(summary.get("contract").is_none(), "no contract configured");
+    let lines = transcript(dir.path(), &summary);
+    let objected = events(&lines, "completion_objected");
+    assert_eq!(objected.len(), 2);
+    assert_eq!(objected[0]["check"], "work_complete");
+    // The same run in the default (interactive) mode ends done at once.
+    let (dir, script) = workspace(&lines_of(&["All done."]), "");
+    let out = agent_run_with(dir.path(), &script, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+fn lines_of(texts: &[&str]) -> Vec<Value> {
+    texts.iter().map(|t| text(t)).collect()
+}
+
+#[test]
+fn an_interactive_run_accepts_its_stop_after_the_retries_and_the_summary_says_what_was_unmet() {
+    let lines = [
+        text("Finished."),
+        text("Finished."),
+        text("Finished, I promise."),
+    ];
+    let (dir, script) = workspace(&lines, "");
+    std::fs::write(dir.path().join("contract.toml"), NOTES_CONTRACT).unwrap();
+    let out = agent_run_with(dir.path(), &script, &["--contract", "contract.toml"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let summary = stdout_json(&out);
+    assert_eq!(summary["run_outcome"], "done");
+    assert_eq!(summary["stop_mode"], "interactive");
+    assert_eq!(summary["contract"]["satisfied"], false);
+    assert_eq!(summary["unmet_checks"].as_array().unwrap().len(), 3);
+    let lines = transcript(dir.path(), &summary);
+    assert_eq!(events(&lines, "stop_accepted").len(), 1);
+}
+
+#[test]
+fn bad_contracts_and_stop_modes_are_usage_errors_naming_what_is_wrong() {
+    let (dir, script) = workspace(&[text("x")], "");
+    let out = agent_run_with(dir.path(), &script, &["--contract", "missing.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--contract missing.toml: cannot read the file"),
+        "{}",
+        stderr(&out)
+    );
+    std::fs::write(
+        dir.path().join("bad.toml"),
+        "[[require]]\nkind = \"file_exist\"\npath = \"a\"\n",
+    )
+    .unwrap();
+    let out = agent_run_with(dir.path(), &script, &["--contract", "bad.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("bad.toml") && err.contains("file_exist"),
+        "{err}"
+    );
+    let out = agent_run_with(dir.path(), &script, &["--stop-mode", "strict"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("strict_automation"),
+        "{}",
+        stderr(&out)
+    );
+    let config = std::fs::read_to_string(dir.path().join("lsm.toml")).unwrap()
+        + "[agents.contracts.general]\n";
+    std::fs::write(dir.path().join("lsm.toml"), config).unwrap();
+    let out = agent_run_with(dir.path(), &script, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("no condition"), "{}", stderr(&out));
+}
+
+#[test]
+fn work_items_are_kept_through_a_run_and_survive_a_kill_and_resume() {
+    let lines = [
+        call(
+            "work_item_add",
+            json!({"title": "Write notes.md", "priority": "high"}),
+        ),
+        call("work_item_add", json!({"title": "Check the notes"})),
+        call(
+            "write_file",
+            json!({"path": "notes.md", "content": "# Notes\n"}),
+        ),
+        call("work_item_update", json!({"id": "w1", "status": "done"})),
+        call(
+            "work_item_set_artifact",
+            json!({"id": "w1", "path": "notes.md"}),
+        ),
+        call("work_item_update", json!({"id": "w2", "status": "done"})),
+        text("Both items are done."),
+    ];
+    // The reference: the whole run in one process.
+    let (dir, script) = workspace(&lines, "");
+    let config = std::fs::read_to_string(dir.path().join("lsm.toml"))
+        .unwrap()
+        .replace("[agents]\n", "[agents]\nwork_items = true\n");
+    std::fs::write(dir.path().join("lsm.toml"), &config).unwrap();
+    let out = agent_run_with(dir.path(), &script, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let reference = stdout_json(&out);
+    let items = reference["work_items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{reference:#}");
+    assert_eq!(items[0]["artifact"], "notes.md");
+    assert!(items.iter().all(|i| i["status"] == "done"));
+    let ref_lines = transcript(dir.path(), &reference);
+    let reminded = events(&ref_lines, "llm_request")
+        .iter()
+        .filter(|r| r["work_items"] == true)
+        .count();
+    assert_eq!(
+        reminded, 5,
+        "a reminder with every call while an item was open"
+    );
+
+    // Killed just after the first item's update, then resumed: the same ledger.
+    let update_seq = ref_lines
+        .iter()
+        .find(|l| l["event"] == "work_item_changed" && l["action"] == "updated")
+        .unwrap()["seq"]
+        .as_u64()
+        .unwrap();
+    let (dir, script) = workspace(&lines, "");
+    std::fs::write(dir.path().join("lsm.toml"), &config).unwrap();
+    let mut cmd = lsm(dir.path());
+    cmd.args(["agent", "run", "general", "--task", "write the notes"])
+        .arg("--provider")
+        .arg(format!("scripted:{}", script.display()))
+        .args(["--config", "lsm.toml", "--json"])
+        .env("LSM_TEST_CRASH_AFTER_SEQ", update_seq.to_string());
+    let crashed = run(&mut cmd);
+    assert!(crashed.status.code().is_none(), "{}", stderr(&crashed));
+    let logs = dir.path().join("Agents/general/logs");
+    let run_id = std::fs::read_dir(&logs)
+        .unwrap()
+        .flatten()
+        .find(|e| e.path().is_dir())
+        .unwrap()
+        .file_name()
+        .into_string()
+        .unwrap();
+    let mut cmd = lsm(dir.path());
+    cmd.args(["runs", "resume", &run_id, "--config", "lsm.toml", "--json"]);
+    let resumed = run(&mut cmd);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
+    let summary = stdout_json(&resumed);
+    assert_eq!(summary["work_items"], reference["work_items"]);
+    let lines = transcript(dir.path(), &summary);
+    assert_eq!(
+        events(&lines, "work_item_changed").len(),
+        events(&ref_lines, "work_item_changed").len(),
+        "no change recorded twice"
+    );
+}

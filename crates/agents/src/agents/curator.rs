@@ -311,7 +311,8 @@ impl CuratorAgent {
                         }
                     ))
                     .with_tool_names(["write_file"])
-                    .with_max_iterations(REPORT_ITERATIONS),
+                    .with_max_iterations(REPORT_ITERATIONS)
+                    .completing_task(),
                 )
                 .await;
             self.core.log(&format!("REPORT: {}.", result.stop_reason));

@@ -101,7 +101,9 @@ impl SimpleAgent {
     async fn phases(&mut self, task: &str) -> Result<String, AgentError> {
         let spec = self.core.spec().clone();
         self.core.log(&format!("Task: {task}"));
-        let request = PhaseRequest::new(task).with_max_iterations(self.core.max_iterations());
+        let request = PhaseRequest::new(task)
+            .with_max_iterations(self.core.max_iterations())
+            .completing_task();
         let result = self.core.run_phase(spec.system_prompt, request).await;
         self.core.log(&format!(
             "Phase finished: {} ({} tool call(s)).",

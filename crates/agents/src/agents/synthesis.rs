@@ -143,7 +143,8 @@ impl SynthesisAgent {
                          write_file first.",
                     )
                     .with_tool_names(["write_file"])
-                    .with_max_iterations(SHORT_PHASE_ITERATIONS),
+                    .with_max_iterations(SHORT_PHASE_ITERATIONS)
+                    .completing_task(),
                 )
                 .await;
             self.core.log(&format!("WRITE: {}.", result.stop_reason));

@@ -185,7 +185,8 @@ impl WritingAgent {
                     drafts_block(&drafts)
                 ))
                 .with_tool_names(["source_map", "write_file"])
-                .with_max_iterations(REVISE_ITERATIONS),
+                .with_max_iterations(REVISE_ITERATIONS)
+                .completing_task(),
             )
             .await;
         self.core.log(&format!("REVISE: {}.", revise.stop_reason));

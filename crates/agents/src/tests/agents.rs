@@ -62,6 +62,10 @@ async fn simple_agents_run_one_long_phase_with_their_prompt_and_save_the_answer(
         assert_eq!(r.context_label, None);
         assert!(r.continue_context);
         assert_eq!(r.direct_tool_calls, None);
+        assert!(
+            r.completes_task,
+            "its one phase is judged by the completion checks"
+        );
         let (identity, prompt) = spy.created.lock().unwrap()[0].clone();
         assert_eq!(prompt, spec.system_prompt);
         let mut expected: Vec<String> = spec.tools.iter().map(|s| s.to_string()).collect();
@@ -234,6 +238,12 @@ async fn curator_surveys_finds_and_reports_with_json_findings() {
     let out = CuratorAgent::new(ctx).run("curate notes/").await;
     assert_eq!(spy.phases(), ["SURVEY", "FIND", "REPORT"]);
     let r = spy.requests();
+    let completing: Vec<bool> = r.iter().map(|q| q.completes_task).collect();
+    assert_eq!(
+        completing,
+        [false, false, true],
+        "only REPORT completes the task"
+    );
     assert_eq!(
         r[0].tool_names,
         tools(&["read_folder", "file_metadata", "query_and_synthesize"])

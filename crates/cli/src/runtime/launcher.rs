@@ -46,22 +46,31 @@ impl RunLauncher for HarnessLauncher {
         let Some(spec) = lsm_agents::find(&ctx.agent) else {
             return Self::failed(format!("unknown agent '{}'", ctx.agent));
         };
-        let provider = match self.config.llm.resolve(spec.tier).and_then(|llm| {
-            wiring::build_provider(&llm, &self.flags, &self.cwd, &self.config.source_name())
+        let (provider, window) = match self.config.llm.resolve(spec.tier).and_then(|llm| {
+            let built =
+                wiring::build_provider(&llm, &self.flags, &self.cwd, &self.config.source_name())?;
+            let window = llm.context_window_for(built.provider.model());
+            Ok((built.provider, window))
         }) {
-            Ok(built) => built.provider,
+            Ok(built) => built,
             Err(e) => return Self::failed(format!("{e:#}")),
         };
-        let parts =
-            match run_wiring::build_run(&self.config, provider, &ctx.channel, ctx.stop.clone()) {
-                Ok(p) => p,
-                Err(e) => return Self::failed(format!("{e:#}")),
-            };
+        let mut config = self.config.clone();
+        if config.agents.compaction.context_window.is_none() {
+            config.agents.compaction.context_window = window;
+        }
+        let parts = match run_wiring::build_run(&config, provider, &ctx.channel, ctx.stop.clone()) {
+            Ok(p) => p,
+            Err(e) => return Self::failed(format!("{e:#}")),
+        };
         let extra_tools = parts.expand_allowlist(self.config.agents.extra_tools_of(spec.name));
         let records = ctx.clone_record_setter();
         let (run_id, agent_name) = (ctx.run_id.clone(), ctx.agent.clone());
-        let factory = parts
-            .factory
+        let mut factory = parts.factory;
+        if let Some(contract) = self.config.agents.contract_of(spec.name) {
+            factory = factory.with_contract(contract);
+        }
+        let factory = factory
             .with_event_sink(Arc::clone(&ctx.log) as Arc<dyn EventSink>)
             .with_on_build(move |harness| {
                 records(harness.run_id());

@@ -91,6 +91,9 @@ pub fn harness_with_fsync(
             max_tokens_budget: u64::MAX,
             write_records: records,
             journal_fsync: fsync,
+            // A bounded history, so that the figure is the loop's cost per iteration and not
+            // the length of a phase of as many iterations as the measurement needs.
+            context_window_strategy: lsm_harness::ContextStrategy::Fresh,
             ..HarnessConfig::default()
         },
         provider,

@@ -58,6 +58,12 @@ fn core(max_tokens: u64) -> Core {
         call_identity: Default::default(),
         hooks: Vec::new(),
         agent_stop_max_blocks: 2,
+        stop_mode: StopMode::Interactive,
+        completion_retries: 2,
+        contract: None,
+        work_items: false,
+        compaction: crate::compaction::CompactionConfig::default(),
+        window: crate::compaction::CompactionConfig::default().window(None, Some(4096)),
     })
 }
 
@@ -318,7 +324,14 @@ fn calls_outside_the_allowlist_tool_names_or_a_guard_are_refused_without_running
 fn only_allowlisted_registered_tools_within_tool_names_are_offered_with_block() {
     let c = core(1000);
     let offered = |names: Option<&[String]>| -> Vec<String> {
-        c.offered_tools(names).into_iter().map(|t| t.name).collect()
+        let request = PhaseRequest {
+            tool_names: names.map(<[String]>::to_vec),
+            ..PhaseRequest::new("x")
+        };
+        c.offered_tools(&request, StopMode::Interactive)
+            .into_iter()
+            .map(|t| t.name)
+            .collect()
     };
     assert_eq!(offered(None), ["tool_a", "tool_b", "block"]);
     assert_eq!(offered(Some(&["tool_b".to_string()])), ["tool_b", "block"]);
@@ -992,3 +1005,5 @@ fn repeated_identical_answers_sent_back_by_a_hook_are_a_stall() {
     }
     panic!("the same answer four times is a stall");
 }
+
+mod control;

@@ -1,0 +1,439 @@
+//! The core's side of compaction ([`crate::compaction`]): when the next call's prompt would
+//! not fit the window, walk the ladder — elide, summarize (the one model call), drop — until
+//! it fits below the target, recording each rung; then make the call ready as usual.
+//!
+//! Every decision is a function of the state and the estimator, so a resumed run (whose fold
+//! holds the rungs applied so far and the rung to try next) takes the same steps.
+
+use lsm_providers::{CallOptions, LlmRequest, LlmResponse, Message};
+
+use super::{Core, Effect, Env, current_label, emit};
+use crate::ContextStrategy;
+use crate::budget::gate;
+use crate::compaction::{
+    Layout, Rung, SUMMARY_PROMPT, Step, apply, elidable, layout, oldest_run, transcript_of,
+};
+use crate::event::RunEvent;
+use crate::state::{RunState, RunUsage};
+
+impl Core {
+    /// Whether the call `iteration` must wait for a compaction: the `compact` strategy, a
+    /// prompt over the limit, and no compaction made for this call yet.
+    pub(super) fn needs_compaction(&self, st: &RunState, iteration: u32, estimate: u64) -> bool {
+        self.config.strategy == ContextStrategy::Compact
+            && estimate > self.config.window.limit
+            && st
+                .current
+                .as_ref()
+                .is_some_and(|p| p.compacted_at != Some(iteration) && p.compaction.is_none())
+    }
+
+    /// Record the start of a compaction, then walk the ladder.
+    pub(super) fn start_compaction(
+        &self,
+        st: &mut RunState,
+        iteration: u32,
+        estimate: u64,
+        env: &Env<'_>,
+        out: &mut Vec<RunEvent>,
+    ) -> Effect {
+        let label = current_label(st);
+        emit(
+            st,
+            out,
+            RunEvent::CompactionStarted {
+                label,
+                iteration,
+                tokens_before: estimate,
+                window: self.config.window,
+            },
+        );
+        self.ladder(st, env, out)
+    }
+
+    /// The estimate of the next call's prompt with the context's history as `history`.
+    fn estimate_with(&self, st: &RunState, history: Option<&[Message]>, env: &Env<'_>) -> u64 {
+        let (request, _, _) = self.assemble_with(st, history);
+        (env.estimate)(&request)
+    }
+
+    /// Go on down the ladder from the rung the state says, until the prompt fits below the
+    /// target or nothing is left to compact; then the call is made ready.
+    pub(super) fn ladder(
+        &self,
+        st: &mut RunState,
+        env: &Env<'_>,
+        out: &mut Vec<RunEvent>,
+    ) -> Effect {
+        let target = self.config.window.target;
+        // The rung to try: the state's (moved on only by recorded rungs), then further here
+        // when a rung finds nothing to do — which the same state finds again on resume.
+        let mut rung = match st.current.as_ref().and_then(|p| p.compaction.as_ref()) {
+            Some(c) => c.next,
+            None => return self.ready_call(st, env, out),
+        };
+        loop {
+            if st
+                .current
+                .as_ref()
+                .and_then(|p| p.compaction.as_ref())
+                .is_none()
+            {
+                return self.ready_call(st, env, out);
+            }
+            let now = self.estimate_with(st, None, env);
+            if now <= target {
+                return self.finish_compaction(st, now, env, out);
+            }
+            let history = current_history(st);
+            let layout = current_layout(st, &history);
+            let label = current_label(st);
+            let recorded = st
+                .current
+                .as_ref()
+                .and_then(|p| p.compaction.as_ref())
+                .map(|c| c.next);
+            if recorded.is_some_and(|r| r > rung) {
+                rung = recorded.unwrap_or(rung);
+            }
+            match rung {
+                Rung::Elide => {
+                    // Every old result at once (headroom for the calls to come, so the history
+                    // is not rewritten again at once); the recent turns' results only as far
+                    // as needed.
+                    let c = &self.config.compaction;
+                    let recent_from = recent_turns_start(&history, &layout, c.keep_recent_turns);
+                    let candidates = elidable(&history, &layout, c.elide_min_bytes);
+                    let (old, recent): (Vec<_>, Vec<_>) =
+                        candidates.into_iter().partition(|(i, _)| *i < recent_from);
+                    let mut chosen: Vec<String> = old.into_iter().map(|(_, id)| id).collect();
+                    let mut sim = history.clone();
+                    apply(
+                        &mut sim,
+                        &Step::ElideToolResults {
+                            call_ids: chosen.clone(),
+                        },
+                    );
+                    let mut after = self.estimate_with(st, Some(&sim), env);
+                    for (_, call_id) in recent {
+                        if after <= target {
+                            break;
+                        }
+                        apply(
+                            &mut sim,
+                            &Step::ElideToolResults {
+                                call_ids: vec![call_id.clone()],
+                            },
+                        );
+                        chosen.push(call_id);
+                        after = self.estimate_with(st, Some(&sim), env);
+                    }
+                    let step = if chosen.is_empty() {
+                        None
+                    } else {
+                        Some(Step::ElideToolResults { call_ids: chosen })
+                    };
+                    match step {
+                        Some(step) => emit(
+                            st,
+                            out,
+                            RunEvent::CompactionStep {
+                                label,
+                                step,
+                                tokens_after: after,
+                                usage: None,
+                                cost_usd: None,
+                                tokens_used: None,
+                            },
+                        ),
+                        None => rung = Rung::Summarize,
+                    }
+                }
+                Rung::Summarize => match self.summary_call(st, &history, &layout, env) {
+                    Some((from, to, request, grant)) => {
+                        emit(
+                            st,
+                            out,
+                            RunEvent::CompactionSummaryRequested {
+                                label,
+                                from,
+                                to,
+                                prompt_tokens_estimate: (env.estimate)(&request),
+                                max_output_tokens: grant.cap,
+                            },
+                        );
+                        let mut request = request;
+                        request.options.max_output_tokens = Some(grant.cap);
+                        return Effect::CallModel { request, grant };
+                    }
+                    None => rung = Rung::Drop,
+                },
+                Rung::Drop => match self.drop_range(st, &history, &layout, env) {
+                    Some((from, to, after)) => emit(
+                        st,
+                        out,
+                        RunEvent::CompactionStep {
+                            label,
+                            step: Step::DropOldest { from, to },
+                            tokens_after: after,
+                            usage: None,
+                            cost_usd: None,
+                            tokens_used: None,
+                        },
+                    ),
+                    // Nothing more may go: the call is made as it is.
+                    None => return self.finish_compaction(st, now, env, out),
+                },
+            }
+        }
+    }
+
+    /// Rung (b)'s call: the oldest run of turns (all but the most recent
+    /// `keep_recent_turns`), shortened until its request fits the window, and the budget's
+    /// grant for it. `None` when there is nothing to summarize or the budget refuses.
+    fn summary_call(
+        &self,
+        st: &RunState,
+        history: &[Message],
+        layout: &Layout,
+        env: &Env<'_>,
+    ) -> Option<(usize, usize, LlmRequest, crate::Grant)> {
+        let c = &self.config.compaction;
+        let (from, mut to) = oldest_run(history, layout, c.keep_recent_turns)?;
+        let room = self
+            .config
+            .window
+            .limit
+            .saturating_sub(c.summary_max_tokens);
+        let request = loop {
+            let request = summary_request(history, from, to);
+            if (env.estimate)(&request) <= room {
+                break request;
+            }
+            // Fewer turns: end before the last turn start in the range.
+            to = (from + 1..to)
+                .rev()
+                .find(|&i| history[i].role != lsm_providers::Role::Tool)?;
+            if to <= from {
+                return None;
+            }
+        };
+        let _ = st;
+        let estimate = (env.estimate)(&request);
+        let grant = gate(
+            &self.config.limits,
+            &env.budget,
+            estimate,
+            env.pricing,
+            Some(c.summary_max_tokens),
+        )
+        .ok()?;
+        Some((from, to, request, grant))
+    }
+
+    /// Rung (c): the fewest oldest turns whose removal brings the prompt to the target (or
+    /// the whole oldest run, when even that is not enough). `None` when nothing may go.
+    fn drop_range(
+        &self,
+        st: &RunState,
+        history: &[Message],
+        layout: &Layout,
+        env: &Env<'_>,
+    ) -> Option<(usize, usize, u64)> {
+        let (from, stop) = oldest_run(history, layout, 0)?;
+        // Do not drop a single note standing for earlier drops: nothing would be gained.
+        let ends: Vec<usize> = (from + 1..=stop)
+            .filter(|&i| i == stop || history[i].role != lsm_providers::Role::Tool)
+            .collect();
+        let mut last = None;
+        for to in ends {
+            if to == from + 1 && history[from].content.starts_with('[') && stop == from + 1 {
+                return None;
+            }
+            let mut sim = history.to_vec();
+            apply(&mut sim, &Step::DropOldest { from, to });
+            let after = self.estimate_with(st, Some(&sim), env);
+            last = Some((from, to, after));
+            if after <= self.config.window.target {
+                break;
+            }
+        }
+        last
+    }
+
+    fn finish_compaction(
+        &self,
+        st: &mut RunState,
+        tokens_after: u64,
+        env: &Env<'_>,
+        out: &mut Vec<RunEvent>,
+    ) -> Effect {
+        let Some(c) = st.current.as_ref().and_then(|p| p.compaction.clone()) else {
+            return self.ready_call(st, env, out);
+        };
+        let label = current_label(st);
+        emit(
+            st,
+            out,
+            RunEvent::CompactionFinished {
+                label,
+                iteration: c.iteration,
+                steps: c.steps,
+                tokens_before: c.tokens_before,
+                tokens_after,
+            },
+        );
+        self.ready_call(st, env, out)
+    }
+
+    /// The summary call answered: apply it (an empty answer counts as a failure), go on.
+    pub(super) fn summarized(
+        &self,
+        st: &mut RunState,
+        response: LlmResponse,
+        cost: Option<f64>,
+        totals: RunUsage,
+        env: &Env<'_>,
+        out: &mut Vec<RunEvent>,
+    ) -> Effect {
+        let label = current_label(st);
+        let range = st
+            .current
+            .as_ref()
+            .and_then(|p| p.compaction.as_ref())
+            .and_then(|c| c.awaiting_summary);
+        let text = response.text.trim().to_string();
+        match range {
+            Some((from, to)) if !text.is_empty() => {
+                let mut sim = current_history(st);
+                let step = Step::Summarize { from, to, text };
+                apply(&mut sim, &step);
+                let after = self.estimate_with(st, Some(&sim), env);
+                emit(
+                    st,
+                    out,
+                    RunEvent::CompactionStep {
+                        label,
+                        step,
+                        tokens_after: after,
+                        usage: Some(response.usage),
+                        cost_usd: cost,
+                        tokens_used: Some(totals.tokens_used),
+                    },
+                );
+            }
+            _ => emit(
+                st,
+                out,
+                RunEvent::CompactionSummaryFailed {
+                    label,
+                    error: "the summary call answered no text".to_string(),
+                    called: true,
+                },
+            ),
+        }
+        self.ladder(st, env, out)
+    }
+
+    /// The summary call failed (`called`), or could not be made: record it, go on to
+    /// dropping turns.
+    pub(super) fn summary_failed(
+        &self,
+        st: &mut RunState,
+        error: String,
+        called: bool,
+        env: &Env<'_>,
+        out: &mut Vec<RunEvent>,
+    ) -> Effect {
+        let label = current_label(st);
+        emit(
+            st,
+            out,
+            RunEvent::CompactionSummaryFailed {
+                label,
+                error,
+                called,
+            },
+        );
+        self.ladder(st, env, out)
+    }
+
+    /// A resumed run whose summary call was asked for and not answered asks again (the same
+    /// request: the range is recorded).
+    pub(super) fn resume_compaction(
+        &self,
+        st: &mut RunState,
+        env: &Env<'_>,
+        out: &mut Vec<RunEvent>,
+    ) -> Option<Effect> {
+        let c = st.current.as_ref()?.compaction.clone()?;
+        let Some((from, to)) = c.awaiting_summary else {
+            return Some(self.ladder(st, env, out));
+        };
+        let history = current_history(st);
+        let mut request = summary_request(&history, from, to);
+        let estimate = (env.estimate)(&request);
+        match gate(
+            &self.config.limits,
+            &env.budget,
+            estimate,
+            env.pricing,
+            Some(self.config.compaction.summary_max_tokens),
+        ) {
+            Ok(grant) => {
+                request.options.max_output_tokens = Some(grant.cap);
+                Some(Effect::CallModel { request, grant })
+            }
+            Err(e) => Some(self.summary_failed(st, e.reason, false, env, out)),
+        }
+    }
+
+    /// Whether the model answer or failure in flight is the summary call's.
+    pub(super) fn awaiting_summary(st: &RunState) -> bool {
+        st.current
+            .as_ref()
+            .and_then(|p| p.compaction.as_ref())
+            .is_some_and(|c| c.awaiting_summary.is_some())
+    }
+}
+
+/// The summarization request of `history[from..to]`: the fixed instructions and the
+/// messages as text; no tools.
+fn summary_request(history: &[Message], from: usize, to: usize) -> LlmRequest {
+    LlmRequest {
+        messages: vec![
+            Message::system(SUMMARY_PROMPT),
+            Message::user(transcript_of(history, from, to)),
+        ],
+        tools: Vec::new(),
+        options: CallOptions::default(),
+    }
+}
+
+/// Where the most recent `turns` turns before the tail begin (the tail itself when none).
+fn recent_turns_start(history: &[Message], layout: &Layout, turns: usize) -> usize {
+    let starts: Vec<usize> = (0..layout.tail.min(history.len()))
+        .filter(|&i| history[i].role == lsm_providers::Role::Assistant)
+        .collect();
+    if turns == 0 || starts.is_empty() {
+        return layout.tail;
+    }
+    starts[starts.len().saturating_sub(turns)]
+}
+
+fn current_history(st: &RunState) -> Vec<Message> {
+    st.current
+        .as_ref()
+        .and_then(|p| st.context(p.label()))
+        .map(|c| c.history.clone())
+        .unwrap_or_default()
+}
+
+fn current_layout(st: &RunState, history: &[Message]) -> Layout {
+    let phase_start = st
+        .current
+        .as_ref()
+        .and_then(|p| st.context(p.label()))
+        .and_then(|c| c.phase_start);
+    layout(history, phase_start)
+}
