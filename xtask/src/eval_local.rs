@@ -541,8 +541,15 @@ fn run_task(lsm: &Path, model: &Path, task: &Task, dir: &Path) -> Result<Outcome
                 .unwrap_or_default();
         }
         Kind::Query => {
+            // `lsm query` prints the answer, then "Sources:" (cited) or "Sources given to
+            // the model (none cited):".
             let (answer, sources) = stdout
                 .split_once("\nSources:\n")
+                .or_else(|| {
+                    stdout
+                        .split_once("\nSources given to the model")
+                        .map(|(a, _)| (a, ""))
+                })
                 .unwrap_or((stdout.as_str(), ""));
             outcome.answer = answer.trim().to_string();
             outcome.cited = !sources.trim().is_empty();
