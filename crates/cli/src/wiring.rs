@@ -180,7 +180,7 @@ fn build_local(llm: &ResolvedLlm, flags: &ProviderFlags, source: &str) -> Result
 fn build_local(llm: &ResolvedLlm, flags: &ProviderFlags, source: &str) -> Result<BuiltProvider> {
     let _ = (llm, flags, source);
     Err(usage(format!(
-        "this lsm was built without the local provider: build it with `{LOCAL_BUILD}` (llama.cpp is compiled from source: it needs cmake and libclang-dev), or run `cargo xtask demo`"
+        "this lsm was built without the local provider: build it with `{LOCAL_BUILD}` (pure Rust: nothing to install), or run `cargo xtask demo`"
     )))
 }
 
@@ -221,7 +221,7 @@ mod tests {
         let text = e.to_string();
         assert!(text.contains("built without the local provider"), "{text}");
         assert!(
-            text.contains("--features local") && text.contains("libclang-dev"),
+            text.contains("--features local") && text.contains("cargo xtask demo"),
             "{text}"
         );
     }

@@ -2,7 +2,7 @@
 //!
 //! A local model is not asked nicely to answer in the strict-JSON protocol: its sampler is
 //! constrained by a grammar so that it *cannot* answer anything else. The grammar is derived
-//! (by llama.cpp's JSON-schema-to-grammar converter, in the `local` feature) from the schema
+//! (by llguidance, in the `local` feature) from the schema
 //! built here: a union with one branch per offered tool —
 //! `{"action": "<that tool>", "action_arguments": <that tool's schema>, "response": string}` —
 //! and one for `{"action": "DONE", "action_arguments": {}, "response": string}`. Every answer
@@ -25,7 +25,7 @@ use serde_json::{Map, Value, json};
 
 use crate::{DONE_ACTION, ToolDefinition};
 
-/// Keywords kept from a tool's schema: what llama.cpp's converter understands (everything
+/// Keywords kept from a tool's schema: what a grammar converter understands (everything
 /// else, such as `description`, `title`, `default` or `examples`, does not constrain the
 /// answer and is dropped).
 const KEPT_KEYWORDS: &[&str] = &[

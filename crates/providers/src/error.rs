@@ -187,7 +187,7 @@ pub enum ProviderError {
         /// The server's message.
         message: String,
     },
-    /// The local model file could not be used: missing, not a GGUF model llama.cpp can load,
+    /// The local model file could not be used: missing, not a GGUF model this provider can run,
     /// or too large for memory. Check the path in `[llm] model_path` (or `--model`), or run
     /// `cargo xtask fetch-model` to download the default model.
     #[error("cannot use the model file {path}: {message}")]

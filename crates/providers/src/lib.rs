@@ -10,9 +10,9 @@
 //!   errors per failure, optional SSE streaming reported through a [`CallObserver`], and
 //!   prompt-token estimates (`tiktoken-rs` for OpenAI models).
 //! - [`StrictJsonProvider`] wraps any provider for models without function calling.
-//! - `LocalProvider` (feature `local`) runs a GGUF model in-process with llama.cpp, answering
-//!   in the strict-JSON protocol under a grammar built from [`decision_schema`], so every
-//!   answer is a valid tool call or `DONE`.
+//! - `LocalProvider` (feature `local`) runs a GGUF model in-process with candle, answering
+//!   in the strict-JSON protocol under a constraint built from [`decision_schema`] when tools
+//!   are offered (every answer a valid tool call or `DONE`), in plain text otherwise.
 //! - [`ScriptedProvider`] plays recorded responses and records every request it receives —
 //!   the provider every harness and CLI test runs on.
 //! - [`Pricing`] turns a call's usage into dollars.
@@ -38,6 +38,7 @@ mod models;
 mod openai_chat;
 mod openai_responses;
 mod pricing;
+mod protocol_prompt;
 mod scripted;
 mod sse;
 mod strict_json;
@@ -58,6 +59,7 @@ pub use models::{
     DEFAULT_LOCAL_MODEL_FILE, MODEL_CACHE_ENV, default_local_model_path, model_cache_dir,
 };
 pub use pricing::Pricing;
+pub use protocol_prompt::{example_decision, protocol_instructions};
 pub use scripted::{ScriptedProvider, ScriptedResponse, ScriptedToolCall};
 pub use strict_json::{DONE_ACTION, StrictJsonProvider, from_protocol_answer, to_protocol_request};
 pub use types::*;

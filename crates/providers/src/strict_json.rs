@@ -1,7 +1,9 @@
 //! The strict-JSON protocol, for models without native function calling.
 //!
-//! The tools are described in the system prompt, and the model must answer with exactly one
-//! JSON object: `{"response": "...", "action": "TOOL_NAME or DONE", "action_arguments": {...}}`.
+//! The tools are described in the system prompt (`protocol_prompt`: one line per tool and one
+//! concrete example, never a schema), and the model must answer with exactly one JSON object
+//! with the keys `action` (a tool name or `DONE`), `action_arguments` and `response`. A
+//! request that offers no tools is passed on as it is and answered in plain text.
 //! An action other than `DONE` becomes one tool call; `DONE`, a missing action, or an answer
 //! that is not a JSON object ends the phase with the text. Only the model's *whole answer* is
 //! ever parsed: JSON inside the user's messages, tool results, or prose around a JSON object is
@@ -13,6 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
 
+use crate::protocol_prompt::protocol_instructions;
 use crate::{
     CallObserver, LlmRequest, LlmResponse, Message, Pricing, Provider, ProviderError, Role,
     ToolCall,
@@ -43,37 +46,22 @@ impl<P: Provider> StrictJsonProvider<P> {
     }
 }
 
-fn protocol(request: &LlmRequest) -> String {
-    let mut s = String::from(
-        "You cannot call tools directly. Answer with exactly one JSON object and nothing else:\n\
-         {\"response\": \"<what you say>\", \"action\": \"<TOOL_NAME or DONE>\", \"action_arguments\": {<the tool's arguments>}}\n\
-         Use one tool per answer; its result comes back in the next message. When the task is \
-         finished, answer with \"action\": \"DONE\" and your final answer in \"response\".\n",
-    );
-    if request.tools.is_empty() {
-        s.push_str("\nNo tools are available: answer with \"action\": \"DONE\".\n");
-    } else {
-        s.push_str("\nTools:\n");
-        for t in &request.tools {
-            s.push_str(&format!(
-                "- {}: {}\n  action_arguments (JSON schema): {}\n",
-                t.name, t.description, t.parameters
-            ));
-        }
-    }
-    s
-}
-
 /// The request the wrapped provider receives: no native tools, the protocol in the system
-/// prompt, earlier calls and results rendered as text.
+/// prompt (when tools are offered: without tools the model answers in plain text), earlier
+/// calls and results rendered as text.
 pub fn to_protocol_request(request: &LlmRequest) -> LlmRequest {
     let mut names: HashMap<&str, &str> = HashMap::new();
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
-    let proto = protocol(request);
+    let task = request
+        .messages
+        .iter()
+        .find(|m| m.role == Role::User)
+        .map_or("", |m| m.content.as_str());
+    let proto = protocol_instructions(&request.tools, task);
     let mut placed = false;
     for m in &request.messages {
         match m.role {
-            Role::System if !placed => {
+            Role::System if !placed && !request.tools.is_empty() => {
                 messages.push(Message::system(format!("{}\n\n{proto}", m.content)));
                 placed = true;
             }
@@ -86,12 +74,13 @@ pub fn to_protocol_request(request: &LlmRequest) -> LlmRequest {
                     .iter()
                     .enumerate()
                     .map(|(i, c)| {
-                        json!({
-                            "response": if i == 0 { m.content.as_str() } else { "" },
-                            "action": c.name,
-                            "action_arguments": c.arguments,
-                        })
-                        .to_string()
+                        // The order and spacing the grammar generates, like the example.
+                        format!(
+                            "{{\"action\": {}, \"action_arguments\": {}, \"response\": {}}}",
+                            json!(c.name),
+                            c.arguments,
+                            json!(if i == 0 { m.content.as_str() } else { "" })
+                        )
                     })
                     .collect();
                 messages.push(Message::assistant(calls.join("\n"), Vec::new()));
@@ -104,7 +93,7 @@ pub fn to_protocol_request(request: &LlmRequest) -> LlmRequest {
             _ => messages.push(m.clone()),
         }
     }
-    if !placed {
+    if !placed && !request.tools.is_empty() {
         messages.insert(0, Message::system(proto));
     }
     LlmRequest {
@@ -198,6 +187,10 @@ impl<P: Provider> Provider for StrictJsonProvider<P> {
             .inner
             .complete_observed(&to_protocol_request(request), observer)
             .await?;
+        if request.tools.is_empty() {
+            // Nothing to call: the answer is plain text, whatever it looks like.
+            return Ok(answer);
+        }
         Ok(from_protocol_answer(answer, n))
     }
 }
@@ -296,5 +289,25 @@ mod tests {
         );
         assert_eq!(sent.messages[3].role, Role::User);
         assert_eq!(sent.messages[3].content, "Result of read_file:\nfile text");
+    }
+
+    #[tokio::test]
+    async fn a_request_without_tools_is_plain_text_both_ways() {
+        let decision_like =
+            r#"{"response": "x", "action": "write_file", "action_arguments": {"path": "p"}}"#;
+        let inner = ScriptedProvider::new(vec![ScriptedResponse::text(decision_like)]);
+        let p = StrictJsonProvider::new(inner);
+        let request = LlmRequest {
+            messages: vec![Message::system("Answer briefly."), Message::user("Hi")],
+            ..Default::default()
+        };
+        let r = p.complete(&request).await.unwrap();
+        assert!(
+            r.tool_calls.is_empty(),
+            "no tools were offered: nothing to call"
+        );
+        assert_eq!(r.text, decision_like, "the answer is returned as it is");
+        let sent = &p.inner().requests()[0];
+        assert_eq!(sent.messages, request.messages, "no protocol instructions");
     }
 }

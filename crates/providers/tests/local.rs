@@ -227,13 +227,6 @@ async fn twenty_constrained_generations_are_valid_decisions_with_usage() {
             estimate, r.usage.input_tokens,
             "the estimate uses the model's tokenizer"
         );
-        if i > 0 {
-            assert!(
-                r.usage.cached_tokens > 0,
-                "the shared system prompt is reused from the KV cache: {:?}",
-                r.usage
-            );
-        }
         eprintln!(
             "[{i:2}] {action:<10} {task} | prompt {} (cached {}, {:.0} tok/s) + {} generated ({:.0} tok/s): {raw}",
             stats.prompt_tokens,
@@ -298,12 +291,87 @@ async fn a_stop_request_interrupts_generation() {
     );
     assert_eq!(observer.pieces.load(Ordering::SeqCst), 1);
 
-    // The provider is still usable, and reuses what it evaluated.
+    // The provider is still usable.
     let r = p
         .complete(&request("Say hello and finish.", 256))
         .await
         .unwrap();
     assert!(r.usage.output_tokens > 0);
+}
+
+fn plain_request(prompt: &str, max_output_tokens: u64) -> LlmRequest {
+    LlmRequest {
+        messages: vec![
+            Message::system("You are a helpful assistant."),
+            Message::user(prompt),
+        ],
+        tools: Vec::new(),
+        options: CallOptions {
+            max_output_tokens: Some(max_output_tokens),
+            ..CallOptions::default()
+        },
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn toolless_generation_is_plain_text_and_stops_on_repetition() {
+    let Some(path) = model_path() else { return };
+    let p = provider(&path);
+    // Without tools: no protocol, no decision object, the text as generated.
+    let r = p
+        .complete(&plain_request("What is the capital of France?", 64))
+        .await
+        .unwrap();
+    let stats = p.last_call_stats().unwrap();
+    eprintln!("plain answer ({:?}): {:?}", stats.finish, r.text);
+    assert!(r.tool_calls.is_empty());
+    assert!(!r.text.trim().is_empty());
+    assert!(
+        !r.text.trim_start().starts_with('{') && !r.text.contains("\"action\""),
+        "plain text, not a decision: {:?}",
+        r.text
+    );
+    assert_eq!(r.usage.output_tokens, stats.generated_tokens);
+
+    // A request that makes the model repeat itself ends at the first repetition, long
+    // before the token limit, and the repetition is cut off. The repetition penalty is
+    // turned off here so that the model does loop: what is tested is the stop.
+    let p = LocalProvider::load(
+        &path,
+        LocalSettings {
+            context_size: Some(4096),
+            text_repeat_penalty: 1.0,
+            ..LocalSettings::default()
+        },
+    )
+    .unwrap();
+    let limit = 400;
+    let r = p
+        .complete(&plain_request(
+            "Write a very long story about a cat named Tom who eats fish every day.",
+            limit,
+        ))
+        .await
+        .unwrap();
+    let stats = p.last_call_stats().unwrap();
+    eprintln!(
+        "repetitive answer ({:?}, {} tokens): {:?}",
+        stats.finish, stats.generated_tokens, r.text
+    );
+    assert_eq!(stats.finish, LocalFinish::Repetition, "{:?}", r.text);
+    assert!(stats.generated_tokens < limit, "{stats:?}");
+    // No run of twelve words (at least twelve tokens) comes twice in what is kept.
+    let words: Vec<&str> = r.text.split_whitespace().collect();
+    let normalized = words.join(" ");
+    for w in words.windows(12) {
+        let joined = w.join(" ");
+        assert_eq!(
+            normalized.matches(&joined).count(),
+            1,
+            "a run of twelve words repeats in the kept text: {:?}",
+            r.text
+        );
+    }
 }
 
 #[test]

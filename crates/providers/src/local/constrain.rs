@@ -1,0 +1,73 @@
+//! Constrained decoding with llguidance: which tokens may come next so that the answer stays
+//! inside a JSON schema (the decision schema of `crate::decision`).
+//!
+//! The schema is compiled with fixed separators (`", "` and `": "`, no other whitespace), the
+//! layout the prompt's example shows, and in the property order the schema text lists
+//! (action first, see `DECISION_KEY_ORDER`).
+
+use std::sync::Arc;
+
+use llguidance::api::TopLevelGrammar;
+use llguidance::toktrie::{TokEnv, TokRxInfo, TokTrie, TokenId, TokenizerEnv};
+use llguidance::{Constraint, ParserFactory};
+use serde_json::{Value, json};
+
+use super::tokenizer::GgufTokenizer;
+
+/// llguidance's view of the model's tokenizer.
+struct Env {
+    trie: TokTrie,
+    tokenizer: Arc<GgufTokenizer>,
+}
+
+impl TokenizerEnv for Env {
+    fn tok_trie(&self) -> &TokTrie {
+        &self.trie
+    }
+
+    fn tokenize_bytes(&self, s: &[u8]) -> Vec<TokenId> {
+        self.tokenizer.encode(&String::from_utf8_lossy(s))
+    }
+}
+
+/// Compiles decision schemas into per-call constraints for one model.
+pub struct Grammars {
+    factory: ParserFactory,
+}
+
+impl Grammars {
+    /// Build the token trie once per model. `end` is the token that ends an answer.
+    ///
+    /// # Errors
+    /// llguidance's message.
+    pub fn new(tokenizer: Arc<GgufTokenizer>, end: u32) -> Result<Self, String> {
+        let vocab = u32::try_from(tokenizer.vocab_size()).map_err(|e| e.to_string())?;
+        let mut info = TokRxInfo::new(vocab, end);
+        info.tok_bos = tokenizer.bos;
+        info.tok_end_of_turn = Some(end);
+        let trie = TokTrie::from(&info, tokenizer.token_bytes());
+        let env: TokEnv = Arc::new(Env { trie, tokenizer });
+        let mut factory = ParserFactory::new_simple(&env).map_err(|e| e.to_string())?;
+        factory.quiet();
+        Ok(Grammars { factory })
+    }
+
+    /// A fresh constraint for an answer valid under `schema_text` (JSON schema text).
+    ///
+    /// # Errors
+    /// When the schema cannot be compiled.
+    pub fn constraint(&self, schema_text: &str) -> Result<Constraint, String> {
+        let mut schema: Value = serde_json::from_str(schema_text).map_err(|e| e.to_string())?;
+        if let Value::Object(map) = &mut schema {
+            map.insert(
+                "x-guidance".into(),
+                json!({"whitespace_flexible": false, "item_separator": ", ", "key_separator": ": "}),
+            );
+        }
+        let parser = self
+            .factory
+            .create_parser(TopLevelGrammar::from_json_schema(schema))
+            .map_err(|e| e.to_string())?;
+        Ok(Constraint::new(parser))
+    }
+}

@@ -1,0 +1,193 @@
+//! The network: a quantized GGUF model run by candle on the CPU, and its chat format.
+//!
+//! Two architectures are supported, the two small models `cargo xtask fetch-model` knows:
+//! `llama` (SmolLM2, ChatML turns) and `gemma3` (Gemma 3, `<start_of_turn>` turns, no system
+//! role: the system text opens the first user turn).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use candle_core::quantized::gguf_file;
+use candle_core::{Device, Tensor};
+use candle_transformers::models::{quantized_gemma3, quantized_llama};
+
+use super::tokenizer::GgufTokenizer;
+
+/// How turns are written for the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChatFormat {
+    /// `<|im_start|>role\n…<|im_end|>\n` (SmolLM2).
+    ChatMl,
+    /// `<start_of_turn>user\n…<end_of_turn>\n`, `model` for the assistant (Gemma).
+    Gemma,
+}
+
+enum Net {
+    Llama(Box<quantized_llama::ModelWeights>),
+    Gemma3(Box<quantized_gemma3::ModelWeights>),
+}
+
+/// How a model's prompts are written and its answers end: shared by the inference thread
+/// and the caller (who estimates prompt sizes).
+#[derive(Debug, Clone)]
+pub struct Chat {
+    /// The tokenizer read from the model file.
+    pub tokenizer: Arc<GgufTokenizer>,
+    /// How turns are written.
+    pub format: ChatFormat,
+    /// The token that ends the model's turn (also accepted: `tokenizer.eos`).
+    pub end_of_turn: u32,
+}
+
+/// A loaded model: network, chat format, context limit.
+pub struct Weights {
+    net: Net,
+    /// Prompt format and tokenizer.
+    pub chat: Chat,
+    /// The most positions the network supports (its training context, and candle's limit).
+    pub max_positions: usize,
+}
+
+impl Weights {
+    /// Read a GGUF file.
+    ///
+    /// # Errors
+    /// A message saying what is wrong with the file.
+    pub fn load(path: &Path) -> Result<Self, String> {
+        let mut file = std::fs::File::open(path).map_err(|e| format!("cannot open it: {e}"))?;
+        let content = gguf_file::Content::read(&mut file)
+            .map_err(|e| format!("cannot load it: it is not a GGUF model file ({e})"))?;
+        let arch = content
+            .metadata
+            .get("general.architecture")
+            .and_then(|v| v.to_string().ok())
+            .cloned()
+            .unwrap_or_default();
+        let trained = content
+            .metadata
+            .get(&format!("{arch}.context_length"))
+            .and_then(|v| v.to_u32().ok())
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(2048);
+        let tokenizer = GgufTokenizer::from_gguf(&content).map_err(|e| e.to_string())?;
+        let device = Device::Cpu;
+        let (net, format, limit) = match arch.as_str() {
+            "llama" => (
+                Net::Llama(Box::new(
+                    quantized_llama::ModelWeights::from_gguf(content, &mut file, &device)
+                        .map_err(|e| format!("candle cannot load it: {e}"))?,
+                )),
+                ChatFormat::ChatMl,
+                quantized_llama::MAX_SEQ_LEN,
+            ),
+            "gemma3" => (
+                Net::Gemma3(Box::new(
+                    quantized_gemma3::ModelWeights::from_gguf(content, &mut file, &device)
+                        .map_err(|e| format!("candle cannot load it: {e}"))?,
+                )),
+                ChatFormat::Gemma,
+                quantized_gemma3::MAX_SEQ_LEN,
+            ),
+            other => {
+                return Err(format!(
+                    "its architecture `{other}` is not supported (llama and gemma3 are)"
+                ));
+            }
+        };
+        let end_of_turn = match format {
+            ChatFormat::ChatMl => tokenizer.control("<|im_end|>"),
+            ChatFormat::Gemma => tokenizer.control("<end_of_turn>"),
+        }
+        .unwrap_or(tokenizer.eos);
+        Ok(Weights {
+            net,
+            chat: Chat {
+                tokenizer: Arc::new(tokenizer),
+                format,
+                end_of_turn,
+            },
+            max_positions: trained.min(limit),
+        })
+    }
+
+    /// Run `tokens` at positions `pos..`; the logits of the last one. `pos == 0` starts a
+    /// new sequence (the key-value cache is reset); otherwise `tokens` must be one token
+    /// continuing the cached sequence.
+    ///
+    /// # Errors
+    /// candle's message.
+    pub fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, String> {
+        let mut run = || -> candle_core::Result<Vec<f32>> {
+            let input = Tensor::new(tokens, &Device::Cpu)?.unsqueeze(0)?;
+            let logits = match &mut self.net {
+                Net::Llama(m) => m.forward(&input, pos)?,
+                Net::Gemma3(m) => m.forward(&input, pos)?,
+            };
+            logits
+                .squeeze(0)?
+                .to_dtype(candle_core::DType::F32)?
+                .to_vec1()
+        };
+        run().map_err(|e| e.to_string())
+    }
+}
+
+impl Chat {
+    /// The prompt's tokens: `messages` (role, content) in the chat format, ending with the
+    /// opening of the assistant's turn. Control tokens come only from here, never from text.
+    pub fn render(&self, messages: &[(String, String)]) -> Vec<u32> {
+        let t = &self.tokenizer;
+        let mut out = Vec::new();
+        if t.add_bos
+            && let Some(bos) = t.bos
+        {
+            out.push(bos);
+        }
+        match self.format {
+            ChatFormat::ChatMl => {
+                let (start, end) = (t.control("<|im_start|>"), t.control("<|im_end|>"));
+                let turn = |role: &str, content: &str, out: &mut Vec<u32>| {
+                    out.extend(start);
+                    out.extend(t.encode(&format!("{role}\n{content}")));
+                    out.extend(end);
+                    out.extend(t.encode("\n"));
+                };
+                for (role, content) in messages {
+                    turn(role, content, &mut out);
+                }
+                out.extend(start);
+                out.extend(t.encode("assistant\n"));
+            }
+            ChatFormat::Gemma => {
+                let (start, end) = (t.control("<start_of_turn>"), t.control("<end_of_turn>"));
+                let mut system = String::new();
+                for (role, content) in messages {
+                    if role == "system" {
+                        system.push_str(content);
+                        system.push_str("\n\n");
+                        continue;
+                    }
+                    let role = if role == "assistant" { "model" } else { "user" };
+                    let text = if role == "user" {
+                        format!("{}{content}", std::mem::take(&mut system))
+                    } else {
+                        content.clone()
+                    };
+                    out.extend(start);
+                    out.extend(t.encode(&format!("{role}\n{text}")));
+                    out.extend(end);
+                    out.extend(t.encode("\n"));
+                }
+                if !system.is_empty() {
+                    out.extend(start);
+                    out.extend(t.encode(&format!("user\n{}", system.trim_end())));
+                    out.extend(end);
+                    out.extend(t.encode("\n"));
+                }
+                out.extend(start);
+                out.extend(t.encode("model\n"));
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,371 @@
+//! The strict-JSON protocol's instructions, written for small models.
+//!
+//! What a 135M-parameter model does with a prompt is mostly copying, so the prompt shows
+//! nothing it should not copy: no schema (whose `description`s a small model pastes in as
+//! argument values), no placeholders where values go. Each tool is one line — name, what it
+//! does, its argument names and types — and the call carries exactly one concrete example
+//! decision, built from an offered tool's own schema with ordinary values, in the key order
+//! the grammar generates ([`crate::DECISION_KEY_ORDER`]). A path-like argument of the example
+//! names the first file the task mentions: a small model copies the example's value, so an
+//! invented name (`example.txt`) sends it to a file that does not exist.
+
+use serde_json::{Map, Value, json};
+
+use crate::{DONE_ACTION, ToolDefinition, grammar_ready_schema};
+
+/// Longest tool description shown (the first paragraph, cut at a sentence end if possible).
+const MAX_DESCRIPTION: usize = 240;
+
+/// The tool an example prefers when it is offered: reading is the safest first step.
+const PREFERRED_EXAMPLE: &[&str] = &["read_file", "query_and_synthesize", "find_file"];
+
+/// The protocol's instructions for `tools` (not empty), to append to the system prompt.
+/// `task` is the conversation's first user message (the example's file name comes from it).
+pub fn protocol_instructions(tools: &[ToolDefinition], task: &str) -> String {
+    let mut s = format!(
+        "Answer with exactly one JSON object: \"action\" is the name of one tool below, or \
+         {DONE_ACTION} when the task is finished; \"action_arguments\" are that tool's \
+         arguments; \"response\" is one short sentence (with {DONE_ACTION}: your final \
+         answer). Use one tool per answer; its result comes back in the next message.\n\nTools:\n"
+    );
+    for t in tools {
+        s.push_str(&tool_line(t));
+        s.push('\n');
+    }
+    if let Some(example) = example_decision(tools, first_file_name(task)) {
+        s.push_str("\nExample answer:\n");
+        s.push_str(&example);
+        s.push('\n');
+    }
+    s
+}
+
+/// `- name: description Arguments: a (string), b (integer, optional).`
+fn tool_line(tool: &ToolDefinition) -> String {
+    let schema = grammar_ready_schema(&tool.parameters);
+    let required = required_of(&schema);
+    let args: Vec<String> = properties_of(&schema)
+        .map(|props| {
+            props
+                .iter()
+                .map(|(name, s)| {
+                    let mut kind = type_of(s);
+                    if !required.contains(&name.as_str()) {
+                        kind.push_str(", optional");
+                    }
+                    format!("{name} ({kind})")
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let description = short_description(&tool.description);
+    let args = if args.is_empty() {
+        "no arguments".to_string()
+    } else {
+        args.join(", ")
+    };
+    format!("- {}: {description} Arguments: {args}.", tool.name)
+}
+
+fn properties_of(schema: &Value) -> Option<&Map<String, Value>> {
+    schema.get("properties").and_then(Value::as_object)
+}
+
+fn required_of(schema: &Value) -> Vec<&str> {
+    schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// A schema's `type`, the first that is not `null` when it lists several.
+fn json_type(schema: &Value) -> Option<&str> {
+    match schema.get("type")? {
+        Value::String(t) => Some(t.as_str()),
+        Value::Array(types) => types
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|t| *t != "null"),
+        _ => None,
+    }
+}
+
+/// A property's type for people: `string`, `integer`, `one of "a", "b"`, `list of string`.
+fn type_of(schema: &Value) -> String {
+    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+        let shown: Vec<String> = values.iter().map(Value::to_string).collect();
+        return format!("one of {}", shown.join(", "));
+    }
+    let base = json_type(schema).unwrap_or("any").to_string();
+    if base == "array"
+        && let Some(items) = schema.get("items")
+    {
+        return format!("list of {}", type_of(items));
+    }
+    base
+}
+
+/// The first paragraph of `text`, at most [`MAX_DESCRIPTION`] characters, ending with a
+/// full stop.
+fn short_description(text: &str) -> String {
+    let para = text
+        .trim()
+        .split("\n\n")
+        .next()
+        .unwrap_or("")
+        .replace('\n', " ");
+    let mut out: String = para.chars().take(MAX_DESCRIPTION).collect();
+    if out.len() < para.len()
+        && let Some(end) = out.rfind(". ")
+    {
+        out.truncate(end + 1);
+    }
+    let out = out.trim().to_string();
+    if out.ends_with('.') || out.is_empty() {
+        out
+    } else {
+        format!("{out}.")
+    }
+}
+
+/// The first word of `text` that looks like a file name (`notes.md`, `docs/a.txt`): a dot
+/// followed by one to five letters or digits at its end.
+pub fn first_file_name(text: &str) -> Option<&str> {
+    text.split(|c: char| c.is_whitespace() || "'\"`,;:()[]<>".contains(c))
+        .map(|w| w.trim_end_matches(['.', '!', '?']))
+        .find(|w| {
+            w.rsplit_once('.').is_some_and(|(stem, ext)| {
+                !stem.is_empty()
+                    && (1..=5).contains(&ext.len())
+                    && ext.chars().all(|c| c.is_ascii_alphanumeric())
+                    && ext.chars().any(|c| c.is_ascii_alphabetic())
+            })
+        })
+}
+
+/// One decision calling a preferred offered tool (else the first one that is not `block`)
+/// with example values for its required arguments (a path-like one: `file`, else
+/// `example.txt`), keys in the grammar's order.
+pub fn example_decision(tools: &[ToolDefinition], file: Option<&str>) -> Option<String> {
+    let tool = PREFERRED_EXAMPLE
+        .iter()
+        .find_map(|name| tools.iter().find(|t| t.name == *name))
+        .or_else(|| tools.iter().find(|t| t.name != "block"))?;
+    let schema = grammar_ready_schema(&tool.parameters);
+    let mut arguments = Map::new();
+    if let Some(props) = properties_of(&schema) {
+        for name in required_of(&schema) {
+            if let Some(s) = props.get(name) {
+                arguments.insert(name.to_string(), example_value(name, s, file));
+            }
+        }
+    }
+    let response = match tool.name.as_str() {
+        "read_file" => "First I read the file.",
+        "query_and_synthesize" => "I look this up in the knowledge base.",
+        _ => "This is the next step.",
+    };
+    Some(format!(
+        "{{\"action\": {}, \"action_arguments\": {}, \"response\": {}}}",
+        json!(tool.name),
+        spaced(&Value::Object(arguments)),
+        json!(response)
+    ))
+}
+
+/// An ordinary value for an argument called `name` with `schema`.
+fn example_value(name: &str, schema: &Value, file: Option<&str>) -> Value {
+    if let Some(first) = schema
+        .get("enum")
+        .and_then(Value::as_array)
+        .and_then(|v| v.first())
+    {
+        return first.clone();
+    }
+    if let Some(c) = schema.get("const") {
+        return c.clone();
+    }
+    match json_type(schema).unwrap_or("string") {
+        "integer" | "number" => schema.get("minimum").cloned().unwrap_or(json!(1)),
+        "boolean" => json!(true),
+        "array" => json!([]),
+        "object" => json!({}),
+        _ => {
+            let lower = name.to_ascii_lowercase();
+            let text = if lower.contains("path") || lower.contains("file") {
+                file.unwrap_or("example.txt")
+            } else if lower.contains("query") || lower.contains("question") {
+                "How are budgets enforced?"
+            } else if lower.contains("command") {
+                "ls"
+            } else if lower.contains("url") {
+                "https://example.org/"
+            } else if lower.contains("mode") {
+                "grounded"
+            } else {
+                "example"
+            };
+            json!(text)
+        }
+    }
+}
+
+/// JSON with `", "` and `": "` between items, as the grammar writes it.
+fn spaced(value: &Value) -> String {
+    match value {
+        Value::Object(map) => {
+            let parts: Vec<String> = map
+                .iter()
+                .map(|(k, v)| format!("{}: {}", json!(k), spaced(v)))
+                .collect();
+            format!("{{{}}}", parts.join(", "))
+        }
+        Value::Array(items) => {
+            let parts: Vec<String> = items.iter().map(spaced).collect();
+            format!("[{}]", parts.join(", "))
+        }
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tools() -> Vec<ToolDefinition> {
+        vec![
+            ToolDefinition {
+                name: "write_file".into(),
+                description: "Write text to a file, replacing it.\n\nLong details here.".into(),
+                parameters: json!({
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string", "description": "The file to write, absolute or relative to the working directory."},
+                        "content": {"type": "string", "description": "The complete new content of the file."}
+                    },
+                    "required": ["path", "content"]
+                }),
+            },
+            ToolDefinition {
+                name: "read_file".into(),
+                description: "Read a text file.".into(),
+                parameters: json!({
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string", "description": "The file to read."},
+                        "max_bytes": {"type": ["integer", "null"], "minimum": 1, "description": "At most this many bytes."}
+                    },
+                    "required": ["path"],
+                    "$defs": {"Unused": {"description": "Never shown either."}}
+                }),
+            },
+            ToolDefinition {
+                name: "find_file".into(),
+                description: "Find files.".into(),
+                parameters: json!({
+                    "type": "object",
+                    "properties": {
+                        "mode": {"$ref": "#/$defs/Mode"},
+                        "extensions": {"type": "array", "items": {"type": "string"}}
+                    },
+                    "required": ["mode"],
+                    "$defs": {"Mode": {"type": "string", "enum": ["name", "content"], "description": "How to match."}}
+                }),
+            },
+        ]
+    }
+
+    /// Every `description` string anywhere in a schema.
+    fn descriptions(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                for (k, x) in m {
+                    if k == "description"
+                        && let Some(s) = x.as_str()
+                    {
+                        out.push(s.to_string());
+                    }
+                    descriptions(x, out);
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|x| descriptions(x, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn no_schema_description_appears_in_the_prompt() {
+        let tools = tools();
+        let prompt = protocol_instructions(&tools, "Read notes.md.");
+        let mut found = Vec::new();
+        for t in &tools {
+            descriptions(&t.parameters, &mut found);
+        }
+        assert_eq!(found.len(), 6, "the fixture has descriptions to leak");
+        for d in found {
+            assert!(!prompt.contains(&d), "{d:?} leaked into:\n{prompt}");
+        }
+        assert!(!prompt.contains("Long details"), "{prompt}");
+        assert!(!prompt.contains('<'), "no placeholders: {prompt}");
+        // Argument order follows the schema map's order, which depends on serde_json's
+        // features: check each part.
+        for part in [
+            "- write_file: Write text to a file, replacing it. Arguments: ",
+            "path (string)",
+            "content (string)",
+            "max_bytes (integer, optional)",
+            "mode (one of \"name\", \"content\")",
+            "extensions (list of string, optional)",
+        ] {
+            assert!(prompt.contains(part), "{part:?} missing from:\n{prompt}");
+        }
+    }
+
+    #[test]
+    fn one_example_decision_valid_for_its_tool_in_grammar_order() {
+        let tools = tools();
+        let prompt = protocol_instructions(&tools, "Summarize the notes.");
+        assert_eq!(prompt.matches("Example answer:").count(), 1, "{prompt}");
+        let example = example_decision(&tools, None).unwrap();
+        assert!(prompt.contains(&example));
+        assert!(
+            example.starts_with("{\"action\": \"read_file\", \"action_arguments\": {\"path\": "),
+            "{example}"
+        );
+        let v: Value = serde_json::from_str(&example).unwrap();
+        assert_eq!(v["action_arguments"], json!({"path": "example.txt"}));
+        // Without read_file, the first tool that is not `block`, arguments valid for it.
+        let others = [tools[2].clone(), tools[0].clone()];
+        let v: Value = serde_json::from_str(&example_decision(&others, None).unwrap()).unwrap();
+        assert_eq!(v["action"], "find_file");
+        assert_eq!(v["action_arguments"], json!({"mode": "name"}));
+        let block_only = [ToolDefinition {
+            name: "block".into(),
+            description: "Stop.".into(),
+            parameters: json!({"type": "object"}),
+        }];
+        assert_eq!(example_decision(&block_only, None), None);
+        // The task's first file name is the example's path.
+        let prompt = protocol_instructions(&tools, "Read notes.md, then write summary.md.");
+        assert!(prompt.contains(r#"{"path": "notes.md"}"#), "{prompt}");
+    }
+
+    #[test]
+    fn file_names_are_found_in_tasks() {
+        assert_eq!(
+            first_file_name("Read notes.md, then write a.txt."),
+            Some("notes.md")
+        );
+        assert_eq!(
+            first_file_name("Append 'milk' to shopping.txt."),
+            Some("shopping.txt")
+        );
+        assert_eq!(
+            first_file_name("Open docs/ARCHITECTURE.md"),
+            Some("docs/ARCHITECTURE.md")
+        );
+        assert_eq!(first_file_name("Nothing to do. Really."), None);
+        assert_eq!(first_file_name("Version 1.2 is out"), None);
+    }
+}

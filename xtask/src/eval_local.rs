@@ -1,0 +1,800 @@
+//! `cargo xtask eval-local [--quick] [--model NAME]`: how often the local model gets small,
+//! checkable tasks right.
+//!
+//! A fixed set of [`TASKS`], each run in a fresh temporary folder by the `lsm` binary built
+//! with the local provider (the build `cargo xtask demo` uses): an agent task runs the
+//! general agent (`lsm agent run general --yes --json`), a query task runs `lsm query` over
+//! a small knowledge base the eval writes and ingests itself ([`KB_DOCS`]). Each task's
+//! checker looks only at the outcome — the exit code, the final answer, the files left in
+//! the workspace, the tools used — so it can be tested on made-up outcomes (the unit tests
+//! below, good and bad). Sampling is greedy: the same binary and model give the same
+//! answers.
+//!
+//! Prints one line per task and `eval-local: N/M tasks succeeded in S s (model)`. It fails
+//! only when `lsm` itself fails (a crash, an error exit) or fewer than `--min` tasks succeed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+use crate::models::ModelSpec;
+
+/// What a task runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `lsm agent run general --task <prompt>` in a workspace holding the task's files.
+    Agent,
+    /// The same, with the knowledge base of [`KB_DOCS`] ingested first (its tools offered).
+    AgentWithKb,
+    /// `lsm query <prompt>` over the knowledge base of [`KB_DOCS`].
+    Query,
+}
+
+/// What a run left behind, as the checkers see it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Outcome {
+    /// `lsm`'s exit code (`None`: killed by a signal or the time limit).
+    pub exit_code: Option<i32>,
+    /// The agent's final answer, or the answer `lsm query` printed (before its sources).
+    pub answer: String,
+    /// Every file in the workspace afterwards, by name, with its text.
+    pub files: BTreeMap<String, String>,
+    /// The tools the run called, in order.
+    pub tools: Vec<String>,
+    /// Whether `lsm query` listed sources the answer cited.
+    pub cited: bool,
+}
+
+/// One task: files, prompt, checker.
+pub struct Task {
+    /// Short name, for the report.
+    pub name: &'static str,
+    /// How it runs.
+    pub kind: Kind,
+    /// Files of the workspace before the run.
+    pub files: &'static [(&'static str, &'static str)],
+    /// The task (or the question).
+    pub prompt: &'static str,
+    /// `Ok` when the outcome is right, else why not.
+    pub check: fn(&Outcome) -> Result<(), String>,
+}
+
+const NOTES: &str = "# Meeting notes\n\n\
+- The index must be rebuilt after every schema change.\n\
+- Budgets are enforced by the harness, never by the agent.\n\
+- Permission requests must not time out while someone is reading them.\n";
+
+/// The demo's task: the first of [`TASKS`].
+pub const DEMO_TASK: &str = "Read notes.md, then write a one-line summary of it to summary.md.";
+
+/// The knowledge base of the query tasks: small documents with one distinctive fact each.
+pub const KB_DOCS: &[(&str, &str)] = &[
+    (
+        "mascot.md",
+        "# The mascot\n\nThe project's mascot is an orange crab named Pinchy. Pinchy appears \
+         on the project's stickers and on the first page of the manual.\n",
+    ),
+    (
+        "release.md",
+        "# Releases\n\nA new version is released every six weeks, on a Tuesday. Each release \
+         is announced on the mailing list.\n",
+    ),
+    (
+        "office.md",
+        "# The office\n\nThe team's office is on the fourth floor of the old mill, next to \
+         the river. Visitors sign in at the front desk.\n",
+    ),
+];
+
+/// The fixed task set, demo task first. `--quick` runs [`QUICK`].
+pub const TASKS: &[Task] = &[
+    Task {
+        name: "summary",
+        kind: Kind::Agent,
+        files: &[("notes.md", NOTES)],
+        prompt: DEMO_TASK,
+        check: check_summary,
+    },
+    Task {
+        name: "first_line",
+        kind: Kind::Agent,
+        files: &[("notes.md", NOTES)],
+        prompt: "Read notes.md and write its first line to first.txt.",
+        check: check_first_line,
+    },
+    Task {
+        name: "append_line",
+        kind: Kind::Agent,
+        files: &[("shopping.txt", "eggs\nbread\n")],
+        prompt: "Append the line milk to shopping.txt.",
+        check: check_append,
+    },
+    Task {
+        name: "write_word",
+        kind: Kind::Agent,
+        files: &[],
+        prompt: "Write the word hello to hello.txt.",
+        check: check_hello,
+    },
+    Task {
+        name: "copy_file",
+        kind: Kind::Agent,
+        files: &[(
+            "source.txt",
+            "The quick brown fox jumps over the lazy dog.\n",
+        )],
+        prompt: "Read source.txt and write the same text to copy.txt.",
+        check: check_copy,
+    },
+    Task {
+        name: "nothing_to_do",
+        kind: Kind::Agent,
+        files: &[("notes.md", NOTES)],
+        prompt: "Nothing needs to be done: answer DONE.",
+        check: check_nothing,
+    },
+    Task {
+        name: "read_fact",
+        kind: Kind::Agent,
+        files: &[("config.txt", "name = demo\nport = 8421\nmode = fast\n")],
+        prompt: "Read config.txt and answer: which port is configured?",
+        check: check_port,
+    },
+    Task {
+        name: "kb_agent",
+        kind: Kind::AgentWithKb,
+        files: &[],
+        prompt: "Use query_and_synthesize to find out what the project's mascot is called, then answer.",
+        check: check_kb_agent,
+    },
+    Task {
+        name: "kb_query",
+        kind: Kind::Query,
+        files: &[],
+        prompt: "What is the name of the project's mascot?",
+        check: check_kb_query,
+    },
+    Task {
+        name: "kb_query_release",
+        kind: Kind::Query,
+        files: &[],
+        prompt: "How often is a new version released?",
+        check: check_kb_release,
+    },
+];
+
+/// The names of the tasks `--quick` runs: the demo's task, a task that needs no tool, and
+/// the plain-text answer of `lsm query`.
+pub const QUICK: &[&str] = &["summary", "nothing_to_do", "kb_query"];
+
+fn done(o: &Outcome) -> Result<(), String> {
+    match o.exit_code {
+        Some(0) => Ok(()),
+        Some(c) => Err(format!("the run did not end done (exit {c})")),
+        None => Err("the run was killed".into()),
+    }
+}
+
+fn file<'a>(o: &'a Outcome, name: &str) -> Result<&'a str, String> {
+    o.files
+        .get(name)
+        .map(String::as_str)
+        .ok_or_else(|| format!("{name} was not written"))
+}
+
+/// Non-empty trimmed lines.
+fn lines(text: &str) -> Vec<&str> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// Lowercase words of at least five letters.
+fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphabetic())
+        .filter(|w| w.len() >= 5)
+        .map(str::to_lowercase)
+        .collect()
+}
+
+fn check_summary(o: &Outcome) -> Result<(), String> {
+    done(o)?;
+    let summary = file(o, "summary.md")?;
+    let l = lines(summary);
+    if l.len() != 1 {
+        return Err(format!(
+            "summary.md has {} lines, not one: {summary:?}",
+            l.len()
+        ));
+    }
+    let line = l[0];
+    if line.len() > 300 {
+        return Err(format!("the summary is {} characters long", line.len()));
+    }
+    if NOTES.contains(line) && lines(NOTES).contains(&line) && line.starts_with('#') {
+        return Err(format!("the summary is only the heading: {line:?}"));
+    }
+    let source = words(NOTES);
+    if !words(line)
+        .iter()
+        .any(|w| source.contains(w) && w != "notes")
+    {
+        return Err(format!(
+            "the summary shares no word with notes.md: {line:?}"
+        ));
+    }
+    Ok(())
+}
+
+fn check_first_line(o: &Outcome) -> Result<(), String> {
+    done(o)?;
+    let first = file(o, "first.txt")?;
+    let want = lines(NOTES)[0];
+    if first.trim() == want {
+        Ok(())
+    } else {
+        Err(format!("first.txt is {first:?}, not {want:?}"))
+    }
+}
+
+fn check_append(o: &Outcome) -> Result<(), String> {
+    done(o)?;
+    let text = file(o, "shopping.txt")?;
+    let got = lines(text);
+    if got == ["eggs", "bread", "milk"] {
+        Ok(())
+    } else {
+        Err(format!("shopping.txt is {text:?}, not eggs, bread, milk"))
+    }
+}
+
+fn check_hello(o: &Outcome) -> Result<(), String> {
+    done(o)?;
+    let text = file(o, "hello.txt")?;
+    let word = text.trim().trim_end_matches(['.', '!']).to_lowercase();
+    if word == "hello" {
+        Ok(())
+    } else {
+        Err(format!("hello.txt is {text:?}"))
+    }
+}
+
+fn check_copy(o: &Outcome) -> Result<(), String> {
+    done(o)?;
+    let copy = file(o, "copy.txt")?;
+    let want = "The quick brown fox jumps over the lazy dog.";
+    if copy.trim() == want {
+        Ok(())
+    } else {
+        Err(format!("copy.txt is {copy:?}"))
+    }
+}
+
+/// Tools that change the workspace.
+const WRITING_TOOLS: &[&str] = &["write_file", "append_file", "edit_file", "create_folder"];
+
+fn check_nothing(o: &Outcome) -> Result<(), String> {
+    done(o)?;
+    if let Some(t) = o.tools.iter().find(|t| WRITING_TOOLS.contains(&t.as_str())) {
+        return Err(format!(
+            "the run called {t} although nothing was to be done"
+        ));
+    }
+    let names: Vec<&String> = o.files.keys().collect();
+    if names != ["notes.md"] || o.files["notes.md"] != NOTES {
+        return Err(format!("the workspace changed: {names:?}"));
+    }
+    Ok(())
+}
+
+fn check_port(o: &Outcome) -> Result<(), String> {
+    done(o)?;
+    if o.answer.contains("8421") {
+        Ok(())
+    } else {
+        Err(format!(
+            "the answer does not give the port 8421: {:?}",
+            o.answer
+        ))
+    }
+}
+
+fn check_kb_agent(o: &Outcome) -> Result<(), String> {
+    done(o)?;
+    if !o.tools.iter().any(|t| t == "query_and_synthesize") {
+        return Err(format!(
+            "query_and_synthesize was not called ({:?})",
+            o.tools
+        ));
+    }
+    if o.answer.contains("Pinchy") {
+        Ok(())
+    } else {
+        Err(format!("the answer does not name Pinchy: {:?}", o.answer))
+    }
+}
+
+/// A query's answer must be plain text (not a decision object) and cite its source.
+fn plain_cited(o: &Outcome) -> Result<(), String> {
+    done(o)?;
+    let a = o.answer.trim();
+    if a.starts_with('{') || a.contains("\"action\"") {
+        return Err(format!("the answer is JSON, not text: {a:?}"));
+    }
+    if !o.cited {
+        return Err(format!("the answer cites no source: {a:?}"));
+    }
+    Ok(())
+}
+
+fn check_kb_query(o: &Outcome) -> Result<(), String> {
+    plain_cited(o)?;
+    if o.answer.contains("Pinchy") {
+        Ok(())
+    } else {
+        Err(format!("the answer does not name Pinchy: {:?}", o.answer))
+    }
+}
+
+fn check_kb_release(o: &Outcome) -> Result<(), String> {
+    plain_cited(o)?;
+    let a = o.answer.to_lowercase();
+    if a.contains("six weeks") || a.contains("6 weeks") {
+        Ok(())
+    } else {
+        Err(format!(
+            "the answer does not say every six weeks: {:?}",
+            o.answer
+        ))
+    }
+}
+
+/// Most time one task may take before it is stopped (and fails): six calls of well under
+/// a minute each on a quiet two-core machine, with room to spare; it keeps a looping model
+/// from holding CI up.
+const TASK_TIME_LIMIT: Duration = Duration::from_secs(300);
+
+/// LLM calls an agent task may make.
+pub const MAX_ITERATIONS: u32 = 6;
+
+/// Options of one eval.
+pub struct EvalOptions {
+    /// Only the [`QUICK`] tasks.
+    pub quick: bool,
+    /// The model to run.
+    pub model: &'static ModelSpec,
+    /// Fail when fewer tasks than this succeed.
+    pub min: usize,
+}
+
+/// `cargo xtask eval-local`.
+pub fn eval_local(root: &Path, opts: &EvalOptions) -> Result<()> {
+    let model = crate::models::ensure(opts.model)?;
+    let lsm = crate::demo::build_lsm(root)?;
+    let tasks: Vec<&Task> = TASKS
+        .iter()
+        .filter(|t| !opts.quick || QUICK.contains(&t.name))
+        .collect();
+    eprintln!(
+        "xtask: [eval-local] {} tasks with {} ({})",
+        tasks.len(),
+        opts.model.name,
+        model.display()
+    );
+    let dir = tempfile::Builder::new()
+        .prefix("lsm-eval-")
+        .tempdir()
+        .context("cannot create a temporary folder")?;
+    let started = Instant::now();
+    let mut passed = 0usize;
+    for task in &tasks {
+        let t0 = Instant::now();
+        let outcome = run_task(&lsm, &model, task, dir.path())?;
+        let verdict = (task.check)(&outcome);
+        let secs = t0.elapsed().as_secs_f64();
+        match &verdict {
+            Ok(()) => {
+                passed += 1;
+                println!("ok   {:<18} {secs:6.1} s", task.name);
+            }
+            Err(why) => println!("FAIL {:<18} {secs:6.1} s  {why}", task.name),
+        }
+    }
+    let total = started.elapsed().as_secs_f64();
+    println!(
+        "eval-local: {passed}/{} tasks succeeded in {total:.0} s ({})",
+        tasks.len(),
+        opts.model.name
+    );
+    if passed < tasks.len() {
+        // Keep the runs' folders (workspaces, transcripts) for a look at what went wrong.
+        let kept = dir.keep();
+        eprintln!(
+            "xtask: [eval-local] the tasks' folders (workspace, transcripts) are kept in {}",
+            kept.display()
+        );
+    }
+    if passed < opts.min {
+        bail!(
+            "{passed} of {} tasks succeeded, fewer than --min {}",
+            tasks.len(),
+            opts.min
+        );
+    }
+    Ok(())
+}
+
+/// The configuration of a task's folder: tools confined to `workspace/`, writes allowed,
+/// no `block` tool, the knowledge base lexical (retrieval is not what is measured here).
+pub fn task_config(model: &Path, max_iterations: u32) -> String {
+    format!(
+        r#"# Written by `cargo xtask`. Relative paths resolve against this file's folder.
+[agents]
+agents_folder = "Agents"
+max_tokens_budget = 100000
+max_iterations = {max_iterations}
+offer_block_tool = false
+
+[sandbox]
+allowed_read_paths = ["workspace"]
+allowed_write_paths = ["workspace"]
+require_user_permission = {{ write_file = false, append_file = false, edit_file = false, create_folder = false }}
+
+[llm]
+provider = "local"
+model_path = {model}
+
+[kb]
+index_dir = "kb"
+context_token_budget = 1200
+
+[kb.embedder]
+kind = "none"
+"#,
+        model = crate::demo::toml_string(&model.display().to_string())
+    )
+}
+
+/// Run `task` in a fresh folder under `dir`.
+fn run_task(lsm: &Path, model: &Path, task: &Task, dir: &Path) -> Result<Outcome> {
+    let work = &dir.join(task.name);
+    let workspace = work.join("workspace");
+    std::fs::create_dir_all(&workspace)?;
+    for (name, text) in task.files {
+        std::fs::write(workspace.join(name), text)?;
+    }
+    let config = work.join("lsm.toml");
+    std::fs::write(&config, task_config(model, MAX_ITERATIONS))?;
+    if matches!(task.kind, Kind::AgentWithKb | Kind::Query) {
+        let docs = work.join("docs");
+        std::fs::create_dir_all(&docs)?;
+        for (name, text) in KB_DOCS {
+            std::fs::write(docs.join(name), text)?;
+        }
+        let status = Command::new(lsm)
+            .arg("ingest")
+            .arg(&docs)
+            .arg("--config")
+            .arg(&config)
+            .current_dir(work)
+            .stdout(Stdio::null())
+            .status()
+            .context("cannot run lsm ingest")?;
+        if !status.success() {
+            bail!("`lsm ingest` failed ({status}) for task {}", task.name);
+        }
+    }
+    let mut cmd = Command::new(lsm);
+    match task.kind {
+        Kind::Agent | Kind::AgentWithKb => {
+            cmd.args([
+                "agent",
+                "run",
+                "general",
+                "--yes",
+                "--json",
+                "--task",
+                task.prompt,
+            ]);
+        }
+        Kind::Query => {
+            cmd.args(["query", task.prompt]);
+        }
+    }
+    cmd.arg("--config")
+        .arg(&config)
+        .current_dir(work)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let (exit_code, stdout) = run_limited(cmd, TASK_TIME_LIMIT)?;
+    if matches!(exit_code, Some(1 | 2)) {
+        bail!(
+            "lsm failed on task {} (exit {exit_code:?}): {}",
+            task.name,
+            stdout.lines().last().unwrap_or("")
+        );
+    }
+    let mut outcome = Outcome {
+        exit_code,
+        files: read_files(&workspace),
+        ..Outcome::default()
+    };
+    match task.kind {
+        Kind::Agent | Kind::AgentWithKb => {
+            let summary: Value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+            outcome.answer = summary["final_text"].as_str().unwrap_or("").to_string();
+            outcome.tools = summary["tool_sequence"]
+                .as_array()
+                .map(|calls| {
+                    calls
+                        .iter()
+                        .filter_map(|c| c.as_str().or_else(|| c["tool"].as_str()))
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
+        }
+        Kind::Query => {
+            // `lsm query` prints the answer, then "Sources:" (cited) or "Sources given to
+            // the model (none cited):".
+            let (answer, sources) = stdout
+                .split_once("\nSources:\n")
+                .or_else(|| {
+                    stdout
+                        .split_once("\nSources given to the model")
+                        .map(|(a, _)| (a, ""))
+                })
+                .unwrap_or((stdout.as_str(), ""));
+            outcome.answer = answer.trim().to_string();
+            outcome.cited = !sources.trim().is_empty();
+        }
+    }
+    Ok(outcome)
+}
+
+/// Run `cmd`, killing it after `limit`; its exit code and stdout. Its stderr (progress)
+/// is discarded.
+fn run_limited(mut cmd: Command, limit: Duration) -> Result<(Option<i32>, String)> {
+    use std::io::Read;
+    let mut child = cmd.spawn().context("cannot start lsm")?;
+    let mut stdout = child.stdout.take().context("no stdout")?;
+    let mut stderr = child.stderr.take().context("no stderr")?;
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    let err = std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let stdout = out.join().unwrap_or_default();
+    let _ = err.join();
+    Ok((status.and_then(|s| s.code()), stdout))
+}
+
+/// Every regular file under `dir` (recursively), by its path relative to `dir`.
+fn read_files(dir: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut stack: Vec<PathBuf> = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.filter_map(Result::ok) {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(rel) = p.strip_prefix(dir) {
+                let text = std::fs::read(&p).unwrap_or_default();
+                out.insert(
+                    rel.display().to_string(),
+                    String::from_utf8_lossy(&text).into_owned(),
+                );
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(name: &str) -> &'static Task {
+        TASKS.iter().find(|t| t.name == name).unwrap()
+    }
+
+    fn outcome(files: &[(&str, &str)]) -> Outcome {
+        Outcome {
+            exit_code: Some(0),
+            files: files
+                .iter()
+                .map(|(n, t)| ((*n).to_string(), (*t).to_string()))
+                .collect(),
+            ..Outcome::default()
+        }
+    }
+
+    fn check(name: &str, o: &Outcome) -> Result<(), String> {
+        (task(name).check)(o)
+    }
+
+    #[test]
+    fn there_are_at_least_ten_tasks_with_unique_names_and_quick_names_three() {
+        assert!(TASKS.len() >= 10);
+        let mut names: Vec<&str> = TASKS.iter().map(|t| t.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), TASKS.len());
+        assert_eq!(QUICK.len(), 3);
+        assert!(QUICK.iter().all(|q| names.contains(q)));
+        assert_eq!(TASKS[0].prompt, DEMO_TASK);
+    }
+
+    #[test]
+    fn summary_checker() {
+        let good = outcome(&[
+            ("notes.md", NOTES),
+            (
+                "summary.md",
+                "Budgets are enforced by the harness and the index is rebuilt.\n",
+            ),
+        ]);
+        assert_eq!(check("summary", &good), Ok(()));
+        let bad = [
+            outcome(&[("notes.md", NOTES)]),
+            outcome(&[("notes.md", NOTES), ("summary.md", "line one\nline two\n")]),
+            outcome(&[("notes.md", NOTES), ("summary.md", "# Meeting notes\n")]),
+            outcome(&[
+                ("notes.md", NOTES),
+                ("summary.md", "The complete new content of the file."),
+            ]),
+            Outcome {
+                exit_code: Some(6),
+                ..good.clone()
+            },
+        ];
+        for b in bad {
+            assert!(check("summary", &b).is_err(), "{b:?}");
+        }
+    }
+
+    #[test]
+    fn file_checkers() {
+        let cases: [(&str, &str, &str, &str); 4] = [
+            (
+                "first_line",
+                "first.txt",
+                "# Meeting notes\n",
+                "Meeting notes, a summary",
+            ),
+            (
+                "append_line",
+                "shopping.txt",
+                "eggs\nbread\nmilk\n",
+                "eggs\nbread\n",
+            ),
+            ("write_word", "hello.txt", "Hello.\n", "hello world"),
+            (
+                "copy_file",
+                "copy.txt",
+                "The quick brown fox jumps over the lazy dog.",
+                "The quick brown fox.",
+            ),
+        ];
+        for (name, path, good, bad) in cases {
+            assert_eq!(check(name, &outcome(&[(path, good)])), Ok(()), "{name}");
+            assert!(check(name, &outcome(&[(path, bad)])).is_err(), "{name}");
+            assert!(
+                check(name, &outcome(&[])).is_err(),
+                "{name}: nothing written"
+            );
+            let killed = Outcome {
+                exit_code: None,
+                ..outcome(&[(path, good)])
+            };
+            assert!(check(name, &killed).is_err(), "{name}: killed");
+        }
+    }
+
+    #[test]
+    fn nothing_to_do_checker() {
+        let good = outcome(&[("notes.md", NOTES)]);
+        assert_eq!(check("nothing_to_do", &good), Ok(()));
+        let read = Outcome {
+            tools: vec!["read_file".into()],
+            ..good.clone()
+        };
+        assert_eq!(
+            check("nothing_to_do", &read),
+            Ok(()),
+            "reading changes nothing"
+        );
+        let wrote = Outcome {
+            tools: vec!["write_file".into()],
+            ..good.clone()
+        };
+        assert!(check("nothing_to_do", &wrote).is_err());
+        assert!(check("nothing_to_do", &outcome(&[("notes.md", NOTES), ("x", "")])).is_err());
+        assert!(check("nothing_to_do", &outcome(&[("notes.md", "changed")])).is_err());
+    }
+
+    #[test]
+    fn answer_checkers() {
+        let answer = |a: &str, tools: &[&str], cited: bool| Outcome {
+            exit_code: Some(0),
+            answer: a.into(),
+            tools: tools.iter().map(|t| (*t).to_string()).collect(),
+            cited,
+            ..Outcome::default()
+        };
+        assert_eq!(
+            check(
+                "read_fact",
+                &answer("The port is 8421.", &["read_file"], false)
+            ),
+            Ok(())
+        );
+        assert!(
+            check(
+                "read_fact",
+                &answer("The port is 8080.", &["read_file"], false)
+            )
+            .is_err()
+        );
+
+        let kb = ["query_and_synthesize"];
+        assert_eq!(
+            check("kb_agent", &answer("It is Pinchy, a crab.", &kb, false)),
+            Ok(())
+        );
+        assert!(check("kb_agent", &answer("It is Pinchy.", &[], false)).is_err());
+        assert!(check("kb_agent", &answer("A crab.", &kb, false)).is_err());
+
+        assert_eq!(
+            check("kb_query", &answer("The mascot is Pinchy [S1].", &[], true)),
+            Ok(())
+        );
+        assert!(check("kb_query", &answer("The mascot is Pinchy.", &[], false)).is_err());
+        assert!(
+            check(
+                "kb_query",
+                &answer(r#"{"action": "DONE", "response": "Pinchy"}"#, &[], true)
+            )
+            .is_err()
+        );
+        assert!(check("kb_query", &answer("I do not know [S1].", &[], true)).is_err());
+        assert_eq!(
+            check(
+                "kb_query_release",
+                &answer("Every six weeks [S2].", &[], true)
+            ),
+            Ok(())
+        );
+        assert!(check("kb_query_release", &answer("Every month [S2].", &[], true)).is_err());
+    }
+
+    #[test]
+    fn the_task_config_is_valid_toml() {
+        let text = task_config(Path::new("/m/\"x\".gguf"), 6);
+        let table: toml::Table = text.parse().unwrap();
+        assert_eq!(table["llm"]["model_path"].as_str(), Some("/m/\"x\".gguf"));
+        assert_eq!(table["agents"]["max_iterations"].as_integer(), Some(6));
+    }
+}
