@@ -46,6 +46,9 @@ mod resume;
 /// Runs killed with SIGKILL at random points of their event stream, then resumed.
 #[path = "e2e/resume_sigkill.rs"]
 mod resume_sigkill;
+/// `lsm agent run-many`: several runs of one agent at once through the runtime manager.
+#[path = "e2e/run_many.rs"]
+mod run_many;
 
 /// A temp workspace holding a copy of `examples/file-task`.
 fn example_copy() -> tempfile::TempDir {

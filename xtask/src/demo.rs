@@ -262,7 +262,7 @@ fn latest_summary(logs: &Path) -> Option<PathBuf> {
     runs.pop()
 }
 
-fn target_dir(root: &Path) -> PathBuf {
+pub fn target_dir(root: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .map(|p| if p.is_relative() { root.join(p) } else { p })

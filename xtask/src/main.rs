@@ -28,12 +28,17 @@
 //! - `cargo xtask man [--out DIR]` writes the man pages of `lsm` (lsm.1 and one per
 //!   subcommand, rendered by clap_mangen from the command line's own definition) into
 //!   `target/man` (view one with `man -l target/man/lsm.1`).
+//! - `cargo xtask bench-peers [--install] [--calls 10,200,1000] [--runs 3] [--agents 50]`
+//!   measures `lsm` beside pydantic-ai and openai-agents on a loopback mock of Chat
+//!   Completions: client CPU per model call, cold start, peak RSS, and many agents at once
+//!   (`bench_peers/`; the figures are in docs/PERFORMANCE.md).
 //! - `cargo xtask eval-retrieval <dir> [--profile P]... [--json] [--llm-url U --llm-model M]`
 //!   scores retrieval profiles (nDCG@10, recall@100) on a BEIR collection, in release mode;
 //!   `llm_rerank` is scored with the LLM given, if any.
 
 #![allow(clippy::print_stdout)] // a command-line tool: stdout is its output
 
+mod bench_peers;
 mod demo;
 mod eval_local;
 mod graph;
@@ -99,6 +104,20 @@ enum Cmd {
     },
     /// Score retrieval profiles on a BEIR collection (corpus.jsonl, queries.jsonl, qrels/test.tsv).
     EvalRetrieval(EvalArgs),
+    /// Measure lsm beside pydantic-ai and openai-agents on a loopback mock of Chat
+    /// Completions: client CPU per model call (the slope over N), cold start, peak RSS, and
+    /// many agents at once in one process.
+    BenchPeers(bench_peers::Options),
+    /// Run a program and write its CPU time and peak RSS as JSON (used by bench-peers).
+    #[command(hide = true)]
+    MeasureChild {
+        /// Where the JSON goes.
+        #[arg(long)]
+        out: std::path::PathBuf,
+        /// The program and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
     /// Generate the man pages of `lsm` (clap_mangen): lsm.1 and one page per subcommand.
     Man {
         /// The folder to write them into.
@@ -146,6 +165,8 @@ fn main() -> ExitCode {
             eval_local::eval_local(&root, &eval_local::EvalOptions { quick, model, min })
         }),
         Cmd::FetchModel { names } => fetch_models(&names),
+        Cmd::BenchPeers(opts) => bench_peers::bench_peers(&root, &opts),
+        Cmd::MeasureChild { out, command } => bench_peers::measure_child(&out, &command),
         Cmd::Man { out } => tasks::man(&root, &out),
         Cmd::EvalRetrieval(a) => {
             let llm = match (&a.llm_url, &a.llm_model) {

@@ -30,6 +30,7 @@ mod output;
 mod progress;
 mod retry_notice;
 mod run_agent_tool;
+mod run_many;
 mod run_sinks;
 mod run_wiring;
 mod runs_cmd;
@@ -178,6 +179,9 @@ enum KbCommand {
 enum AgentCommand {
     /// Run an agent on a task or topic.
     Run(Box<agent_run::RunArgs>),
+    /// Run the same agent on the same task several times at once, in one process (the
+    /// runtime manager); nobody answers their requests (denied, or approved with --yes).
+    RunMany(Box<run_many::RunManyArgs>),
     /// List the agents: name, tier, input, description, tools.
     List(ListArgs),
 }
@@ -259,6 +263,7 @@ fn main() -> ExitCode {
             }
         },
         Command::Agent(AgentCommand::Run(args)) => agent_run::run(cfg, *args),
+        Command::Agent(AgentCommand::RunMany(args)) => run_many::run(cfg, *args),
         Command::Agent(AgentCommand::List(args)) => agents_cmd::list(args.json),
         Command::Runs(command) => runs_cmd::run(cfg, command),
         Command::Memory(command) => memory_cmd::run(cfg, command),

@@ -6,7 +6,8 @@
 //! definitions and the system prompt — carries `cache_control` so later calls read it from the
 //! cache. Usage counts cache reads and writes; `input_tokens` here includes both.
 
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Map, Value};
 
 use crate::http::{HttpProvider, StreamAssembler, StreamError, excerpt, parse_arguments};
 use crate::sse::SseEvent;
@@ -15,117 +16,180 @@ use crate::{CallObserver, LlmRequest, LlmResponse, ProviderEvent, Role, ToolCall
 /// `max_tokens` is required by this API; used when the harness sets no cap.
 pub(crate) const DEFAULT_MAX_TOKENS: u64 = 4096;
 
-fn ephemeral() -> Value {
-    json!({"type": "ephemeral"})
+/// `{"type": "ephemeral"}`: a prompt-cache breakpoint.
+#[derive(Serialize)]
+struct Ephemeral {
+    r#type: &'static str,
 }
 
-/// The request body.
-pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool) -> Value {
-    let mut system: Vec<Value> = request
+const EPHEMERAL: Ephemeral = Ephemeral {
+    r#type: "ephemeral",
+};
+
+/// One content block, borrowed from the request.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireBlock<'a> {
+    Text {
+        text: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<Ephemeral>,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: Input<'a>,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: &'a str,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+    },
+}
+
+/// A tool call's arguments: the object itself, `{}` for anything else.
+struct Input<'a>(&'a Value);
+
+impl Serialize for Input<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::Object(o) => o.serialize(s),
+            _ => Map::new().serialize(s),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Turn<'a> {
+    role: &'static str,
+    content: Vec<WireBlock<'a>>,
+}
+
+#[derive(Serialize)]
+struct Tool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<Ephemeral>,
+}
+
+#[derive(Serialize)]
+struct ToolChoice {
+    r#type: &'static str,
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    max_tokens: u64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    system: Vec<WireBlock<'a>>,
+    messages: Vec<Turn<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Tool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<ToolChoice>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stream: bool,
+}
+
+/// The request body, serialized straight from the request (borrowed, never copied into a
+/// `serde_json::Value` tree).
+pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool) -> Vec<u8> {
+    let mut system: Vec<WireBlock<'_>> = request
         .messages
         .iter()
         .filter(|m| m.role == Role::System && !m.content.is_empty())
-        .map(|m| json!({"type": "text", "text": m.content}))
+        .map(|m| WireBlock::Text {
+            text: &m.content,
+            cache_control: None,
+        })
         .collect();
     // The system prompt (first block) closes the stable prefix: tools + system prompt.
-    if let Some(Value::Object(first)) = system.first_mut() {
-        first.insert("cache_control".into(), ephemeral());
+    if let Some(WireBlock::Text { cache_control, .. }) = system.first_mut() {
+        *cache_control = Some(EPHEMERAL);
     }
 
-    let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    let mut turns: Vec<Turn<'_>> = Vec::new();
     for m in &request.messages {
-        let (role, blocks): (&'static str, Vec<Value>) = match m.role {
+        let (role, blocks): (&'static str, Vec<WireBlock<'_>>) = match m.role {
             Role::System => continue,
             Role::User => (
                 "user",
                 if m.content.is_empty() {
                     vec![]
                 } else {
-                    vec![json!({"type": "text", "text": m.content})]
+                    vec![WireBlock::Text {
+                        text: &m.content,
+                        cache_control: None,
+                    }]
                 },
             ),
             Role::Assistant => {
-                let mut b = Vec::new();
+                let mut b = Vec::with_capacity(m.tool_calls.len() + 1);
                 if !m.content.is_empty() {
-                    b.push(json!({"type": "text", "text": m.content}));
+                    b.push(WireBlock::Text {
+                        text: &m.content,
+                        cache_control: None,
+                    });
                 }
                 for c in &m.tool_calls {
-                    let input = if c.arguments.is_object() {
-                        c.arguments.clone()
-                    } else {
-                        json!({})
-                    };
-                    b.push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}));
+                    b.push(WireBlock::ToolUse {
+                        id: &c.id,
+                        name: &c.name,
+                        input: Input(&c.arguments),
+                    });
                 }
                 ("assistant", b)
             }
-            Role::Tool => {
-                let mut block = json!({
-                    "type": "tool_result",
-                    "tool_use_id": m.tool_call_id.clone().unwrap_or_default(),
-                    "content": m.content,
-                });
-                // The harness feeds refusals and failures back as "Error: ...".
-                if m.content.starts_with("Error: ")
-                    && let Value::Object(o) = &mut block
-                {
-                    o.insert("is_error".into(), json!(true));
-                }
-                ("user", vec![block])
-            }
+            Role::Tool => (
+                "user",
+                vec![WireBlock::ToolResult {
+                    tool_use_id: m.tool_call_id.as_deref().unwrap_or(""),
+                    content: &m.content,
+                    // The harness feeds refusals and failures back as "Error: ...".
+                    is_error: m.content.starts_with("Error: "),
+                }],
+            ),
         };
         if blocks.is_empty() {
             continue;
         }
         match turns.last_mut() {
-            Some((last, existing)) if *last == role => existing.extend(blocks),
-            _ => turns.push((role, blocks)),
+            Some(last) if last.role == role => last.content.extend(blocks),
+            _ => turns.push(Turn {
+                role,
+                content: blocks,
+            }),
         }
     }
-    let messages: Vec<Value> = turns
-        .into_iter()
-        .map(|(role, content)| json!({"role": role, "content": content}))
-        .collect();
 
-    let mut body = Map::new();
-    body.insert("model".into(), json!(p.model));
-    body.insert(
-        "max_tokens".into(),
-        json!(
-            request
-                .options
-                .max_output_tokens
-                .unwrap_or(DEFAULT_MAX_TOKENS)
-        ),
-    );
-    if !system.is_empty() {
-        body.insert("system".into(), Value::Array(system));
-    }
-    body.insert("messages".into(), Value::Array(messages));
-    if !request.tools.is_empty() {
-        let n = request.tools.len();
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                let mut tool = json!({"name": t.name, "description": t.description,
-                                      "input_schema": t.parameters});
-                if i + 1 == n
-                    && let Value::Object(o) = &mut tool
-                {
-                    o.insert("cache_control".into(), ephemeral());
-                }
-                tool
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
-        body.insert("tool_choice".into(), json!({"type": "auto"}));
-    }
-    if stream {
-        body.insert("stream".into(), json!(true));
-    }
-    Value::Object(body)
+    let n = request.tools.len();
+    let tools = request
+        .tools
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Tool {
+            name: &t.name,
+            description: &t.description,
+            input_schema: &t.parameters,
+            cache_control: (i + 1 == n).then_some(EPHEMERAL),
+        })
+        .collect();
+    crate::wire::to_bytes(&Body {
+        model: &p.model,
+        max_tokens: request
+            .options
+            .max_output_tokens
+            .unwrap_or(DEFAULT_MAX_TOKENS),
+        system,
+        messages: turns,
+        tools,
+        tool_choice: (n > 0).then_some(ToolChoice { r#type: "auto" }),
+        stream,
+    })
 }
 
 /// Usage: `input_tokens` here is the uncached part; ours includes cache reads and writes.

@@ -70,17 +70,46 @@ impl Estimator {
 
 fn count_with(count: impl Fn(&str) -> u64, request: &LlmRequest) -> u64 {
     let mut total = PRIMING;
+    // One buffer for every JSON text counted (arguments, schemas), not one per value.
+    let mut json = String::new();
+    let mut count_json = |v: &serde_json::Value| {
+        json.clear();
+        let _ = write_json(&mut json, v);
+        count(&json)
+    };
     for m in &request.messages {
         total += PER_MESSAGE + count(&m.content);
         for c in &m.tool_calls {
-            total += PER_MESSAGE + count(&c.name) + count(&c.arguments.to_string());
+            total += PER_MESSAGE + count(&c.name) + count_json(&c.arguments);
         }
     }
     for t in &request.tools {
-        total +=
-            PER_TOOL + count(&t.name) + count(&t.description) + count(&t.parameters.to_string());
+        total += PER_TOOL + count(&t.name) + count(&t.description) + count_json(&t.parameters);
     }
     total
+}
+
+/// `v`'s compact JSON text into `out` (what `to_string` gives, without a new allocation).
+fn write_json(out: &mut String, v: &serde_json::Value) -> std::fmt::Result {
+    use std::fmt::Write;
+    write!(out, "{v}")
+}
+
+/// The length of `v`'s compact JSON text, counted without building it.
+fn json_len(v: &serde_json::Value) -> usize {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    let _ = serde_json::to_writer(&mut counter, v);
+    counter.0
 }
 
 /// One token per three bytes of message text and tool definitions, rounded up: an
@@ -90,11 +119,11 @@ pub fn estimate_tokens_conservatively(request: &LlmRequest) -> u64 {
     for m in &request.messages {
         bytes += m.content.len() + 4;
         for c in &m.tool_calls {
-            bytes += c.name.len() + c.arguments.to_string().len();
+            bytes += c.name.len() + json_len(&c.arguments);
         }
     }
     for t in &request.tools {
-        bytes += t.name.len() + t.description.len() + t.parameters.to_string().len();
+        bytes += t.name.len() + t.description.len() + json_len(&t.parameters);
     }
     (bytes as u64).div_ceil(3)
 }
@@ -142,6 +171,16 @@ mod tests {
             Estimator::for_model("llama3.2", false),
             Estimator::Conservative
         ));
+    }
+
+    #[test]
+    fn json_is_counted_as_its_compact_text() {
+        let v = json!({"path": "a b.txt", "n": [1, 2.5, null], "s": "é\"q"});
+        assert_eq!(json_len(&v), v.to_string().len());
+        let mut out = String::from("stale");
+        out.clear();
+        write_json(&mut out, &v).unwrap();
+        assert_eq!(out, v.to_string());
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
+use bytes::Bytes;
 use futures::StreamExt;
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::Value;
@@ -118,9 +119,10 @@ impl HttpProvider {
         }
     }
 
-    /// The JSON body this provider would send for `request` (for inspection and snapshots).
-    /// `chained` uses `previous_response_id` where the API supports it.
-    pub fn request_body(&self, request: &LlmRequest, chained: bool) -> Value {
+    /// The JSON body this provider sends for `request`, serialized (what goes on the wire;
+    /// also for inspection and benchmarks). `chained` uses `previous_response_id` where the
+    /// API supports it.
+    pub fn request_body(&self, request: &LlmRequest, chained: bool) -> Vec<u8> {
         match self.kind {
             ProviderKind::OpenAi | ProviderKind::Compatible => {
                 openai_chat::body(self, request, self.stream)
@@ -130,6 +132,37 @@ impl HttpProvider {
             }
             ProviderKind::Anthropic => anthropic::body(self, request, self.stream),
         }
+    }
+
+    /// Read a non-streamed answer's body (what a call does with a 200 answer; public for
+    /// benchmarks).
+    ///
+    /// # Errors
+    /// [`ProviderError::MalformedResponse`] when the body is not JSON or not an answer of
+    /// this API.
+    pub fn parse_response(&self, body: &[u8]) -> Result<LlmResponse, ProviderError> {
+        let not_json = |e: serde_json::Error| {
+            self.malformed(format!(
+                "the body is not JSON ({e}); it starts with {:?}",
+                excerpt(&String::from_utf8_lossy(body), 200)
+            ))
+        };
+        let parsed = match self.kind {
+            ProviderKind::OpenAi | ProviderKind::Compatible => {
+                match openai_chat::parse_bytes(body) {
+                    Some(parsed) => parsed,
+                    // An answer of an unusual shape: the general reader says what is wrong.
+                    None => openai_chat::parse(&serde_json::from_slice(body).map_err(not_json)?),
+                }
+            }
+            ProviderKind::OpenAiResponses => {
+                openai_responses::parse(&serde_json::from_slice(body).map_err(not_json)?)
+            }
+            ProviderKind::Anthropic => {
+                anthropic::parse(&serde_json::from_slice(body).map_err(not_json)?)
+            }
+        };
+        parsed.map_err(|m| self.malformed(m))
     }
 
     fn headers(&self) -> HeaderMap {
@@ -163,7 +196,7 @@ impl HttpProvider {
     /// Post `body`, with retries, and read the answer.
     async fn post(
         &self,
-        body: &Value,
+        body: &Bytes,
         chained_from: Option<&str>,
         observer: &dyn CallObserver,
     ) -> Result<LlmResponse, ProviderError> {
@@ -210,7 +243,7 @@ impl HttpProvider {
     /// One request and its answer.
     async fn attempt(
         &self,
-        body: &Value,
+        body: &Bytes,
         chained_from: Option<&str>,
         observer: &dyn CallObserver,
     ) -> Result<LlmResponse, ProviderError> {
@@ -219,7 +252,8 @@ impl HttpProvider {
             .client
             .post(&url)
             .headers(self.headers())
-            .json(body)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.clone())
             .send()
             .await
             .map_err(|e| self.transport_error(&url, &e))?;
@@ -236,18 +270,7 @@ impl HttpProvider {
                 .bytes()
                 .await
                 .map_err(|e| self.body_error(&url, &e))?;
-            let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
-                self.malformed(format!(
-                    "the body is not JSON ({e}); it starts with {:?}",
-                    excerpt(&String::from_utf8_lossy(&bytes), 200)
-                ))
-            })?;
-            let parsed = match self.kind {
-                ProviderKind::OpenAi | ProviderKind::Compatible => openai_chat::parse(&value),
-                ProviderKind::OpenAiResponses => openai_responses::parse(&value),
-                ProviderKind::Anthropic => anthropic::parse(&value),
-            };
-            parsed.map_err(|m| self.malformed(m))
+            self.parse_response(&bytes)
         }
     }
 
@@ -470,13 +493,13 @@ impl Provider for HttpProvider {
             ProviderKind::OpenAiResponses => request.options.previous_response_id.as_deref(),
             _ => None,
         };
-        let body = self.request_body(request, true);
+        let body = Bytes::from(self.request_body(request, true));
         let mut response = match self.post(&body, chained_from, observer).await {
             Err(ProviderError::PreviousResponseNotFound { message, .. }) => {
                 // The server forgot the chain: say so, and repeat once with the full history.
                 tracing::info!(provider = %self.kind, "previous response unknown; resending the full history: {message}");
                 observer.on_event(ProviderEvent::ChainReset { reason: message });
-                let full = self.request_body(request, false);
+                let full = Bytes::from(self.request_body(request, false));
                 self.post(&full, None, observer).await?
             }
             other => other?,

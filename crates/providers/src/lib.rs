@@ -44,6 +44,7 @@ mod sse;
 mod strict_json;
 mod types;
 mod windows;
+mod wire;
 
 pub use config::{ProviderConfig, ProviderKind, process_env};
 pub use decision::{

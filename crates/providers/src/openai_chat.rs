@@ -5,98 +5,174 @@
 //! the model may ask for several calls at once; each result goes back as a `tool` message
 //! carrying its call id. Arguments arrive as a JSON string and are parsed.
 
-use serde_json::{Map, Value, json};
+use serde::ser::{SerializeMap, Serializer};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::config::ProviderKind;
 use crate::http::{HttpProvider, StreamAssembler, StreamError, parse_arguments};
 use crate::sse::SseEvent;
-use crate::{CallObserver, LlmRequest, LlmResponse, ProviderEvent, Role, ToolCall, Usage};
+use crate::wire::JsonString;
+use crate::{
+    CallObserver, LlmRequest, LlmResponse, Message, ProviderEvent, Role, ToolCall, ToolDefinition,
+    Usage,
+};
 
-/// The request body.
-pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool) -> Value {
-    let messages: Vec<Value> = request
-        .messages
-        .iter()
-        .map(|m| match m.role {
-            Role::System => json!({"role": "system", "content": m.content}),
-            Role::User => json!({"role": "user", "content": m.content}),
-            Role::Assistant => {
-                let mut msg = Map::new();
-                msg.insert("role".into(), json!("assistant"));
-                msg.insert(
-                    "content".into(),
-                    if m.content.is_empty() && !m.tool_calls.is_empty() {
-                        Value::Null
-                    } else {
-                        json!(m.content)
-                    },
-                );
-                if !m.tool_calls.is_empty() {
-                    let calls: Vec<Value> = m
-                        .tool_calls
-                        .iter()
-                        .map(|c| {
-                            json!({
-                                "id": c.id,
-                                "type": "function",
-                                "function": {"name": c.name, "arguments": c.arguments.to_string()},
-                            })
-                        })
-                        .collect();
-                    msg.insert("tool_calls".into(), Value::Array(calls));
-                }
-                Value::Object(msg)
-            }
-            Role::Tool => json!({
-                "role": "tool",
-                "tool_call_id": m.tool_call_id.clone().unwrap_or_default(),
-                "content": m.content,
-            }),
-        })
-        .collect();
-    let mut body = Map::new();
-    body.insert("model".into(), json!(p.model));
-    body.insert("messages".into(), Value::Array(messages));
-    if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.parameters,
-                }})
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
-        body.insert("tool_choice".into(), json!("auto"));
-    }
-    if let Some(max) = request.options.max_output_tokens {
+/// The request body, serialized straight from the request: nothing of the history is
+/// copied or turned into a `serde_json::Value` tree on the way (a call's CPU cost is mostly
+/// this, once per model call, over the whole history).
+pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool) -> Vec<u8> {
+    let openai = p.kind == ProviderKind::OpenAi;
+    let max = request.options.max_output_tokens;
+    let body = Body {
+        model: &p.model,
+        messages: Messages(&request.messages),
+        tools: (!request.tools.is_empty()).then_some(Tools(&request.tools)),
+        tool_choice: (!request.tools.is_empty()).then_some("auto"),
         // OpenAI's current name; compatible servers know the older one.
-        let key = if p.kind == ProviderKind::OpenAi {
-            "max_completion_tokens"
-        } else {
-            "max_tokens"
-        };
-        body.insert(key.into(), json!(max));
-    }
-    if p.kind == ProviderKind::OpenAi {
-        if let Some(key) = &request.options.prompt_cache_key {
-            body.insert("prompt_cache_key".into(), json!(key));
-        }
-        if let Some(r) = request
+        max_completion_tokens: max.filter(|_| openai),
+        max_tokens: max.filter(|_| !openai),
+        prompt_cache_key: request
+            .options
+            .prompt_cache_key
+            .as_deref()
+            .filter(|_| openai),
+        prompt_cache_retention: request
             .options
             .prompt_cache_retention
-            .as_ref()
-            .or(p.prompt_cache_retention.as_ref())
-        {
-            body.insert("prompt_cache_retention".into(), json!(r));
+            .as_deref()
+            .or(p.prompt_cache_retention.as_deref())
+            .filter(|_| openai),
+        stream: stream.then_some(true),
+        stream_options: stream.then_some(StreamOptions {
+            include_usage: true,
+        }),
+    };
+    crate::wire::to_bytes(&body)
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    messages: Messages<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Tools<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_key: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_retention: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+struct Messages<'a>(&'a [Message]);
+
+impl Serialize for Messages<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(WireMessage))
+    }
+}
+
+struct WireMessage<'a>(&'a Message);
+
+impl Serialize for WireMessage<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let m = self.0;
+        let mut map = s.serialize_map(None)?;
+        match m.role {
+            Role::System | Role::User => {
+                let role = if m.role == Role::System {
+                    "system"
+                } else {
+                    "user"
+                };
+                map.serialize_entry("role", role)?;
+                map.serialize_entry("content", &m.content)?;
+            }
+            Role::Assistant => {
+                map.serialize_entry("role", "assistant")?;
+                if m.content.is_empty() && !m.tool_calls.is_empty() {
+                    map.serialize_entry("content", &())?;
+                } else {
+                    map.serialize_entry("content", &m.content)?;
+                }
+                if !m.tool_calls.is_empty() {
+                    map.serialize_entry("tool_calls", &WireCalls(&m.tool_calls))?;
+                }
+            }
+            Role::Tool => {
+                map.serialize_entry("role", "tool")?;
+                map.serialize_entry("tool_call_id", m.tool_call_id.as_deref().unwrap_or(""))?;
+                map.serialize_entry("content", &m.content)?;
+            }
         }
+        map.end()
     }
-    if stream {
-        body.insert("stream".into(), json!(true));
-        body.insert("stream_options".into(), json!({"include_usage": true}));
+}
+
+struct WireCalls<'a>(&'a [ToolCall]);
+
+impl Serialize for WireCalls<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Function<'a> {
+            name: &'a str,
+            arguments: JsonString<'a>,
+        }
+        #[derive(Serialize)]
+        struct Call<'a> {
+            id: &'a str,
+            r#type: &'static str,
+            function: Function<'a>,
+        }
+        s.collect_seq(self.0.iter().map(|c| Call {
+            id: &c.id,
+            r#type: "function",
+            function: Function {
+                name: &c.name,
+                arguments: JsonString(&c.arguments),
+            },
+        }))
     }
-    Value::Object(body)
+}
+
+struct Tools<'a>(&'a [ToolDefinition]);
+
+impl Serialize for Tools<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Function<'a> {
+            name: &'a str,
+            description: &'a str,
+            parameters: &'a Value,
+        }
+        #[derive(Serialize)]
+        struct Tool<'a> {
+            r#type: &'static str,
+            function: Function<'a>,
+        }
+        s.collect_seq(self.0.iter().map(|t| Tool {
+            r#type: "function",
+            function: Function {
+                name: &t.name,
+                description: &t.description,
+                parameters: &t.parameters,
+            },
+        }))
+    }
 }
 
 fn usage(v: &Value) -> Usage {
@@ -110,6 +186,61 @@ fn usage(v: &Value) -> Usage {
             .unwrap_or(0),
         cache_creation_tokens: 0,
     }
+}
+
+/// Read a non-streamed answer's body straight into typed fields (no `Value` tree of the
+/// whole answer). `None` when the body has a shape these fields do not cover (not JSON, a
+/// content that is not a string, ...): [`parse`] then reads it and says what is wrong.
+pub(crate) fn parse_bytes(body: &[u8]) -> Option<Result<LlmResponse, String>> {
+    #[derive(Deserialize)]
+    struct Answer {
+        id: Option<String>,
+        #[serde(default)]
+        choices: Vec<Choice>,
+        usage: Option<Value>,
+    }
+    #[derive(Deserialize)]
+    struct Choice {
+        message: Option<AnswerMessage>,
+    }
+    #[derive(Deserialize)]
+    struct AnswerMessage {
+        content: Option<String>,
+        tool_calls: Option<Vec<AnswerCall>>,
+    }
+    #[derive(Deserialize)]
+    struct AnswerCall {
+        id: Option<String>,
+        function: AnswerFunction,
+    }
+    #[derive(Deserialize)]
+    struct AnswerFunction {
+        name: String,
+        #[serde(default)]
+        arguments: Value,
+    }
+    let answer: Answer = serde_json::from_slice(body).ok()?;
+    let message = answer.choices.into_iter().next()?.message?;
+    let tool_calls = message
+        .tool_calls
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| ToolCall {
+            id: c
+                .id
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| format!("call_{i}")),
+            name: c.function.name,
+            arguments: parse_arguments(&c.function.arguments),
+        })
+        .collect();
+    Some(Ok(LlmResponse {
+        text: message.content.unwrap_or_default(),
+        tool_calls,
+        usage: answer.usage.as_ref().map(usage).unwrap_or_default(),
+        response_id: answer.id,
+    }))
 }
 
 /// Read a non-streamed answer.
@@ -276,6 +407,7 @@ impl StreamAssembler for Assembler {
 mod tests {
     use super::*;
     use crate::CollectingObserver;
+    use serde_json::json;
 
     fn feed(a: &mut Assembler, data: Value) {
         let ev = SseEvent {

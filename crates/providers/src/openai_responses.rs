@@ -7,47 +7,108 @@
 //! no longer knows the previous response, [`crate::HttpProvider`] repeats the call once with
 //! the full history (`chained = false`).
 
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::http::{HttpProvider, StreamAssembler, StreamError, excerpt, parse_arguments};
 use crate::sse::SseEvent;
+use crate::wire::JsonString;
 use crate::{CallObserver, LlmRequest, LlmResponse, Message, ProviderEvent, Role, ToolCall, Usage};
 
 /// The API's smallest accepted `max_output_tokens`.
 pub(crate) const MIN_OUTPUT_TOKENS: u64 = 16;
 
-fn items(messages: &[Message]) -> Vec<Value> {
-    let mut out = Vec::new();
+/// One input item, borrowed from the request.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Item<'a> {
+    Message {
+        role: &'static str,
+        content: &'a str,
+    },
+    Call {
+        r#type: &'static str,
+        call_id: &'a str,
+        name: &'a str,
+        arguments: JsonString<'a>,
+    },
+    Output {
+        r#type: &'static str,
+        call_id: &'a str,
+        output: &'a str,
+    },
+}
+
+fn items(messages: &[Message]) -> Vec<Item<'_>> {
+    let mut out = Vec::with_capacity(messages.len());
     for m in messages {
         match m.role {
             Role::System => {}
-            Role::User => out.push(json!({"role": "user", "content": m.content})),
+            Role::User => out.push(Item::Message {
+                role: "user",
+                content: &m.content,
+            }),
             Role::Assistant => {
                 if !m.content.is_empty() {
-                    out.push(json!({"role": "assistant", "content": m.content}));
+                    out.push(Item::Message {
+                        role: "assistant",
+                        content: &m.content,
+                    });
                 }
                 for c in &m.tool_calls {
-                    out.push(json!({
-                        "type": "function_call",
-                        "call_id": c.id,
-                        "name": c.name,
-                        "arguments": c.arguments.to_string(),
-                    }));
+                    out.push(Item::Call {
+                        r#type: "function_call",
+                        call_id: &c.id,
+                        name: &c.name,
+                        arguments: JsonString(&c.arguments),
+                    });
                 }
             }
-            Role::Tool => out.push(json!({
-                "type": "function_call_output",
-                "call_id": m.tool_call_id.clone().unwrap_or_default(),
-                "output": m.content,
-            })),
+            Role::Tool => out.push(Item::Output {
+                r#type: "function_call_output",
+                call_id: m.tool_call_id.as_deref().unwrap_or(""),
+                output: &m.content,
+            }),
         }
     }
     out
 }
 
-/// The request body. With `chained` and a `previous_response_id`, only the messages after the
-/// last assistant message are sent.
-pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool, chained: bool) -> Value {
+#[derive(Serialize)]
+struct Tool<'a> {
+    r#type: &'static str,
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+    strict: bool,
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    instructions: Option<String>,
+    input: Vec<Item<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    previous_response_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Tool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_output_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_key: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_retention: Option<&'a str>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stream: bool,
+}
+
+/// The request body, serialized straight from the request (borrowed, never copied into a
+/// `serde_json::Value` tree). With `chained` and a `previous_response_id`, only the messages
+/// after the last assistant message are sent.
+pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool, chained: bool) -> Vec<u8> {
     let instructions: Vec<&str> = request
         .messages
         .iter()
@@ -57,7 +118,7 @@ pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool, chained
     let previous = request
         .options
         .previous_response_id
-        .as_ref()
+        .as_deref()
         .filter(|_| chained);
     let input = match previous {
         Some(_) => {
@@ -70,48 +131,36 @@ pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool, chained
         }
         None => items(&request.messages),
     };
-    let mut body = Map::new();
-    body.insert("model".into(), json!(p.model));
-    if !instructions.is_empty() {
-        body.insert("instructions".into(), json!(instructions.join("\n\n")));
-    }
-    body.insert("input".into(), Value::Array(input));
-    if let Some(id) = previous {
-        body.insert("previous_response_id".into(), json!(id));
-    }
-    if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "name": t.name, "description": t.description,
-                       "parameters": t.parameters, "strict": false})
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
-        body.insert("tool_choice".into(), json!("auto"));
-    }
-    if let Some(max) = request.options.max_output_tokens {
-        body.insert(
-            "max_output_tokens".into(),
-            json!(max.max(MIN_OUTPUT_TOKENS)),
-        );
-    }
-    if let Some(key) = &request.options.prompt_cache_key {
-        body.insert("prompt_cache_key".into(), json!(key));
-    }
-    if let Some(r) = request
-        .options
-        .prompt_cache_retention
-        .as_ref()
-        .or(p.prompt_cache_retention.as_ref())
-    {
-        body.insert("prompt_cache_retention".into(), json!(r));
-    }
-    if stream {
-        body.insert("stream".into(), json!(true));
-    }
-    Value::Object(body)
+    let tools: Vec<Tool<'_>> = request
+        .tools
+        .iter()
+        .map(|t| Tool {
+            r#type: "function",
+            name: &t.name,
+            description: &t.description,
+            parameters: &t.parameters,
+            strict: false,
+        })
+        .collect();
+    crate::wire::to_bytes(&Body {
+        model: &p.model,
+        instructions: (!instructions.is_empty()).then(|| instructions.join("\n\n")),
+        input,
+        previous_response_id: previous,
+        tool_choice: (!tools.is_empty()).then_some("auto"),
+        tools,
+        max_output_tokens: request
+            .options
+            .max_output_tokens
+            .map(|max| max.max(MIN_OUTPUT_TOKENS)),
+        prompt_cache_key: request.options.prompt_cache_key.as_deref(),
+        prompt_cache_retention: request
+            .options
+            .prompt_cache_retention
+            .as_deref()
+            .or(p.prompt_cache_retention.as_deref()),
+        stream,
+    })
 }
 
 fn usage(v: &Value) -> Usage {

@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::sync::{LazyLock, PoisonError, RwLock};
 
-use regex::{Captures, Regex};
+use regex::{Captures, Regex, RegexSet};
 
 /// Cap `text` at `max_bytes` (cut on a char boundary, so never more than `max_bytes` of the
 /// original are kept), appending `\n[TRUNCATED n bytes]` where `n` is the number of bytes
@@ -36,20 +36,45 @@ pub const MIN_SECRET_LEN: usize = 8;
 /// `NAME_API_KEY = value`, `api-key: value`, `"api_key": "value"`: the name stays (it tells
 /// the reader what was there), the value goes. A value starting with `<`, `$` or `[` is a
 /// placeholder (`export OPENAI_API_KEY=<your key>`, `$OPENAI_API_KEY`, `[REDACTED]`) and stays.
-static API_KEY_ASSIGNMENT: LazyLock<Option<Regex>> = LazyLock::new(|| {
-    compile(r#"(?i)\b([a-z0-9_-]*api[_-]?key)(\s*["']?\s*[=:]\s*["']?)([^\s"'&,;<$\[][^\s"'&,;]*)"#)
-});
+const API_KEY_ASSIGNMENT_PATTERN: &str =
+    r#"(?i)\b([a-z0-9_-]*api[_-]?key)(\s*["']?\s*[=:]\s*["']?)([^\s"'&,;<$\[][^\s"'&,;]*)"#;
 /// OpenAI- and Anthropic-style keys (`sk-…`, `sk-proj-…`, `sk-ant-…`), also as servers echo
 /// them with the middle masked (`sk-proj-abc*****xyz`).
-static SK_KEY: LazyLock<Option<Regex>> = LazyLock::new(|| compile(r"\bsk-[A-Za-z0-9_*-]{12,}"));
+const SK_KEY_PATTERN: &str = r"\bsk-[A-Za-z0-9_*-]{12,}";
 /// `Authorization: Bearer <token>`: the word stays, the token goes ([`looks_like_token`]
 /// decides, so that prose such as "Bearer authentication" is left alone).
-static BEARER: LazyLock<Option<Regex>> =
-    LazyLock::new(|| compile(r"(?i)\b(bearer)(\s+)([A-Za-z0-9._~+/=-]{8,})"));
+const BEARER_PATTERN: &str = r"(?i)\b(bearer)(\s+)([A-Za-z0-9._~+/=-]{8,})";
 /// `key_…` style keys.
-static KEY_UNDERSCORE: LazyLock<Option<Regex>> = LazyLock::new(|| compile(r"key_[A-Za-z0-9]{16,}"));
+const KEY_UNDERSCORE_PATTERN: &str = r"key_[A-Za-z0-9]{16,}";
 /// Candidates for long base64 secrets; [`looks_like_base64_secret`] decides.
-static BASE64_RUN: LazyLock<Option<Regex>> = LazyLock::new(|| compile(r"[A-Za-z0-9+/]{40,}={0,2}"));
+const BASE64_RUN_PATTERN: &str = r"[A-Za-z0-9+/]{40,}={0,2}";
+
+static API_KEY_ASSIGNMENT: LazyLock<Option<Regex>> =
+    LazyLock::new(|| compile(API_KEY_ASSIGNMENT_PATTERN));
+static SK_KEY: LazyLock<Option<Regex>> = LazyLock::new(|| compile(SK_KEY_PATTERN));
+static BEARER: LazyLock<Option<Regex>> = LazyLock::new(|| compile(BEARER_PATTERN));
+static KEY_UNDERSCORE: LazyLock<Option<Regex>> = LazyLock::new(|| compile(KEY_UNDERSCORE_PATTERN));
+static BASE64_RUN: LazyLock<Option<Regex>> = LazyLock::new(|| compile(BASE64_RUN_PATTERN));
+
+/// All the shapes at once: one pass over a text tells whether any pattern can match, so the
+/// common case (nothing secret-shaped: most tool output and every record line) costs one scan
+/// instead of five.
+static ANY_SHAPE: LazyLock<Option<RegexSet>> = LazyLock::new(|| {
+    let patterns = [
+        API_KEY_ASSIGNMENT_PATTERN,
+        SK_KEY_PATTERN,
+        BEARER_PATTERN,
+        KEY_UNDERSCORE_PATTERN,
+        BASE64_RUN_PATTERN,
+    ];
+    match RegexSet::new(patterns) {
+        Ok(set) => Some(set),
+        Err(err) => {
+            tracing::error!(%err, "secret redaction patterns do not compile as a set");
+            None
+        }
+    }
+});
 
 fn compile(pattern: &str) -> Option<Regex> {
     match Regex::new(pattern) {
@@ -184,6 +209,9 @@ pub fn redact_json_secrets(value: &mut serde_json::Value) -> bool {
 
 /// The key shapes (no known values).
 fn redact_shapes(text: Cow<'_, str>) -> Cow<'_, str> {
+    if ANY_SHAPE.as_ref().is_some_and(|set| !set.is_match(&text)) {
+        return text;
+    }
     let mut out = text;
     if let Some(re) = API_KEY_ASSIGNMENT.as_ref() {
         out = replace(out, re, |caps: &Captures<'_>| {
@@ -282,6 +310,7 @@ mod tests {
         assert!(BEARER.is_some());
         assert!(KEY_UNDERSCORE.is_some());
         assert!(BASE64_RUN.is_some());
+        assert!(ANY_SHAPE.is_some());
     }
 
     #[test]

@@ -390,6 +390,15 @@ impl AgentRuntimeManager {
             })
     }
 
+    /// The run's interaction channel, for a front end that answers its requests itself
+    /// (`lsm agent run-many` answers them without a person).
+    ///
+    /// # Errors
+    /// [`ManagerError::UnknownRun`].
+    pub fn channel(&self, run_id: &str) -> Result<Arc<InteractionChannel>, ManagerError> {
+        self.with_run(run_id, |run| Arc::clone(&run.channel))
+    }
+
     /// A person's answer to the run's request `request_id`.
     ///
     /// # Errors

@@ -1,0 +1,467 @@
+//! `cargo xtask bench-peers`: `lsm` beside pydantic-ai and openai-agents on the same loopback
+//! mock of Chat Completions (see [`mock`]), measured as the client process's CPU time
+//! (user + system) and peak RSS.
+//!
+//! Each system runs an agent that calls `read_file` N times and then answers, at every N
+//! asked for (default 10, 200, 1000), a few times each (the median counts). From the CPU at
+//! the different N comes the cost of one model call (the least-squares slope) and the cold
+//! start (the intercept). `lsm` runs twice: with its default context strategy and with
+//! `context_window_strategy = "full"` (the whole history every call, as the peers send it).
+//! Then many agents at once in one process: the peers with `asyncio.gather`, `lsm` with
+//! `lsm agent run-many` (its runtime manager).
+//!
+//! The peers live in a private virtual environment under `target/bench-peers/venv`, made by
+//! `--install` (pip, from PyPI); without it they are skipped and the table says so.
+
+mod mock;
+mod peers;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use anyhow::{Context, Result, bail};
+use serde_json::json;
+
+/// What `cargo xtask bench-peers` was asked for.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Options {
+    /// First create the peers' virtual environment (target/bench-peers/venv) with pip.
+    #[arg(long)]
+    pub install: bool,
+    /// Tool calls per run, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "10,200,1000")]
+    pub calls: Vec<u64>,
+    /// Runs per point; the median CPU counts.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Agents run at once in one process (0: skip that part).
+    #[arg(long, default_value_t = 50)]
+    pub agents: usize,
+    /// Tool calls of each of those agents.
+    #[arg(long, default_value_t = 20)]
+    pub agent_calls: u64,
+    /// Measure lsm only, even when the peers are installed.
+    #[arg(long)]
+    pub lsm_only: bool,
+    /// Print the figures as one JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A system under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum System {
+    Lsm,
+    LsmFull,
+    PydanticAi,
+    OpenAiAgents,
+}
+
+impl System {
+    fn name(self) -> &'static str {
+        match self {
+            System::Lsm => "lsm",
+            System::LsmFull => "lsm (full history)",
+            System::PydanticAi => "pydantic-ai",
+            System::OpenAiAgents => "openai-agents",
+        }
+    }
+}
+
+/// What one measured process used.
+#[derive(Debug, Clone, Copy)]
+struct Usage {
+    cpu_s: f64,
+    max_rss_kb: u64,
+}
+
+/// One row of the sequential table.
+struct Row {
+    system: System,
+    /// (N, median CPU seconds, peak RSS kB) per N.
+    points: Vec<(u64, f64, u64)>,
+}
+
+/// `cargo xtask bench-peers`.
+pub fn bench_peers(root: &Path, opts: &Options) -> Result<()> {
+    if opts.calls.is_empty() || opts.runs == 0 {
+        bail!("nothing to measure: give at least one --calls value and --runs ≥ 1");
+    }
+    let venv = crate::demo::target_dir(root)
+        .join("bench-peers")
+        .join("venv");
+    if opts.install {
+        peers::install(&venv)?;
+    }
+    let python = venv.join("bin").join("python");
+    let with_peers = !opts.lsm_only && peers::installed(&python);
+    if !opts.lsm_only && !with_peers {
+        eprintln!(
+            "xtask: the peers are not installed in {}; run `cargo xtask bench-peers --install` \
+             to compare with them (pip, from PyPI). Measuring lsm only.",
+            venv.display()
+        );
+    }
+    crate::tasks::run_cargo(
+        root,
+        "build",
+        &["build", "--release", "-p", "lsm-cli", "--bin", "lsm"],
+    )?;
+    let lsm = crate::demo::target_dir(root).join("release").join("lsm");
+    let work = tempfile::tempdir().context("cannot create a temporary folder")?;
+    let scripts = prepare_workspace(work.path())?;
+    let calls = Arc::new(AtomicU64::new(0));
+    let mock = mock::Mock::start(Arc::clone(&calls))?;
+
+    let mut systems = vec![System::Lsm, System::LsmFull];
+    if with_peers {
+        systems.extend([System::PydanticAi, System::OpenAiAgents]);
+    }
+    let bench = Bench {
+        lsm: &lsm,
+        python: &python,
+        scripts: &scripts,
+        work: work.path(),
+        mock: &mock,
+        calls: &calls,
+    };
+    let mut rows = Vec::new();
+    for &system in &systems {
+        let mut points = Vec::new();
+        for &n in &opts.calls {
+            let mut cpu = Vec::new();
+            let mut rss = 0;
+            for _ in 0..opts.runs {
+                let used = bench.run(system, n, 1)?;
+                cpu.push(used.cpu_s);
+                rss = rss.max(used.max_rss_kb);
+            }
+            let median = median(&mut cpu);
+            eprintln!(
+                "xtask: [bench-peers] {:<20} N = {n:>5}: {median:.3} s CPU, {} MB",
+                system.name(),
+                rss / 1024
+            );
+            points.push((n, median, rss));
+        }
+        rows.push(Row { system, points });
+    }
+    let mut concurrent = Vec::new();
+    if opts.agents > 0 {
+        for &system in &systems {
+            if system == System::LsmFull {
+                continue;
+            }
+            let used = bench.run(system, opts.agent_calls, opts.agents)?;
+            eprintln!(
+                "xtask: [bench-peers] {:<20} {} agents × {} calls: {:.3} s CPU, {} MB",
+                system.name(),
+                opts.agents,
+                opts.agent_calls,
+                used.cpu_s,
+                used.max_rss_kb / 1024
+            );
+            concurrent.push((system, used));
+        }
+    }
+    if opts.json {
+        println!("{}", to_json(&rows, &concurrent, opts));
+    } else {
+        print_tables(&rows, &concurrent, opts);
+    }
+    Ok(())
+}
+
+/// Everything one measured run needs.
+struct Bench<'a> {
+    lsm: &'a Path,
+    python: &'a Path,
+    scripts: &'a peers::Scripts,
+    work: &'a Path,
+    mock: &'a mock::Mock,
+    calls: &'a AtomicU64,
+}
+
+/// The task every agent gets (the mock decides what it does).
+const TASK: &str = "Read the files the tool calls name, one after the other, then say how many \
+                    you read.";
+
+impl Bench<'_> {
+    /// Run `system` with `agents` agents of `n` calls each; check the mock saw every call.
+    fn run(&self, system: System, n: u64, agents: usize) -> Result<Usage> {
+        self.calls.store(n, Ordering::SeqCst);
+        let before = self.mock.requests();
+        let mut cmd = match system {
+            System::Lsm | System::LsmFull => self.lsm_command(system, n, agents),
+            System::PydanticAi | System::OpenAiAgents => {
+                let script = if system == System::PydanticAi {
+                    &self.scripts.pydantic_ai
+                } else {
+                    &self.scripts.openai_agents
+                };
+                let mut cmd = Command::new(self.python);
+                cmd.arg(script)
+                    .arg(&self.mock.base_url)
+                    .arg(n.to_string())
+                    .arg(agents.to_string())
+                    .arg(TASK);
+                cmd
+            }
+        };
+        let used = measure(&mut cmd, self.work, &format!("{system:?}-{n}-{agents}"))?;
+        let expected = (n + 1) * agents as u64;
+        let seen = self.mock.requests() - before;
+        if seen != expected {
+            bail!(
+                "{} made {seen} model calls for {agents} agent(s) × {n} tool calls; {expected} \
+                 expected (its output is in {})",
+                system.name(),
+                self.work.display()
+            );
+        }
+        Ok(used)
+    }
+
+    fn lsm_command(&self, system: System, n: u64, agents: usize) -> Command {
+        let mut cmd = Command::new(self.lsm);
+        cmd.arg("agent");
+        if agents > 1 {
+            cmd.args(["run-many", "general", "--count", &agents.to_string()])
+                .args(["--max-concurrent", &agents.to_string()]);
+        } else {
+            cmd.args(["run", "general"]);
+        }
+        cmd.args([
+            "--task",
+            TASK,
+            "--provider",
+            "compatible",
+            "--model",
+            "mock",
+        ])
+        .args(["--base-url", &self.mock.base_url])
+        .args(["--max-iterations", &(n + 10).to_string()])
+        .args(["--max-tokens-budget", "1000000000000"])
+        // The defaults of a fresh install, not this machine's user configuration.
+        .env("XDG_CONFIG_HOME", self.work.join("xdg"))
+        .env_remove("LSM_CONFIG");
+        if system == System::LsmFull {
+            cmd.args(["-c", "agents.context_window_strategy=full"]);
+        }
+        cmd
+    }
+}
+
+/// The files the agents read and the peers' scripts, written under `work`.
+fn prepare_workspace(work: &Path) -> Result<peers::Scripts> {
+    let files = work.join("files");
+    std::fs::create_dir_all(&files)?;
+    std::fs::create_dir_all(work.join("xdg"))?;
+    std::fs::create_dir_all(work.join("out"))?;
+    for i in 0..mock::FILES {
+        let text = format!(
+            "File {i}.\n{}\n",
+            "Some notes of a small project. ".repeat(8)
+        );
+        std::fs::write(files.join(format!("f{i}.txt")), text)?;
+    }
+    peers::write_scripts(work)
+}
+
+/// Run `cmd` in `work` under `cargo xtask measure-child` (a fresh process whose only child
+/// it is, so its `RUSAGE_CHILDREN` is the command's own), its output into `work/out/`.
+fn measure(cmd: &mut Command, work: &Path, label: &str) -> Result<Usage> {
+    let out = work.join("out");
+    let usage_file = out.join(format!("{label}.usage.json"));
+    let log = std::fs::File::create(out.join(format!("{label}.log")))?;
+    let mut wrapper = Command::new(std::env::current_exe()?);
+    wrapper
+        .arg("measure-child")
+        .arg("--out")
+        .arg(&usage_file)
+        .arg("--")
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .current_dir(work)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => wrapper.env(k, v),
+            None => wrapper.env_remove(k),
+        };
+    }
+    let status = wrapper.status().context("cannot start measure-child")?;
+    if !status.success() {
+        bail!(
+            "`{}` failed ({status}); its output: {}",
+            cmd.get_program().to_string_lossy(),
+            out.join(format!("{label}.log")).display()
+        );
+    }
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&usage_file)?)?;
+    Ok(Usage {
+        cpu_s: v["cpu_s"].as_f64().unwrap_or(0.0),
+        max_rss_kb: v["max_rss_kb"].as_u64().unwrap_or(0),
+    })
+}
+
+/// `cargo xtask measure-child --out FILE -- PROGRAM ARGS...`: run the program, then write its
+/// CPU time and peak RSS as JSON to FILE; fails as the program failed.
+pub fn measure_child(out: &Path, command: &[String]) -> Result<()> {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let Some((program, args)) = command.split_first() else {
+        bail!("measure-child needs a program to run after `--`");
+    };
+    let status = Command::new(program)
+        .args(args)
+        .status()
+        .with_context(|| format!("cannot start {program}"))?;
+    let usage = getrusage(UsageWho::RUSAGE_CHILDREN).context("getrusage")?;
+    let seconds = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+    let cpu_s = seconds(usage.user_time()) + seconds(usage.system_time());
+    std::fs::write(
+        out,
+        json!({"cpu_s": cpu_s, "max_rss_kb": usage.max_rss(), "exit": status.code()}).to_string(),
+    )?;
+    if !status.success() {
+        bail!("{program} exited with {status}");
+    }
+    Ok(())
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// Least-squares line through `(n, cpu)`: (seconds per call, seconds at zero calls).
+fn fit(points: &[(u64, f64, u64)]) -> (f64, f64) {
+    let k = points.len() as f64;
+    if points.len() < 2 {
+        let (n, cpu, _) = points[0];
+        return (cpu / (n + 1) as f64, 0.0);
+    }
+    let mx = points.iter().map(|p| p.0 as f64).sum::<f64>() / k;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / k;
+    let sxy: f64 = points.iter().map(|p| (p.0 as f64 - mx) * (p.1 - my)).sum();
+    let sxx: f64 = points.iter().map(|p| (p.0 as f64 - mx).powi(2)).sum();
+    let slope = if sxx > 0.0 { sxy / sxx } else { 0.0 };
+    (slope, my - slope * mx)
+}
+
+/// CPU per call between two neighbouring N (how the cost grows with the history).
+fn segment_slopes(points: &[(u64, f64, u64)]) -> Vec<(u64, u64, f64)> {
+    points
+        .windows(2)
+        .map(|w| (w[0].0, w[1].0, (w[1].1 - w[0].1) / (w[1].0 - w[0].0) as f64))
+        .collect()
+}
+
+fn print_tables(rows: &[Row], concurrent: &[(System, Usage)], opts: &Options) {
+    let lsm_slope = rows
+        .iter()
+        .find(|r| r.system == System::Lsm)
+        .map(|r| fit(&r.points).0);
+    let mut header = "| system |".to_string();
+    let mut rule = "|---|".to_string();
+    for n in &opts.calls {
+        header.push_str(&format!(" N = {n}: CPU, peak RSS |"));
+        rule.push_str("---|");
+    }
+    header.push_str(" CPU per call | between N | cold start | per call vs lsm |");
+    rule.push_str("---|---|---|---|");
+    println!("{header}\n{rule}");
+    for row in rows {
+        let (slope, intercept) = fit(&row.points);
+        let mut line = format!("| {} |", row.system.name());
+        for (_, cpu, rss) in &row.points {
+            line.push_str(&format!(" {cpu:.3} s, {} MB |", rss / 1024));
+        }
+        let segments: Vec<String> = segment_slopes(&row.points)
+            .iter()
+            .map(|(a, b, s)| format!("{a}→{b}: {:.0} µs", s * 1e6))
+            .collect();
+        let ratio = lsm_slope
+            .filter(|s| *s > 0.0)
+            .map_or("–".to_string(), |s| format!("{:.1}×", slope / s));
+        line.push_str(&format!(
+            " {:.0} µs | {} | {:.3} s | {ratio} |",
+            slope * 1e6,
+            segments.join(", "),
+            intercept.max(0.0)
+        ));
+        println!("{line}");
+    }
+    if !concurrent.is_empty() {
+        let lsm = concurrent
+            .iter()
+            .find(|(s, _)| *s == System::Lsm)
+            .map(|(_, u)| u.cpu_s);
+        println!(
+            "\n| {} agents × {} calls, one process | CPU | peak RSS | CPU vs lsm |\n|---|---|---|---|",
+            opts.agents, opts.agent_calls
+        );
+        for (system, used) in concurrent {
+            let ratio = lsm
+                .filter(|l| *l > 0.0)
+                .map_or("–".to_string(), |l| format!("{:.1}×", used.cpu_s / l));
+            println!(
+                "| {} | {:.3} s | {} MB | {ratio} |",
+                system.name(),
+                used.cpu_s,
+                used.max_rss_kb / 1024
+            );
+        }
+    }
+}
+
+fn to_json(rows: &[Row], concurrent: &[(System, Usage)], opts: &Options) -> serde_json::Value {
+    let sequential: Vec<_> = rows
+        .iter()
+        .map(|r| {
+            let (slope, intercept) = fit(&r.points);
+            json!({
+                "system": r.system.name(),
+                "points": r.points.iter().map(|(n, cpu, rss)| json!({
+                    "calls": n, "cpu_s": cpu, "max_rss_kb": rss,
+                })).collect::<Vec<_>>(),
+                "cpu_per_call_us": slope * 1e6,
+                "cold_start_cpu_s": intercept.max(0.0),
+            })
+        })
+        .collect();
+    let concurrent: Vec<_> = concurrent
+        .iter()
+        .map(|(s, u)| json!({"system": s.name(), "cpu_s": u.cpu_s, "max_rss_kb": u.max_rss_kb}))
+        .collect();
+    json!({
+        "runs_per_point": opts.runs,
+        "sequential": sequential,
+        "concurrent": {"agents": opts.agents, "calls": opts.agent_calls, "results": concurrent},
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_slope_is_the_cost_of_one_call_and_the_intercept_the_cold_start() {
+        let points = [(10, 0.02 + 10.0 * 0.001, 0), (200, 0.02 + 200.0 * 0.001, 0)];
+        let (slope, intercept) = fit(&points);
+        assert!((slope - 0.001).abs() < 1e-12, "{slope}");
+        assert!((intercept - 0.02).abs() < 1e-12, "{intercept}");
+        let segments = segment_slopes(&points);
+        assert_eq!(segments.len(), 1);
+        assert!((segments[0].2 - 0.001).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_median_ignores_one_outlier() {
+        assert_eq!(median(&mut [0.3, 9.0, 0.2]), 0.3);
+    }
+}
