@@ -92,19 +92,6 @@ mod tests {
         assert_eq!(provider.standing_context("../x", "deploy key").await, None);
     }
 
-    /// Approves every permission request, as `--yes` does.
-    struct ApproveAll;
-
-    #[async_trait::async_trait]
-    impl lsm_sandbox::PermissionAsker for ApproveAll {
-        async fn ask(
-            &self,
-            _request: lsm_sandbox::PermissionRequest,
-        ) -> lsm_sandbox::PermissionDecision {
-            lsm_sandbox::PermissionDecision::allow("approved in the test")
-        }
-    }
-
     /// The composition of `lsm agent run` with memory on, in process: the real tools, the
     /// real store, the real adapter, a harness per run, and the provider's recorded requests.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -122,7 +109,7 @@ mod tests {
             Sandbox::new(
                 SandboxConfig::confined_to(dir.path()),
                 registry,
-                Some(Arc::new(ApproveAll)),
+                Some(Arc::new(lsm_test_support::Asker::approve_all())),
             )
             .unwrap(),
         );
