@@ -882,11 +882,7 @@ fn transcript_of(dir: &Path, summary: &Value) -> Vec<Value> {
         .join("logs")
         .join(summary["run_id"].as_str().unwrap())
         .join("transcript.jsonl");
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    lsm_test_support::script::read_jsonl(&path)
 }
 
 #[test]

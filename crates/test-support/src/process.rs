@@ -22,3 +22,33 @@ pub fn cpu_seconds() -> f64 {
         .unwrap_or(f64::NAN);
     ticks / 100.0
 }
+
+/// Run the unit test `test` (its full path, `module::tests::name`) of this test binary again
+/// in a child process, without the variable `unset`, with `env` set and `want_var` = `want`:
+/// how a test checks a lookup that reads the process environment without changing its own.
+/// The child sees `want_var` set and checks its answer against it.
+///
+/// # Panics
+/// When the child cannot start or its test does not pass (naming `env` and its output).
+#[allow(clippy::panic)]
+pub fn rerun_test_with_env(
+    test: &str,
+    unset: &str,
+    env: &[(&str, &str)],
+    want_var: &str,
+    want: &str,
+) {
+    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("no test binary: {e}"));
+    let out = std::process::Command::new(exe)
+        .args(["--exact", test])
+        .env_remove(unset)
+        .envs(env.iter().copied())
+        .env(want_var, want)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {test} again: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{env:?}: {stdout}"
+    );
+}

@@ -28,6 +28,20 @@ pub fn write(dir: &Path, name: &str, lines: &[Value]) -> std::io::Result<PathBuf
     Ok(path)
 }
 
+/// The JSON values of a JSONL file, one a line (a script, a run's transcript).
+///
+/// # Panics
+/// When the file cannot be read or a line is not JSON: the test reading it fails, naming
+/// the file or the line.
+#[allow(clippy::panic)]
+pub fn read_jsonl(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
 /// An in-process response: the model answers `s`.
 pub fn text_response(s: &str) -> ScriptedResponse {
     ScriptedResponse::text(s).with_usage(10, 5)
@@ -54,6 +68,9 @@ mod tests {
         .unwrap();
         let provider = lsm_providers::ScriptedProvider::from_file(&path).unwrap();
         assert_eq!(provider.len(), 2);
+        let lines = read_jsonl(&path);
+        assert_eq!(lines[0]["tool_calls"][0]["name"], "noop");
+        assert_eq!(lines[1]["text"], "done");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
