@@ -23,45 +23,15 @@ use lsm_harness::{
 };
 use lsm_phase::{AgentIdentity, ExecutorFactory, WorkerOutcome};
 use lsm_providers::{ScriptedProvider, ScriptedResponse};
-use lsm_sandbox::{
-    RateLimit, RiskLevel, Sandbox, SandboxConfig, Tool, ToolContext, ToolError, ToolOutput,
-    ToolRegistry,
-};
+use lsm_sandbox::Sandbox;
 use serde_json::{Value, json};
 
 const RUNS: usize = 100;
 const WORKERS: usize = 5;
 const ITERATIONS: usize = 10;
 
-struct Noop;
-
-#[async_trait::async_trait]
-impl Tool for Noop {
-    fn name(&self) -> &str {
-        "noop"
-    }
-    fn description(&self) -> &str {
-        "Does nothing."
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {"n": {"type": "integer"}},
-               "additionalProperties": false})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    async fn execute(&self, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
-        Ok(ToolOutput::text("ok"))
-    }
-}
-
 fn sandbox(dir: &Path) -> Arc<Sandbox> {
-    let mut config = SandboxConfig::confined_to(dir);
-    config.rate_limit = RateLimit {
-        calls: u32::MAX,
-        per_seconds: 1,
-    };
-    Arc::new(Sandbox::new(config, ToolRegistry::new().with(Arc::new(Noop)), None).unwrap())
+    lsm_test_support::noop_sandbox(dir).unwrap()
 }
 
 fn config(dir: &Path, records: bool) -> HarnessConfig {
@@ -150,27 +120,7 @@ fn conductor_script() -> Vec<ScriptedResponse> {
     ]
 }
 
-fn peak_rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kib| kib / 1024.0)
-}
-
-/// User + system CPU seconds of this process so far.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    // Fields 14 and 15 of stat(5) (utime, stime) are the 12th and 13th after the name.
-    let ticks: f64 = fields
-        .get(11..13)
-        .map(|f| f.iter().filter_map(|t| t.parse::<f64>().ok()).sum())
-        .unwrap_or(f64::NAN);
-    ticks / 100.0
-}
+use lsm_test_support::process::{cpu_seconds, peak_rss_mib};
 
 fn main() {
     let records = std::env::args().any(|a| a == "--records");

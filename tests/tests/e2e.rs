@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use lsm_e2e::{lsm, run, workspace_root};
+use lsm_test_support::script::{call, text};
 use serde_json::{Value, json};
 
 /// `lsm agent list` and every agent through `lsm agent run`.
@@ -108,14 +109,6 @@ fn agent_run(cwd: &Path, script: &Path, extra: &[&str]) -> std::process::Output 
     .args(["--agents-folder", "Agents", "--json"])
     .args(extra);
     run(&mut cmd)
-}
-
-fn text(s: &str) -> Value {
-    json!({"text": s, "usage": {"input_tokens": 10, "output_tokens": 5}})
-}
-
-fn call(name: &str, args: Value) -> Value {
-    json!({"tool_calls": [{"name": name, "arguments": args}], "usage": {"input_tokens": 10, "output_tokens": 5}})
 }
 
 // ---------- help, version, tools ----------
@@ -838,10 +831,7 @@ fn memory_workspace() -> tempfile::TempDir {
 }
 
 fn write_script(dir: &Path, name: &str, lines: &[Value]) -> PathBuf {
-    let path = dir.join(name);
-    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    std::fs::write(&path, text).unwrap();
-    path
+    lsm_test_support::script::write(dir, name, lines).unwrap()
 }
 
 /// `lsm <args>` in `dir`, with the user's data folder inside it too.
@@ -895,11 +885,7 @@ fn transcript_of(dir: &Path, summary: &Value) -> Vec<Value> {
         .join("logs")
         .join(summary["run_id"].as_str().unwrap())
         .join("transcript.jsonl");
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    lsm_test_support::script::read_jsonl(&path)
 }
 
 #[test]

@@ -9,15 +9,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use lsm_e2e::{lsm, lsm_bin, run};
+use lsm_test_support::script::{call, text};
 use serde_json::{Value, json};
-
-fn call(name: &str, args: Value) -> Value {
-    json!({"tool_calls": [{"name": name, "arguments": args}], "usage": {"input_tokens": 10, "output_tokens": 5}})
-}
-
-fn text(s: &str) -> Value {
-    json!({"text": s, "usage": {"input_tokens": 10, "output_tokens": 5}})
-}
 
 fn workspace(lines: &[Value]) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();

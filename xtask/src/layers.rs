@@ -93,12 +93,23 @@ pub const DEPENDENT_RULES: &[DependentRule] = &[
         transitive: true,
         summary: "only lsm-cli may depend on lsm-mcp",
     },
+    // Rule 6: the shared test doubles are dev-dependencies only, so no double (an asker that
+    // approves everything) can reach a shipped program.
+    DependentRule {
+        rule: "rule 6",
+        krate: "lsm-test-support",
+        allowed: &[],
+        transitive: true,
+        summary: "lsm-test-support is a dev-dependency only: no crate may depend on it",
+    },
 ];
 
 /// Test and tooling crates: outside rules 3 and 4 ("only lsm-cli, and tests, wires concrete
 /// crates together"), unless they have a binary target: lsm-cli is the only binary that may
-/// wire concrete crates.
-pub const TEST_CRATES: &[&str] = &["lsm-e2e", "xtask"];
+/// wire concrete crates. `lsm-test-support` (the shared test doubles) is one: it builds
+/// scripted providers and sandboxes for tests, and rule 6 keeps it out of every normal
+/// dependency graph.
+pub const TEST_CRATES: &[&str] = &["lsm-e2e", "lsm-test-support", "xtask"];
 
 /// Label of the rule that every `lsm-*` library crate lives under `crates/`.
 pub const LAYOUT_RULE: &str = "layout";
@@ -266,6 +277,7 @@ mod tests {
             ("lsm-mcp", "crates/mcp", true, true),
             ("lsm-cli", "crates/cli", false, true),
             ("lsm-e2e", "tests", true, false),
+            ("lsm-test-support", "crates/test-support", true, false),
             ("xtask", "xtask", false, true),
         ] {
             g.add_member(name, dir, lib, bin);
@@ -546,6 +558,25 @@ mod tests {
             hit.message.contains("xtask (a crate with a binary)"),
             "{hit}"
         );
+    }
+
+    #[test]
+    fn test_support_may_build_providers_and_sandboxes_but_nothing_may_depend_on_it() {
+        let mut g = good_graph();
+        g.add_dep("lsm-test-support", "lsm-providers");
+        g.add_dep("lsm-test-support", "lsm-sandbox");
+        assert_eq!(check(&g), Vec::new());
+        g.add_dep("lsm-memory", "lsm-test-support");
+        let v = check(&g);
+        let breaking: Vec<&str> = v
+            .iter()
+            .filter(|v| v.rule == "rule 6")
+            .map(|v| v.krate.as_str())
+            .collect();
+        // lsm-memory directly, lsm-cli through it (lsm-cli -> lsm-memory -> lsm-test-support).
+        assert!(breaking.contains(&"lsm-memory"), "{v:#?}");
+        assert!(breaking.contains(&"lsm-cli"), "{v:#?}");
+        assert_eq!(find(&v, "rule 6", "lsm-test-support").rule, "rule 6");
     }
 
     #[test]

@@ -53,7 +53,7 @@ pub fn check_layers(root: &Path) -> Result<()> {
     let violations = layers::check(&graph);
     if violations.is_empty() {
         eprintln!(
-            "xtask: [check-layers] ok: {} workspace crates follow rules 1-5 and the layout rule",
+            "xtask: [check-layers] ok: {} workspace crates follow rules 1-6 and the layout rule",
             graph.members().count()
         );
         return Ok(());

@@ -10,9 +10,11 @@ use tokio_util::sync::CancellationToken;
 
 use lsm_harness::RunLaunch;
 
+mod resume;
+
 use crate::agents_cmd::{self, AgentRunOptions, Output};
-use crate::config::{Config, ConfigError};
-use crate::exit;
+use crate::config::Config;
+use crate::exit::{self, usage};
 use crate::foreground;
 use crate::interaction_wiring;
 pub use crate::output::OutputFormat;
@@ -39,19 +41,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub max_rounds: Option<u32>,
 
-    /// The LLM provider: openai | openai-responses | anthropic | compatible | local |
-    /// scripted:<file.jsonl> (plays a recorded script). Default: [llm] provider.
-    #[arg(long, value_name = "SPEC")]
-    pub provider: Option<String>,
-
-    /// The model, as the provider names it (default: [llm] model of the agent's tier); for
-    /// the local provider, the GGUF file to load (default: [llm] model_path).
-    #[arg(long, value_name = "NAME")]
-    pub model: Option<String>,
-
-    /// The API base URL, e.g. http://localhost:11434/v1 for Ollama (default: [llm] base_url).
-    #[arg(long, value_name = "URL")]
-    pub base_url: Option<String>,
+    #[command(flatten)]
+    pub llm: wiring::ProviderFlags,
 
     /// Root of the agents' workspaces and run records (default: [agents] agents_folder).
     #[arg(long, value_name = "DIR")]
@@ -148,10 +139,6 @@ pub fn run(cfg: &crate::config::ConfigArgs, args: RunArgs) -> u8 {
     exit::block_on_command(run_async(cfg, args))
 }
 
-pub(crate) fn usage(msg: impl Into<String>) -> anyhow::Error {
-    ConfigError(msg.into()).into()
-}
-
 async fn run_async(cfg: &crate::config::ConfigArgs, args: RunArgs) -> Result<u8> {
     let config = cfg.load()?;
     let output = Output::from(OutputFormat::chosen(args.json, args.output_format));
@@ -197,8 +184,8 @@ pub fn prepare(mut config: Config, mut args: RunArgs, output: Output) -> Result<
     }
     let point = match args.resume.clone() {
         Some(run_id) => {
-            let point = crate::runs_cmd::open_run(&config.agents.agents_folder, &run_id)?;
-            if let Some(dir) = crate::runs_cmd::recorded(&mut args, &point)? {
+            let point = resume::open_run(&config.agents.agents_folder, &run_id)?;
+            if let Some(dir) = resume::recorded(&mut args, &point)? {
                 cwd = dir;
             }
             if let Some(dir) = &args.agents_folder {
@@ -287,26 +274,23 @@ pub fn prepare(mut config: Config, mut args: RunArgs, output: Output) -> Result<
 
     let llm = config.llm.resolve(spec.tier)?;
     let flags = wiring::ProviderFlags {
-        provider: args.provider.clone(),
-        model: args.model.clone(),
-        base_url: args.base_url.clone(),
         // A script continues where the interrupted run left it.
         script_start: point.as_ref().map_or(0, |p| {
             usize::try_from(p.model_calls_made()).unwrap_or(usize::MAX)
         }),
         model_flag: true,
+        ..args.llm.clone()
     };
     // What `lsm runs resume` needs to build this run again.
     let launch = RunLaunch {
-        provider_spec: args
-            .provider
-            .as_ref()
-            .map(|spec| match spec.strip_prefix("scripted:") {
+        provider_spec: args.llm.provider.as_ref().map(|spec| {
+            match spec.strip_prefix("scripted:") {
                 Some(file) => format!("scripted:{}", cwd.join(file).display()),
                 None => spec.clone(),
-            }),
-        model: args.model.clone(),
-        base_url: args.base_url.clone(),
+            }
+        }),
+        model: args.llm.model.clone(),
+        base_url: args.llm.base_url.clone(),
         working_dir: Some(cwd.display().to_string()),
         max_iterations: args.max_iterations,
         max_rounds: args.max_rounds,

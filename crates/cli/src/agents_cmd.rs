@@ -10,8 +10,8 @@ use lsm_agents::{AgentLogSink, AgentOutput, AgentSpec, RunOutcome, StopReason, T
 use lsm_harness::{HarnessFactory, RunSummary};
 use lsm_interaction::InteractionChannel;
 
-use crate::agent_run::usage;
 use crate::exit;
+use crate::exit::usage;
 use crate::launch::{AgentLaunch, launch_agent};
 use crate::secrets;
 
@@ -411,7 +411,7 @@ mod tests {
         for spec in lsm_agents::BUILTIN {
             let e = objective(spec, None, None, None).unwrap_err();
             assert!(
-                e.downcast_ref::<crate::config::ConfigError>().is_some(),
+                e.downcast_ref::<crate::exit::ConfigError>().is_some(),
                 "a usage error"
             );
         }

@@ -118,17 +118,17 @@ fn agent_names() -> String {
 pub fn read_contract(path: &std::path::Path) -> anyhow::Result<TaskContract> {
     let shown = path.display();
     let text = std::fs::read_to_string(path).map_err(|e| {
-        crate::agent_run::usage(format!("--contract {shown}: cannot read the file: {e}"))
+        crate::exit::usage(format!("--contract {shown}: cannot read the file: {e}"))
     })?;
     let contract: TaskContract = toml::from_str(&text).map_err(|e| {
-        crate::agent_run::usage(format!(
+        crate::exit::usage(format!(
             "--contract {shown}: not a task contract: {}",
             e.message()
         ))
     })?;
     contract
         .validate()
-        .map_err(|e| crate::agent_run::usage(format!("--contract {shown}: {e}")))?;
+        .map_err(|e| crate::exit::usage(format!("--contract {shown}: {e}")))?;
     Ok(contract)
 }
 

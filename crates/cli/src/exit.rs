@@ -22,33 +22,66 @@ pub const STALLED: u8 = 7;
 /// in the `strict_automation` stop mode.
 pub const CONTRACT_UNMET: u8 = 8;
 
+/// A configuration or command-line error: exit code 2 ([`USAGE`]).
+#[derive(Debug)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// A usage error with `msg`: the command line or the configuration is wrong (exit code 2).
+pub fn usage(msg: impl Into<String>) -> anyhow::Error {
+    ConfigError(msg.into()).into()
+}
+
+/// The multi-threaded tokio runtime a command runs on (`worker_threads`: all cores when
+/// `None`).
+///
+/// # Errors
+/// When the runtime cannot start (no threads left, …).
+pub fn runtime(worker_threads: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = worker_threads {
+        builder.worker_threads(n);
+    }
+    builder.enable_all().build()
+}
+
+/// Print `e` (redacted) as the command's error and return its exit code: [`USAGE`] for a
+/// [`ConfigError`] or when `is_usage` says so, [`ERROR`] for anything else.
+pub fn report(e: &anyhow::Error, is_usage: impl Fn(&anyhow::Error) -> bool) -> u8 {
+    eprintln!("error: {}", crate::secrets::clean(&format!("{e:#}")));
+    if e.downcast_ref::<ConfigError>().is_some() || is_usage(e) {
+        USAGE
+    } else {
+        ERROR
+    }
+}
+
+/// A command's result as an exit code: its own code, or its error [`report`]ed.
+pub fn finish(result: anyhow::Result<u8>) -> u8 {
+    result.unwrap_or_else(|e| report(&e, |_| false))
+}
+
 /// Run `command` on a fresh multi-threaded runtime and turn its result into an exit code:
 /// its own code, [`USAGE`] for a configuration error, [`ERROR`] for anything else (printed).
 pub fn block_on_command<F>(command: F) -> u8
 where
     F: std::future::Future<Output = anyhow::Result<u8>>,
 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime(None) {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
             return ERROR;
         }
     };
-    match runtime.block_on(command) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {}", crate::secrets::clean(&format!("{e:#}")));
-            if e.downcast_ref::<crate::config::ConfigError>().is_some() {
-                USAGE
-            } else {
-                ERROR
-            }
-        }
-    }
+    finish(runtime.block_on(command))
 }
 
 /// The exit code for a run that ended with `reason`.

@@ -9,9 +9,9 @@ use anyhow::{Context, Result};
 use clap::Args;
 use lsm_phase::LlmTier;
 
-use crate::agent_run::usage;
 use crate::config::{ConfigArgs, DEFAULT_CONFIG_FILE};
 use crate::exit;
+use crate::exit::usage;
 use crate::wiring::{self, ProviderFlags};
 
 /// Arguments of `lsm init`.
@@ -283,7 +283,7 @@ mod tests {
         assert_eq!(a.model.as_deref(), Some("gpt-4o-mini"));
         assert_eq!(a.api_key_env.as_deref(), Some("OPENAI_API_KEY"));
         let e = answers(&args(None), &mut None).unwrap_err();
-        assert!(e.downcast_ref::<crate::config::ConfigError>().is_some());
+        assert!(e.downcast_ref::<crate::exit::ConfigError>().is_some());
         assert!(e.to_string().contains("--provider"), "{e}");
         let e = answers(&args(Some("gpt")), &mut None).unwrap_err();
         assert!(e.to_string().contains("not a provider"), "{e}");
@@ -325,6 +325,7 @@ mod tests {
             let llm = c.llm.resolve(LlmTier::Normal).unwrap();
             assert!(
                 llm.provider
+                    .clone()
                     .unwrap()
                     .ends_with(provider.trim_start_matches("scripted:"))
             );

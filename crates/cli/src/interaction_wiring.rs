@@ -10,7 +10,7 @@ use lsm_interaction::{
 };
 use lsm_sandbox::{Sandbox, SandboxConfig, ToolRegistry};
 
-use crate::agent_run::usage;
+use crate::exit::usage;
 
 /// A fresh channel for one run.
 pub fn run_channel(config: &InteractionConfig) -> Result<Arc<InteractionChannel>> {

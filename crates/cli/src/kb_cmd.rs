@@ -12,8 +12,8 @@ use lsm_tools_kb::{
     ModePolicy, ModeSpec, Pipeline, QueryRequest, QueryResponse,
 };
 
-use crate::config::{Config, ConfigError};
-use crate::exit;
+use crate::config::Config;
+use crate::exit::{self, usage};
 use crate::output::{self, OutputFormat};
 use crate::wiring;
 
@@ -83,36 +83,26 @@ pub struct RmArgs {
     pub json: bool,
 }
 
-fn usage(msg: impl Into<String>) -> anyhow::Error {
-    ConfigError(msg.into()).into()
-}
-
-/// Run a command body; map errors to exit codes (2 for usage and configuration).
+/// Run a command body; map errors to exit codes (2 for usage and configuration, and for a
+/// knowledge base that is missing, or was built with another embedder, or a bad request).
 fn finish(result: Result<u8>) -> u8 {
-    match result {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            let usage_like = e.downcast_ref::<ConfigError>().is_some()
-                || matches!(
-                    e.downcast_ref::<KbError>(),
-                    Some(
-                        KbError::NoIndex { .. }
-                            | KbError::EmbedderMismatch { .. }
-                            | KbError::Config { .. }
-                            | KbError::InvalidRequest(_)
-                    )
-                );
-            if usage_like { exit::USAGE } else { exit::ERROR }
-        }
-    }
+    result.unwrap_or_else(|e| {
+        exit::report(&e, |e| {
+            matches!(
+                e.downcast_ref::<KbError>(),
+                Some(
+                    KbError::NoIndex { .. }
+                        | KbError::EmbedderMismatch { .. }
+                        | KbError::Config { .. }
+                        | KbError::InvalidRequest(_)
+                )
+            )
+        })
+    })
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
+    exit::runtime(None).context("cannot start the async runtime")
 }
 
 fn load_config(cfg: &crate::config::ConfigArgs) -> Result<Config> {
@@ -345,56 +335,6 @@ fn parse_filters(items: &[String]) -> Result<Filters> {
 /// sandbox allows.
 pub fn user_policy(config: &Config) -> ModePolicy {
     ModePolicy::new(&[], config.sandbox.allow_url_access)
-}
-
-/// What the knowledge base adds to an agent run.
-pub struct AgentKb {
-    /// The built-ins, plus the knowledge-base tools when an index exists.
-    pub registry: lsm_sandbox::ToolRegistry,
-    /// The mode check run before the KB tools.
-    pub guard: Option<Arc<dyn lsm_harness::ToolCallGuard>>,
-}
-
-/// The tools of an agent run: the built-ins, plus the knowledge-base tools when an index
-/// exists at `[kb] index_dir`, with the guard that checks their modes before they run. The
-/// KB tools call `provider` only through the run's `budget` (a `BudgetedProvider`): each of
-/// their LLM calls is refused once the run's budget is spent, capped to what is left, and
-/// charged in tokens and cost.
-///
-/// # Errors
-/// When the index exists but cannot be opened (another embedder, a missing model).
-pub fn agent_tools(
-    config: &Config,
-    provider: Arc<dyn lsm_providers::Provider>,
-    budget: &lsm_harness::RunBudget,
-) -> Result<AgentKb> {
-    let base = lsm_sandbox::builtin::registry();
-    if lsm_tools_kb::read_manifest(&config.kb.index_dir)?.is_none() {
-        return Ok(AgentKb {
-            registry: base,
-            guard: None,
-        });
-    }
-    let kb = Arc::new(KnowledgeBase::open(&config.kb)?);
-    let policy = ModePolicy::new(&config.kb.allowed_profiles, config.sandbox.allow_url_access);
-    let guard = lsm_tools_kb::ModeGuard::new(policy.clone(), config.kb.modes.clone());
-    let gated: Arc<dyn lsm_providers::Provider> =
-        Arc::new(lsm_harness::BudgetedProvider::new(provider, budget.clone()));
-    let remote = lsm_tools_kb::remote::build_providers(&config.kb.remote)?;
-    let pipeline = Arc::new(Pipeline::new(kb, Some(gated), policy).with_remote(remote));
-    Ok(AgentKb {
-        registry: lsm_tools_kb::tools::registry_with(base, Some(pipeline)),
-        guard: Some(Arc::new(KbModeGuard(guard))),
-    })
-}
-
-/// The harness's view of the knowledge base's mode check.
-struct KbModeGuard(lsm_tools_kb::ModeGuard);
-
-impl lsm_harness::ToolCallGuard for KbModeGuard {
-    fn check(&self, tool: &str, arguments: &serde_json::Value) -> Result<(), String> {
-        self.0.check(tool, arguments)
-    }
 }
 
 /// `lsm query`.

@@ -19,19 +19,8 @@ use crate::wiring::{self, ProviderFlags};
 /// Arguments of `lsm llm ping`.
 #[derive(Debug, Args)]
 pub struct PingArgs {
-    /// The provider: openai | openai-responses | anthropic | compatible | local |
-    /// scripted:<file.jsonl> (default: [llm] provider of the tier).
-    #[arg(long, value_name = "SPEC")]
-    pub provider: Option<String>,
-
-    /// The model (default: [llm] model of the tier); for the local provider, the GGUF file
-    /// to load (default: [llm] model_path).
-    #[arg(long, value_name = "NAME")]
-    pub model: Option<String>,
-
-    /// The API base URL (default: [llm] base_url of the tier).
-    #[arg(long, value_name = "URL")]
-    pub base_url: Option<String>,
+    #[command(flatten)]
+    pub llm: ProviderFlags,
 
     /// Which tier's settings to use: quick, normal or complex.
     #[arg(long, value_name = "TIER", default_value = "normal", value_parser = parse_tier)]
@@ -78,15 +67,8 @@ pub fn ping(cfg: &crate::config::ConfigArgs, args: PingArgs) -> u8 {
 
 async fn ping_async(cfg: &crate::config::ConfigArgs, args: PingArgs) -> Result<u8> {
     let config = cfg.load()?;
-    let flags = ProviderFlags {
-        provider: args.provider.clone(),
-        model: args.model.clone(),
-        base_url: args.base_url.clone(),
-        script_start: 0,
-        model_flag: true,
-    };
     let format = OutputFormat::chosen(args.json, args.output_format);
-    ping_with(&config, &flags, args.tier, format).await
+    ping_with(&config, &args.llm, args.tier, format).await
 }
 
 /// One tiny call with `config`'s settings for `tier` and `flags`; prints the figures (or

@@ -9,7 +9,7 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 use lsm_mcp::{McpClients, ServerState};
 
-use crate::{config, exit};
+use crate::exit;
 
 /// `lsm mcp …`.
 #[derive(Debug, Subcommand)]
@@ -86,7 +86,7 @@ async fn serve(cfg: &crate::config::ConfigArgs, args: ServeArgs) -> Result<u8> {
         let budget = lsm_harness::RunBudget::new(lsm_harness::BudgetLimits::from_config(
             &config.agents.harness,
         ));
-        let kb = crate::kb_cmd::agent_tools(&config, provider, &budget)?;
+        let kb = crate::kb_wiring::agent_tools(&config, provider, &budget)?;
         let kb_names: Vec<String> = lsm_tools_kb::tools::catalog(&config.kb.remote)
             .into_iter()
             .map(|t| t.name)
@@ -108,7 +108,7 @@ async fn serve(cfg: &crate::config::ConfigArgs, args: ServeArgs) -> Result<u8> {
         args.provider,
     )));
     let sandbox = lsm_sandbox::Sandbox::new(config.sandbox.clone(), registry, None)
-        .map_err(|e| config::ConfigError(config.sandbox_error(&e)))?;
+        .map_err(|e| exit::ConfigError(config.sandbox_error(&e)))?;
     let server = lsm_mcp::SandboxServer::new(
         Arc::new(sandbox),
         "lsm: retrieval tools over the user's own documents (cite the sources they return), \
@@ -120,7 +120,7 @@ async fn serve(cfg: &crate::config::ConfigArgs, args: ServeArgs) -> Result<u8> {
     };
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|e| config::ConfigError(format!("--http {addr}: cannot listen there: {e}")))?;
+        .map_err(|e| exit::ConfigError(format!("--http {addr}: cannot listen there: {e}")))?;
     let bound = listener.local_addr()?;
     println!("listening on http://{bound}/mcp");
     let stop = tokio_util::sync::CancellationToken::new();
@@ -148,7 +148,7 @@ fn listen_address(text: &str, allow_non_loopback: bool) -> Result<SocketAddr> {
         text.parse::<SocketAddr>().map_err(|_| bad_address(text))?
     };
     if !addr.ip().is_loopback() && !allow_non_loopback {
-        return Err(config::ConfigError(format!(
+        return Err(exit::ConfigError(format!(
             "--http {text}: {} is not a loopback address; anyone who can reach it could query \
              the knowledge base and run agents. Use 127.0.0.1, or pass --allow-non-loopback \
              behind something that authenticates",
@@ -160,7 +160,7 @@ fn listen_address(text: &str, allow_non_loopback: bool) -> Result<SocketAddr> {
 }
 
 fn bad_address(text: &str) -> anyhow::Error {
-    config::ConfigError(format!(
+    exit::ConfigError(format!(
         "--http {text}: not an address; use IP:PORT (127.0.0.1:8931), localhost:PORT or a port"
     ))
     .into()
@@ -168,7 +168,7 @@ fn bad_address(text: &str) -> anyhow::Error {
 
 async fn list(cfg: &crate::config::ConfigArgs, args: ListArgs) -> Result<u8> {
     let config = cfg.load()?;
-    let clients = McpClients::new(&config.mcp).map_err(|e| config::ConfigError(e.to_string()))?;
+    let clients = McpClients::new(&config.mcp).map_err(|e| exit::ConfigError(e.to_string()))?;
     let (_tools, statuses) = clients.tools().await;
     clients.shutdown().await;
     let failed = statuses
@@ -232,7 +232,7 @@ mod tests {
         assert_eq!(ok("[::1]:80"), "[::1]:80");
         for refused in ["0.0.0.0:8931", "192.168.1.4:80", "[::]:80"] {
             let e = listen_address(refused, false).unwrap_err();
-            assert!(e.downcast_ref::<config::ConfigError>().is_some(), "{e}");
+            assert!(e.downcast_ref::<exit::ConfigError>().is_some(), "{e}");
             assert!(e.to_string().contains("--allow-non-loopback"), "{e}");
             assert!(listen_address(refused, true).is_ok());
         }

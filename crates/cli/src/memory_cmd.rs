@@ -13,9 +13,9 @@ use lsm_memory::{
 };
 use serde_json::json;
 
-use crate::agent_run::usage;
-use crate::config::ConfigError;
 use crate::exit;
+use crate::exit::usage;
+use crate::text::clip;
 
 /// `lsm memory …`.
 #[derive(Debug, Subcommand)]
@@ -92,17 +92,7 @@ pub struct SearchArgs {
 
 /// Run a memory command; returns the exit code.
 pub fn run(cfg: &crate::config::ConfigArgs, command: MemoryCommand) -> u8 {
-    match run_inner(cfg, command) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {}", crate::secrets::clean(&format!("{e:#}")));
-            if e.downcast_ref::<ConfigError>().is_some() {
-                exit::USAGE
-            } else {
-                exit::ERROR
-            }
-        }
-    }
+    exit::finish(run_inner(cfg, command))
 }
 
 fn store(cfg: &crate::config::ConfigArgs, common: &CommonArgs) -> Result<MemoryStore> {
@@ -214,16 +204,6 @@ fn run_inner(cfg: &crate::config::ConfigArgs, command: MemoryCommand) -> Result<
         }
     }
     Ok(exit::OK)
-}
-
-fn clip(s: &str, max: usize) -> String {
-    let one_line = s.replace('\n', " ");
-    if one_line.chars().count() <= max {
-        return one_line;
-    }
-    let mut cut: String = one_line.chars().take(max).collect();
-    cut.push('…');
-    cut
 }
 
 fn describe(m: &Memory) -> String {

@@ -1,87 +1,11 @@
-//! Persistent memory in the composition root: `[agents.memory]`, the store it describes, the
-//! memory tools for a run's registry, and the adapter from the store to the harness's
+//! Persistent memory in the composition root: the memory tools for a run's registry, and the adapter from the store to the harness's
 //! `MemoryProvider`.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::Result;
 use lsm_harness::MemoryProvider;
-use lsm_memory::{MemoryStore, StandingOptions, StoreLayout};
+use lsm_memory::{MemoryStore, StandingOptions};
 use lsm_sandbox::ToolRegistry;
-use serde::{Deserialize, Serialize};
-
-use crate::config::ConfigError;
-
-/// `[agents.memory]`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct MemoryConfig {
-    /// Register the memory tools and inject standing context in `lsm agent run`.
-    pub enabled: bool,
-    /// Most memories in one standing block.
-    pub limit: usize,
-    /// The project database (default `<agents_folder>/project_memory.db`).
-    pub project_db: Option<PathBuf>,
-    /// The global database (default: the user's data folder, see
-    /// [`lsm_memory::default_global_db`]).
-    pub global_db: Option<PathBuf>,
-}
-
-impl Default for MemoryConfig {
-    fn default() -> Self {
-        MemoryConfig {
-            enabled: false,
-            limit: 8,
-            project_db: None,
-            global_db: None,
-        }
-    }
-}
-
-impl MemoryConfig {
-    /// Read the `memory` entry of the `[agents]` table and take it out, so the rest of the
-    /// table can be read as the harness's own settings (which refuse keys they do not know).
-    ///
-    /// # Errors
-    /// A [`ConfigError`] naming the bad key or value.
-    pub fn split_from(table: &mut toml::Table) -> Result<Self> {
-        let Some(toml::Value::Table(agents)) = table.get_mut("agents") else {
-            return Ok(MemoryConfig::default());
-        };
-        match agents.remove("memory") {
-            None => Ok(MemoryConfig::default()),
-            Some(value @ toml::Value::Table(_)) => {
-                let config: MemoryConfig = value.try_into().map_err(|e: toml::de::Error| {
-                    ConfigError(format!("[agents.memory]: {}", e.message()))
-                })?;
-                if config.limit == 0 {
-                    return Err(ConfigError(
-                        "[agents.memory] limit must be at least 1 (set enabled = false to turn memory off)"
-                            .into(),
-                    )
-                    .into());
-                }
-                Ok(config)
-            }
-            Some(_) => {
-                Err(ConfigError("[agents] memory must be a table ([agents.memory])".into()).into())
-            }
-        }
-    }
-
-    /// The store this configuration describes, for `agents_folder`.
-    pub fn store(&self, agents_folder: &Path) -> MemoryStore {
-        let mut layout = StoreLayout::new(agents_folder);
-        if let Some(p) = &self.project_db {
-            layout = layout.with_project_db(p.clone());
-        }
-        if let Some(p) = &self.global_db {
-            layout = layout.with_global_db(Some(p.clone()));
-        }
-        MemoryStore::new(layout)
-    }
-}
 
 /// `registry` plus the memory tools over `store`.
 pub fn with_memory_tools(mut registry: ToolRegistry, store: &Arc<MemoryStore>) -> ToolRegistry {
@@ -135,40 +59,10 @@ impl MemoryProvider for StoreMemory {
 mod tests {
     use super::*;
     use lsm_harness::{HarnessConfig, HarnessFactory};
+    use lsm_memory::MemoryConfig;
     use lsm_phase::AgentIdentity;
     use lsm_providers::{Provider, Role, ScriptedProvider, ScriptedResponse};
     use lsm_sandbox::{Sandbox, SandboxConfig};
-
-    fn table(text: &str) -> toml::Table {
-        text.parse().unwrap()
-    }
-
-    #[test]
-    fn the_memory_table_is_split_off_and_checked() {
-        let mut t =
-            table("[agents]\nmax_iterations = 3\n[agents.memory]\nenabled = true\nlimit = 4\n");
-        let m = MemoryConfig::split_from(&mut t).unwrap();
-        assert!(m.enabled);
-        assert_eq!(m.limit, 4);
-        assert!(t["agents"].get("memory").is_none());
-        assert_eq!(t["agents"]["max_iterations"].as_integer(), Some(3));
-
-        let mut t = table("[agents.memory]\nenabeld = true\n");
-        let e = MemoryConfig::split_from(&mut t).unwrap_err().to_string();
-        assert!(
-            e.contains("enabeld") && e.contains("[agents.memory]"),
-            "{e}"
-        );
-
-        let mut t = table("[agents.memory]\nlimit = 0\n");
-        assert!(MemoryConfig::split_from(&mut t).is_err());
-        let mut t = table("[agents]\nmemory = true\n");
-        assert!(MemoryConfig::split_from(&mut t).is_err());
-        assert_eq!(
-            MemoryConfig::split_from(&mut toml::Table::new()).unwrap(),
-            MemoryConfig::default()
-        );
-    }
 
     #[tokio::test]
     async fn the_provider_injects_what_the_store_finds_and_survives_a_bad_agent_name() {
@@ -198,19 +92,6 @@ mod tests {
         assert_eq!(provider.standing_context("../x", "deploy key").await, None);
     }
 
-    /// Approves every permission request, as `--yes` does.
-    struct ApproveAll;
-
-    #[async_trait::async_trait]
-    impl lsm_sandbox::PermissionAsker for ApproveAll {
-        async fn ask(
-            &self,
-            _request: lsm_sandbox::PermissionRequest,
-        ) -> lsm_sandbox::PermissionDecision {
-            lsm_sandbox::PermissionDecision::allow("approved in the test")
-        }
-    }
-
     /// The composition of `lsm agent run` with memory on, in process: the real tools, the
     /// real store, the real adapter, a harness per run, and the provider's recorded requests.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -228,7 +109,7 @@ mod tests {
             Sandbox::new(
                 SandboxConfig::confined_to(dir.path()),
                 registry,
-                Some(Arc::new(ApproveAll)),
+                Some(Arc::new(lsm_test_support::Asker::approve_all())),
             )
             .unwrap(),
         );

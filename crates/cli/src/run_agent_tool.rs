@@ -65,9 +65,10 @@ fn run_args(args: Arguments, provider: Option<String>, configured_budget: u64) -
         task: args.task,
         topic: args.topic,
         max_rounds: None,
-        provider,
-        model: None,
-        base_url: None,
+        llm: crate::wiring::ProviderFlags {
+            provider,
+            ..Default::default()
+        },
         agents_folder: None,
         max_iterations: None,
         max_tokens_budget: Some(

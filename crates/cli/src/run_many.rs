@@ -9,8 +9,7 @@ use std::sync::Arc;
 use anyhow::Result;
 use clap::Args;
 
-use crate::agent_run::usage;
-use crate::exit;
+use crate::exit::{self, usage};
 use crate::foreground::{self, Policy};
 use crate::runtime::{AgentRuntimeManager, HarnessLauncher, ManagerConfig, RunInfo, RunStatus};
 
@@ -36,17 +35,8 @@ pub struct RunManyArgs {
     #[arg(long, value_name = "N")]
     pub max_concurrent: Option<usize>,
 
-    /// The LLM provider (as for `lsm agent run`). Default: [llm] provider.
-    #[arg(long, value_name = "SPEC")]
-    pub provider: Option<String>,
-
-    /// The model, as the provider names it (default: [llm] model of the agent's tier).
-    #[arg(long, value_name = "NAME")]
-    pub model: Option<String>,
-
-    /// The API base URL (default: [llm] base_url).
-    #[arg(long, value_name = "URL")]
-    pub base_url: Option<String>,
+    #[command(flatten)]
+    pub provider: crate::wiring::ProviderFlags,
 
     /// Root of the agents' workspaces and run records (default: [agents] agents_folder).
     #[arg(long, value_name = "DIR")]
@@ -106,13 +96,7 @@ async fn run_async(cfg: &crate::config::ConfigArgs, args: RunManyArgs) -> Result
         config.sandbox.allowed_read_paths = vec![cwd.clone()];
         config.sandbox.allowed_write_paths = vec![cwd.clone()];
     }
-    let flags = crate::wiring::ProviderFlags {
-        provider: args.provider.clone(),
-        model: args.model.clone(),
-        base_url: args.base_url.clone(),
-        script_start: 0,
-        model_flag: true,
-    };
+    let flags = args.provider.clone();
     // Fail now, once, rather than in every run.
     let llm = config.llm.resolve(spec.tier)?;
     crate::wiring::build_provider(&llm, &flags, &cwd, &config.source_name())?;

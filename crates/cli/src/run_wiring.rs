@@ -11,8 +11,8 @@ use lsm_interaction::InteractionChannel;
 use lsm_providers::Provider;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent_run::usage;
 use crate::config::Config;
+use crate::exit::usage;
 use crate::interaction_wiring;
 use crate::memory_wiring::{self, StoreMemory};
 
@@ -65,7 +65,7 @@ pub fn build_run_with(
     let budget =
         budget.unwrap_or_else(|| RunBudget::new(BudgetLimits::from_config(&config.agents.harness)));
     // The built-ins, plus the knowledge-base tools when an index exists.
-    let kb = crate::kb_cmd::agent_tools(config, Arc::clone(&provider), &budget)
+    let kb = crate::kb_wiring::agent_tools(config, Arc::clone(&provider), &budget)
         .map_err(|e| usage(format!("the knowledge base cannot be used: {e:#}")))?;
     let mut registry = kb.registry;
     let memory = config

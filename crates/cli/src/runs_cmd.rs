@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use lsm_harness::{HarnessError, LockState, ResumePoint, RunEvent, StartedRun};
+use lsm_harness::{LockState, RunEvent, StartedRun};
 
-use crate::agent_run::{self, OutputFormat, RunArgs, usage};
+use crate::agent_run::{self, OutputFormat, RunArgs};
 use crate::exit;
 use crate::legacy_runs;
 
@@ -217,90 +217,6 @@ fn legacy_row(run_dir: &Path) -> Option<RunRow> {
     })
 }
 
-/// Find the run `run_id` under `root` and open it to be resumed (locking it).
-///
-/// # Errors
-/// A usage error when there is no such run, it is driven by a live process, or it has
-/// finished.
-pub fn open_run(root: &Path, run_id: &str) -> Result<ResumePoint> {
-    let valid = !run_id.is_empty()
-        && run_id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    let found = valid
-        .then(|| {
-            std::fs::read_dir(root).ok().and_then(|agents| {
-                agents
-                    .flatten()
-                    .map(|a| a.path().join("logs").join(run_id))
-                    .find(|d| d.join("transcript.jsonl").is_file())
-            })
-        })
-        .flatten();
-    let Some(run_dir) = found else {
-        return Err(usage(format!(
-            "no run '{run_id}' under {}; `lsm runs list` shows the runs",
-            root.display()
-        )));
-    };
-    if legacy_runs::schema_version(&run_dir.join("transcript.jsonl"))
-        .is_some_and(|v| v < u64::from(lsm_harness::SCHEMA_VERSION))
-    {
-        return Err(usage(legacy_runs::not_resumable(run_id)));
-    }
-    ResumePoint::open(&run_dir).map_err(|e| match e {
-        HarnessError::Locked { pid, .. } => usage(format!(
-            "run {run_id} is already being driven by process {}; a run is resumed by one process at a time",
-            pid.map_or_else(|| "(unknown)".to_string(), |p| p.to_string())
-        )),
-        other => usage(other.to_string()),
-    })
-}
-
-/// Fill `args` in from what the run recorded (agent, task or topic, provider, limits);
-/// returns the working directory the run was started in, when it was recorded.
-///
-/// # Errors
-/// When `args` names another agent than the run's.
-pub fn recorded(args: &mut RunArgs, point: &ResumePoint) -> Result<Option<PathBuf>> {
-    let started = point.started();
-    if !args.name.is_empty() && args.name != started.agent {
-        return Err(usage(format!(
-            "run {} is a run of agent '{}', not '{}'",
-            point.run_id(),
-            started.agent,
-            args.name
-        )));
-    }
-    args.name.clone_from(&started.agent);
-    let takes_topic =
-        lsm_agents::find(&started.agent).is_some_and(|s| s.input == lsm_agents::TaskInput::Topic);
-    if takes_topic {
-        args.topic = Some(started.topic.clone());
-        args.task = None;
-    } else {
-        args.task = Some(started.topic.clone());
-        args.topic = None;
-    }
-    let launch = started.launch.clone().unwrap_or_default();
-    args.provider = launch.provider_spec;
-    args.model = launch.model;
-    args.base_url = launch.base_url;
-    args.max_iterations = launch.max_iterations;
-    args.max_rounds = launch.max_rounds;
-    args.allow_tools = launch.extra_tools;
-    args.max_tokens_budget = Some(started.max_tokens_budget);
-    args.max_cost_usd = started.max_cost_usd;
-    // The run's own folder decides where its records are, whatever the configuration says.
-    args.agents_folder = point
-        .run_dir()
-        .parent()
-        .and_then(Path::parent)
-        .and_then(Path::parent)
-        .map(Path::to_path_buf);
-    Ok(launch.working_dir.map(PathBuf::from))
-}
-
 /// `lsm runs resume <run_id>`: the same path as `lsm agent run --resume`.
 fn resume(cfg: &crate::config::ConfigArgs, args: ResumeArgs) -> u8 {
     let run = RunArgs {
@@ -308,9 +224,7 @@ fn resume(cfg: &crate::config::ConfigArgs, args: ResumeArgs) -> u8 {
         task: None,
         topic: None,
         max_rounds: None,
-        provider: None,
-        model: None,
-        base_url: None,
+        llm: crate::wiring::ProviderFlags::default(),
         agents_folder: args.agents_folder,
         max_iterations: None,
         max_tokens_budget: None,

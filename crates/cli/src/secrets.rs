@@ -12,8 +12,6 @@ use std::io::Write;
 
 use lsm_sandbox::redact_secrets;
 
-use crate::config::Config;
-
 /// Variables that hold a provider key when the configuration names none.
 const DEFAULT_KEY_VARS: [&str; 2] = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
 
@@ -34,25 +32,13 @@ pub fn register_environment(vars: impl Iterator<Item = (String, String)>) {
     }
 }
 
-/// The key variables `config` names: `[llm] api_key_env`, each tier's, the embedder's.
-pub fn configured_key_vars(config: &Config) -> Vec<&str> {
-    let llm = &config.llm;
-    [
-        llm.quick.as_ref(),
-        llm.normal.as_ref(),
-        llm.complex.as_ref(),
-    ]
-    .into_iter()
-    .flatten()
-    .filter_map(|t| t.api_key_env.as_deref())
-    .chain(llm.api_key_env.as_deref())
-    .chain(config.kb.embedder.api_key_env.as_deref())
-    .collect()
-}
-
-/// Register the values of the key variables `config` names, read with `env`.
-pub fn register_configured(config: &Config, env: &dyn Fn(&str) -> Option<String>) {
-    for var in configured_key_vars(config) {
+/// Register the values of the key variables `names` (those the configuration names: see
+/// `Config::key_vars`), read with `env`.
+pub fn register_vars<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+    env: &dyn Fn(&str) -> Option<String>,
+) {
+    for var in names {
         if let Some(value) = env(var) {
             lsm_sandbox::register_secret(&value);
         }
@@ -175,13 +161,16 @@ mod tests {
             ]
             .into_iter(),
         );
-        let mut config = Config::default();
+        let mut config = crate::config::Config::default();
         config.llm.normal = Some(crate::config::TierConfig {
-            api_key_env: Some("MY_TIER_VAR".into()),
+            settings: crate::config::LlmSettings {
+                api_key_env: Some("MY_TIER_VAR".into()),
+                ..Default::default()
+            },
             ..Default::default()
         });
-        assert_eq!(configured_key_vars(&config), ["MY_TIER_VAR"]);
-        register_configured(&config, &|name: &str| {
+        assert_eq!(config.key_vars(), ["MY_TIER_VAR"]);
+        register_vars(config.key_vars(), &|name: &str| {
             (name == "MY_TIER_VAR").then(|| "tier-secret-Ef56Gh78".to_string())
         });
         assert_eq!(

@@ -203,11 +203,7 @@ fn mcp_rows(config: &config::Config) -> Vec<Row> {
             return Vec::new();
         }
     };
-    let statuses = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-    {
+    let statuses = match exit::runtime(Some(1)) {
         Ok(rt) => rt.block_on(async {
             let (_tools, statuses) = clients.tools().await;
             clients.shutdown().await;

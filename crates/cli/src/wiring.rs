@@ -9,21 +9,35 @@ use lsm_providers::{
     Provider, ProviderConfig, ProviderError, ProviderKind, ScriptedProvider, process_env,
 };
 
-use crate::agent_run::usage;
 use crate::config::ResolvedLlm;
+use crate::exit::usage;
 
-/// What the command line says about the provider; each overrides the configuration.
-#[derive(Debug, Clone, Default)]
+/// What the command line says about the provider (`--provider`, `--model`, `--base-url`,
+/// flattened into each command that takes them); each overrides the configuration.
+#[derive(Debug, Clone, Default, clap::Args)]
 pub struct ProviderFlags {
-    /// `--provider`.
+    /// The LLM provider: openai | openai-responses | anthropic | compatible | local |
+    /// scripted:<file.jsonl> (plays a recorded script). Default: [llm] provider of the tier.
+    #[arg(long, value_name = "SPEC")]
     pub provider: Option<String>,
-    /// `--model`.
+
+    /// The model, as the provider names it (default: [llm] model of the tier); for the local
+    /// provider, the GGUF file to load (default: [llm] model_path).
+    #[arg(long, value_name = "NAME")]
     pub model: Option<String>,
-    /// `--base-url`.
+
+    /// The API base URL, e.g. http://localhost:11434/v1 for Ollama (default: [llm] base_url
+    /// of the tier).
+    #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
+
     /// A script continues after this many responses (a resumed run's model calls so far).
+    #[arg(skip)]
     pub script_start: usize,
-    /// Whether the command has a `--model` flag (messages suggest it only then).
+
+    /// Whether the command has a `--model` flag (messages suggest it only then): set when
+    /// the flags come from the command line.
+    #[arg(skip = true)]
     pub model_flag: bool,
 }
 
@@ -191,13 +205,17 @@ const LOCAL_BUILD: &str = "cargo build --release -p lsm-cli --features local";
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{ConfigError, LlmConfig};
+    use crate::config::{LlmConfig, LlmSettings};
+    use crate::exit::ConfigError;
     use lsm_phase::LlmTier;
 
     fn local_llm(model_path: Option<&str>) -> ResolvedLlm {
         let config = LlmConfig {
-            provider: Some(LOCAL_PROVIDER.into()),
-            model_path: model_path.map(Into::into),
+            settings: LlmSettings {
+                provider: Some(LOCAL_PROVIDER.into()),
+                model_path: model_path.map(Into::into),
+                ..LlmSettings::default()
+            },
             ..LlmConfig::default()
         };
         config.resolve(LlmTier::Normal).unwrap()
@@ -254,7 +272,10 @@ mod tests {
     fn the_provider_names_include_local() {
         assert!(PROVIDER_NAMES.contains("local"));
         let llm = LlmConfig {
-            provider: Some("llama".into()),
+            settings: LlmSettings {
+                provider: Some("llama".into()),
+                ..LlmSettings::default()
+            },
             ..LlmConfig::default()
         }
         .resolve(LlmTier::Normal)
@@ -267,13 +288,16 @@ mod tests {
 #[cfg(test)]
 mod message_tests {
     use super::*;
-    use crate::config::LlmConfig;
+    use crate::config::{LlmConfig, LlmSettings};
     use lsm_phase::LlmTier;
 
     #[test]
     fn a_missing_model_suggests_only_flags_the_command_has() {
         let llm = LlmConfig {
-            provider: Some("openai".into()),
+            settings: LlmSettings {
+                provider: Some("openai".into()),
+                ..LlmSettings::default()
+            },
             ..LlmConfig::default()
         }
         .resolve(LlmTier::Normal)

@@ -26,62 +26,6 @@ use crate::config::Config;
 use crate::launch::{AgentLaunch, launch_agent};
 use crate::{foreground, interaction_wiring, run_wiring, wiring};
 
-/// `[conductor]`: how the conductor delegates.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ConductorConfig {
-    /// Worker runs at once (at least 1). Flag: `--max-workers`.
-    pub max_workers: usize,
-    /// Capability → the agent its workers run (beside `researcher` and `terminal`, which run
-    /// the agents of those names unless mapped here).
-    pub capabilities: std::collections::BTreeMap<String, String>,
-}
-
-impl Default for ConductorConfig {
-    fn default() -> Self {
-        ConductorConfig {
-            max_workers: lsm_agents::DEFAULT_MAX_WORKERS,
-            capabilities: std::collections::BTreeMap::new(),
-        }
-    }
-}
-
-impl ConductorConfig {
-    /// Check the section.
-    ///
-    /// # Errors
-    /// A zero `max_workers`, or a capability mapped to something that is not an agent (or to
-    /// the conductor itself).
-    pub fn validate(&self) -> Result<(), String> {
-        if self.max_workers == 0 {
-            return Err("[conductor] max_workers must be at least 1".into());
-        }
-        for (capability, agent) in &self.capabilities {
-            if agent == "conductor" || lsm_agents::find(agent).is_none() {
-                let known: Vec<&str> = lsm_agents::BUILTIN
-                    .iter()
-                    .map(|a| a.name)
-                    .filter(|n| *n != "conductor")
-                    .collect();
-                return Err(format!(
-                    "[conductor.capabilities] {capability} = \"{agent}\": not an agent a worker can run; the agents are: {}",
-                    known.join(", ")
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// The agent a worker of `capability` runs.
-    pub fn agent_for(&self, capability: &str) -> Option<&'static lsm_agents::AgentSpec> {
-        let name = self
-            .capabilities
-            .get(capability)
-            .map_or(capability, String::as_str);
-        lsm_agents::find(name).filter(|spec| spec.name != "conductor")
-    }
-}
-
 /// Starts the workers of one parent run.
 pub struct CliWorkers {
     /// The parent run's configuration.
@@ -290,32 +234,5 @@ mod tests {
             Some("scripted:plan.b")
         );
         assert_eq!(worker_script("openai", "a1"), None);
-    }
-
-    #[test]
-    fn capabilities_map_to_worker_agents_and_bad_mappings_are_refused() {
-        let mut c = ConductorConfig::default();
-        assert_eq!(
-            c.agent_for("researcher").map(|s| s.name),
-            Some("researcher")
-        );
-        assert_eq!(c.agent_for("terminal").map(|s| s.name), Some("terminal"));
-        assert!(c.agent_for("painter").is_none());
-        assert!(
-            c.agent_for("conductor").is_none(),
-            "no conductor under a conductor"
-        );
-        c.capabilities
-            .insert("librarian".into(), "librarian".into());
-        c.capabilities.insert("writer".into(), "writing".into());
-        c.validate().unwrap();
-        assert_eq!(c.agent_for("writer").map(|s| s.name), Some("writing"));
-        c.capabilities.insert("boss".into(), "conductor".into());
-        assert!(c.validate().unwrap_err().contains("boss"));
-        let zero = ConductorConfig {
-            max_workers: 0,
-            ..ConductorConfig::default()
-        };
-        assert!(zero.validate().is_err());
     }
 }

@@ -16,18 +16,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use lsm_phase::{PhaseExecutor, PhaseRequest, RunOutcome, StopReason};
+use lsm_test_support::process::peak_rss_mib;
 
 const RUNS: usize = 10_000;
 const ITERATIONS: usize = 5;
-
-fn peak_rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kib| kib / 1024.0)
-}
 
 fn main() {
     let records = std::env::args().any(|a| a == "--records");

@@ -17,6 +17,9 @@
 //!   every LLM call: the approved memories relevant to the topic, scopes agent → project →
 //!   global, at most `limit` of them within a token budget ([`format_block`]).
 //!
+//! - [`MemoryConfig`] is the settings (`[agents.memory]` in `lsm.toml`) and the store they
+//!   describe.
+//!
 //! A memory is a **candidate** until approved: candidates are never injected and never found
 //! by an agent's search. A `memory_put` that a person allowed through the permission gate is
 //! stored approved; see [`tools`] for the rule.
@@ -34,6 +37,7 @@
 //!   `cargo xtask check-layers`): the composition root adapts it to the harness's
 //!   `MemoryProvider`.
 
+mod config;
 mod error;
 mod model;
 mod schema;
@@ -41,6 +45,7 @@ mod standing;
 mod store;
 pub mod tools;
 
+pub use config::MemoryConfig;
 pub use error::MemoryError;
 pub use model::{
     MAX_TAG_CHARS, MAX_TAGS, MAX_TEXT_BYTES, Memory, NewMemory, Scope, Status, normalize_tags,

@@ -715,20 +715,12 @@ mod tests {
             return;
         }
         let case = |env: &[(&str, &str)], want: &str| {
-            let out = std::process::Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "--exact",
-                    "store::tests::the_global_database_follows_the_user_data_folder",
-                ])
-                .env_remove("XDG_DATA_HOME")
-                .envs(env.iter().copied())
-                .env(WANT, want)
-                .output()
-                .unwrap();
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            assert!(
-                out.status.success() && stdout.contains("1 passed"),
-                "{env:?}: {stdout}"
+            lsm_test_support::process::rerun_test_with_env(
+                "store::tests::the_global_database_follows_the_user_data_folder",
+                "XDG_DATA_HOME",
+                env,
+                WANT,
+                want,
             );
         };
         case(

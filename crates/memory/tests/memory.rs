@@ -14,9 +14,9 @@ use lsm_memory::{
     SearchQuery, StandingOptions, Status, StoreLayout, estimate_tokens, format_block,
 };
 use lsm_sandbox::{
-    Caller, ExecError, PermissionAsker, PermissionDecision, PermissionRequest, Sandbox,
-    SandboxConfig, ToolEventKind, ToolRegistry,
+    Caller, ExecError, PermissionAsker, Sandbox, SandboxConfig, ToolEventKind, ToolRegistry,
 };
+use lsm_test_support::Asker;
 use serde_json::{Value, json};
 
 // ---------- fixtures ----------
@@ -779,25 +779,18 @@ fn concurrent_writers_from_several_runs_lose_nothing_and_never_see_a_lock() {
 
 // ---------- the tools, through the sandbox ----------
 
-struct Asker(bool);
-
-#[async_trait::async_trait]
-impl PermissionAsker for Asker {
-    async fn ask(&self, _request: PermissionRequest) -> PermissionDecision {
-        if self.0 {
-            PermissionDecision::allow("a person said yes")
-        } else {
-            PermissionDecision::deny("a person said no")
-        }
-    }
-}
-
 fn sandbox(fx: &Fx, config: SandboxConfig, asker: Option<bool>) -> Sandbox {
     let mut registry = ToolRegistry::new();
     for tool in lsm_memory::tools(Arc::new(fx.store.clone())) {
         registry = registry.with(tool);
     }
-    let asker = asker.map(|a| Arc::new(Asker(a)) as Arc<dyn PermissionAsker>);
+    let asker = asker.map(|yes| {
+        Arc::new(if yes {
+            Asker::approving("a person said yes")
+        } else {
+            Asker::denying("a person said no")
+        }) as Arc<dyn PermissionAsker>
+    });
     Sandbox::new(config, registry, asker).unwrap()
 }
 

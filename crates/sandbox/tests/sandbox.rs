@@ -6,14 +6,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lsm_sandbox::{
-    Caller, ExecError, ExecHelper, PermissionAsker, PermissionDecision, PermissionRequest,
-    RateLimit, RiskLevel, Sandbox, SandboxConfig, SandboxConfigError, Tool, ToolContext, ToolError,
-    ToolEvent, ToolEventKind, ToolOutput, ToolRegistry, builtin, schema_for,
+    Caller, ExecError, ExecHelper, PermissionAsker, RateLimit, RiskLevel, Sandbox, SandboxConfig,
+    SandboxConfigError, Tool, ToolContext, ToolError, ToolEvent, ToolEventKind, ToolOutput,
+    ToolRegistry, builtin, schema_for,
 };
+use lsm_test_support::Asker;
 use serde_json::{Value, json};
 
 // ------------------------------------------------------------------------------------------
@@ -74,33 +75,12 @@ fn registry() -> ToolRegistry {
 }
 
 /// A person who always answers the same, and remembers what they were asked.
-struct TestAsker {
-    allow: bool,
-    asked: Mutex<Vec<PermissionRequest>>,
-}
-
-impl TestAsker {
-    fn new(allow: bool) -> Arc<Self> {
-        Arc::new(TestAsker {
-            allow,
-            asked: Mutex::new(Vec::new()),
-        })
-    }
-    fn asked(&self) -> Vec<PermissionRequest> {
-        self.asked.lock().unwrap().clone()
-    }
-}
-
-#[async_trait::async_trait]
-impl PermissionAsker for TestAsker {
-    async fn ask(&self, request: PermissionRequest) -> PermissionDecision {
-        self.asked.lock().unwrap().push(request);
-        if self.allow {
-            PermissionDecision::allow("ok by the tester")
-        } else {
-            PermissionDecision::deny("the tester said no")
-        }
-    }
+fn tester(allow: bool) -> Arc<Asker> {
+    Arc::new(if allow {
+        Asker::approving("ok by the tester")
+    } else {
+        Asker::denying("the tester said no")
+    })
 }
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -285,7 +265,7 @@ async fn permission_precedence_tool_over_risk_over_default() {
 #[tokio::test]
 async fn asker_approves_and_denies() {
     let f = fixture();
-    let yes = TestAsker::new(true);
+    let yes = tester(true);
     let sb = Sandbox::new(
         SandboxConfig::confined_to(&f.ws),
         registry(),
@@ -308,7 +288,7 @@ async fn asker_approves_and_denies() {
     ok(sb.execute("read_file", &json!({"path": "a.txt"})).await);
     assert_eq!(yes.asked().len(), 1);
 
-    let no = TestAsker::new(false);
+    let no = tester(false);
     let sb = Sandbox::new(
         SandboxConfig::confined_to(&f.ws),
         registry(),
@@ -392,15 +372,12 @@ async fn tools_learn_their_caller_and_whether_a_person_approved_and_report_event
     );
 
     // A person approved: granted.
-    let sb = sandbox(true, Some(TestAsker::new(true) as Arc<dyn PermissionAsker>));
+    let sb = sandbox(true, Some(tester(true) as Arc<dyn PermissionAsker>));
     let exec = sb.execute_as(&caller, "witness", &json!({})).await;
     assert_eq!(ok(exec).0, "librarian/run-7 granted=true");
 
     // Denied: the tool never ran, so no events.
-    let sb = sandbox(
-        true,
-        Some(TestAsker::new(false) as Arc<dyn PermissionAsker>),
-    );
+    let sb = sandbox(true, Some(tester(false) as Arc<dyn PermissionAsker>));
     let exec = sb.execute_as(&caller, "witness", &json!({})).await;
     assert!(exec.events.is_empty());
     assert!(err(exec).is_denial());
@@ -1572,7 +1549,7 @@ fn protected_paths_cannot_be_set_from_toml() {
 #[tokio::test]
 async fn a_write_asks_with_the_diff_it_would_make_and_never_previews_outside_the_roots() {
     let f = fixture();
-    let asker = TestAsker::new(false);
+    let asker = tester(false);
     let config = SandboxConfig::confined_to(&f.ws);
     let sb = Sandbox::new(
         config,

@@ -183,20 +183,12 @@ mod tests {
             return;
         }
         let case = |env: &[(&str, &str)], want: &str| {
-            let out = std::process::Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "--exact",
-                    "config::tests::the_model_folder_follows_the_user_cache_folder",
-                ])
-                .env_remove("XDG_CACHE_HOME")
-                .envs(env.iter().copied())
-                .env(WANT, want)
-                .output()
-                .unwrap();
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            assert!(
-                out.status.success() && stdout.contains("1 passed"),
-                "{env:?}: {stdout}"
+            lsm_test_support::process::rerun_test_with_env(
+                "config::tests::the_model_folder_follows_the_user_cache_folder",
+                "XDG_CACHE_HOME",
+                env,
+                WANT,
+                want,
             );
         };
         let model = "lsm/models/all-MiniLM-L6-v2";

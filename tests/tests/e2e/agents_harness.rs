@@ -13,20 +13,10 @@ use lsm_agents::{AgentContext, AgentCore, AgentOutput, DirectToolCall, GENERAL, 
 use lsm_harness::{HarnessConfig, HarnessFactory, RunSummary};
 use lsm_phase::{RunOutcome, StopReason, ToolOutcome};
 use lsm_providers::{Provider, ScriptedProvider, ScriptedResponse};
-use lsm_sandbox::{
-    PermissionAsker, PermissionDecision, PermissionRequest, Sandbox, SandboxConfig, ToolRegistry,
-};
+use lsm_sandbox::{PermissionAsker, Sandbox, SandboxConfig, ToolRegistry};
+use lsm_test_support::Asker;
+use lsm_test_support::script::{text_response as text, tool_response as tool};
 use serde_json::{Value, json};
-
-/// Approves every permission request (a person saying yes).
-struct Approve;
-
-#[async_trait::async_trait]
-impl PermissionAsker for Approve {
-    async fn ask(&self, _request: PermissionRequest) -> PermissionDecision {
-        PermissionDecision::allow("approved by the test")
-    }
-}
 
 // ---------- the rig ----------
 
@@ -98,7 +88,7 @@ fn rig(script: Vec<ScriptedResponse>, budget: u64) -> Rig {
     std::fs::write(ws.join("copy.md"), "# Notes\n\nSoil holds carbon.\n").unwrap();
     let registry = real_tools(dir.path(), &ws);
     let policy = SandboxConfig::confined_to(&ws);
-    let asker: Arc<dyn PermissionAsker> = Arc::new(Approve);
+    let asker: Arc<dyn PermissionAsker> = Arc::new(Asker::approve_all());
     let sandbox = Sandbox::new(policy, registry, Some(asker)).unwrap();
     let provider = Arc::new(ScriptedProvider::new(script));
     let config = HarnessConfig {
@@ -114,14 +104,6 @@ fn rig(script: Vec<ScriptedResponse>, budget: u64) -> Rig {
     let ctx =
         AgentContext::new(Arc::new(factory), dir.path().join("Agents")).with_max_iterations(6);
     Rig { dir, provider, ctx }
-}
-
-fn text(s: &str) -> ScriptedResponse {
-    ScriptedResponse::text(s).with_usage(10, 5)
-}
-
-fn tool(name: &str, args: Value) -> ScriptedResponse {
-    ScriptedResponse::tool(name, args).with_usage(10, 5)
 }
 
 /// The artifact `<stem>_<ts><suffix>` of `out`, checked to be listed in the run summary and

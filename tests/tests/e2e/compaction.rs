@@ -44,16 +44,9 @@ fn run_general(dir: &std::path::Path, script: &std::path::Path) -> std::process:
     run(&mut cmd)
 }
 
+/// The run's transcript, one JSON object per line.
 fn transcript(dir: &std::path::Path, summary: &Value) -> Vec<Value> {
-    let path = dir
-        .join("Agents/general/logs")
-        .join(summary["run_id"].as_str().unwrap())
-        .join("transcript.jsonl");
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    super::transcript_of(dir, summary)
 }
 
 #[test]

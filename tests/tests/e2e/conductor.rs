@@ -86,11 +86,7 @@ fn conductor_run(dir: &Path) -> PathBuf {
 }
 
 fn journal(run_dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(run_dir.join("transcript.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    lsm_test_support::script::read_jsonl(&run_dir.join("transcript.jsonl"))
 }
 
 fn report_of(dir: &Path) -> String {

@@ -37,16 +37,8 @@ fn agent_run(cwd: &Path, script: &Path) -> std::process::Output {
 }
 
 /// The run's transcript, one JSON object per line.
-fn transcript(dir: &Path, summary: &Value) -> Vec<Value> {
-    let path = dir
-        .join("Agents/general/logs")
-        .join(summary["run_id"].as_str().unwrap())
-        .join("transcript.jsonl");
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+fn transcript(dir: &std::path::Path, summary: &Value) -> Vec<Value> {
+    super::transcript_of(dir, summary)
 }
 
 fn events<'a>(lines: &'a [Value], name: &str) -> Vec<&'a Value> {

@@ -7,96 +7,14 @@
 //! An error is blamed on the one value that causes it: its file and line, its variable or
 //! its flag.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
-use serde::Serialize;
 
-use super::{Config, ConfigError, DEFAULT_CONFIG_FILE, MemoryConfig, TIERS, config_error};
-
-/// Where one setting's value came from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Source {
-    /// Nothing set it.
-    Default {
-        /// Why this default, when it is not the plain one.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        note: Option<String>,
-    },
-    /// A configuration file.
-    File {
-        /// The file.
-        path: PathBuf,
-        /// Its line (from 1).
-        line: usize,
-    },
-    /// An environment variable.
-    Env {
-        /// Its name.
-        var: String,
-    },
-    /// A `-c key=value` flag.
-    Flag {
-        /// The flag as given.
-        flag: String,
-    },
-}
-
-impl Source {
-    /// The plain default.
-    pub const DEFAULT: Source = Source::Default { note: None };
-}
-
-impl std::fmt::Display for Source {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Source::Default { note: None } => f.write_str("default"),
-            Source::Default { note: Some(n) } => write!(f, "default ({n})"),
-            Source::File { path, line } => write!(f, "{}:{line}", path.display()),
-            Source::Env { var } => write!(f, "environment variable {var}"),
-            Source::Flag { flag } => write!(f, "flag -c {flag}"),
-        }
-    }
-}
-
-/// The origin of every value set by some layer, by key path (`["agents",
-/// "max_tokens_budget"]`). A path not listed, nor under a listed one, is a default.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Origins(BTreeMap<Vec<String>, Source>);
-
-/// Where each table of a file starts (its `[header]` or its key), for errors about a table.
-type TableLines = BTreeMap<Vec<String>, Source>;
-
-impl Origins {
-    /// Where the setting at `path` came from: its own entry, else the nearest entry above it
-    /// (a whole table or array set at once), else the default.
-    pub fn of(&self, path: &[String]) -> Source {
-        (0..=path.len())
-            .rev()
-            .find_map(|n| self.0.get(&path[..n]))
-            .cloned()
-            .unwrap_or(Source::DEFAULT)
-    }
-
-    /// Where the setting named `dotted` (`agents.max_tokens_budget`) came from.
-    pub fn of_key(&self, dotted: &str) -> Source {
-        self.of(&dotted.split('.').map(str::to_string).collect::<Vec<_>>())
-    }
-
-    fn set(&mut self, path: Vec<String>, source: Source) {
-        // A value set now replaces whatever lower layers set at or under this path.
-        self.0.retain(|p, _| !p.starts_with(&path));
-        self.0.insert(path, source);
-    }
-
-    fn merge(&mut self, later: &Origins) {
-        for (path, source) in &later.0 {
-            self.set(path.clone(), source.clone());
-        }
-    }
-}
+use super::origins::{Origins, Source, TableLines};
+use super::paths::{default_paths, resolve_table_paths};
+use super::{Config, DEFAULT_CONFIG_FILE, TIERS, config_error};
+use crate::exit::ConfigError;
 
 /// One layer: its values and where each came from.
 #[derive(Debug, Clone)]
@@ -474,7 +392,7 @@ fn merge_tables(base: &mut toml::Table, later: &toml::Table) {
 /// refuse keys they do not know), deserialized, MCP servers, hooks, compaction and the
 /// conductor's section checked.
 fn typed(mut table: toml::Table) -> Result<Config> {
-    let memory = MemoryConfig::split_from(&mut table)?;
+    let memory = super::sections::split_memory_config(&mut table)?;
     let mut config: Config = toml::Value::Table(table)
         .try_into()
         .map_err(|e: toml::de::Error| ConfigError(e.message().to_string()))?;
@@ -498,59 +416,6 @@ fn typed(mut table: toml::Table) -> Result<Config> {
         .map_err(|e| config_error(e.clone()))?;
     Ok(config)
 }
-
-/// The project's defaults that are paths: `.lsm/kb` for the index, `.lsm/agents` for the
-/// agents' workspaces — unless the project already has an `Agents/` folder (the old default)
-/// and no `.lsm/agents`, which keeps being used so its runs, memories and artifacts stay where
-/// they are. Returns the note for `lsm config show` when that happens.
-fn default_paths(table: &mut toml::Table, root: &Path) -> Option<String> {
-    let section = |table: &mut toml::Table, name: &str| -> Option<toml::Table> {
-        match table.remove(name) {
-            Some(toml::Value::Table(t)) => Some(t),
-            None => Some(toml::Table::new()),
-            Some(other) => {
-                table.insert(name.to_string(), other);
-                None
-            }
-        }
-    };
-    let mut note = None;
-    if let Some(mut agents) = section(table, "agents") {
-        if !agents.contains_key("agents_folder") {
-            let legacy = root.join(LEGACY_AGENTS_FOLDER);
-            let folder = if legacy.is_dir() && !root.join(DEFAULT_AGENTS_FOLDER).exists() {
-                note = Some(format!(
-                    "the old default {LEGACY_AGENTS_FOLDER}/, which exists here; move it to {DEFAULT_AGENTS_FOLDER} or set [agents] agents_folder"
-                ));
-                legacy
-            } else {
-                root.join(DEFAULT_AGENTS_FOLDER)
-            };
-            agents.insert(
-                "agents_folder".into(),
-                toml::Value::String(folder.display().to_string()),
-            );
-        }
-        table.insert("agents".into(), toml::Value::Table(agents));
-    }
-    if let Some(mut kb) = section(table, "kb") {
-        if !kb.contains_key("index_dir") {
-            kb.insert(
-                "index_dir".into(),
-                toml::Value::String(root.join(DEFAULT_INDEX_DIR).display().to_string()),
-            );
-        }
-        table.insert("kb".into(), toml::Value::Table(kb));
-    }
-    note
-}
-
-/// The agents folder by default, relative to the project's root.
-pub const DEFAULT_AGENTS_FOLDER: &str = ".lsm/agents";
-/// The agents folder before `.lsm/agents`: still used where it exists.
-pub const LEGACY_AGENTS_FOLDER: &str = "Agents";
-/// The knowledge base's index by default, relative to the project's root.
-pub const DEFAULT_INDEX_DIR: &str = ".lsm/kb";
 
 /// `[llm]` durations must be positive numbers of seconds; say which value is not.
 fn check_llm_seconds(config: &Config, origins: &Origins) -> Result<()> {
@@ -598,88 +463,4 @@ fn check_llm_seconds(config: &Config, origins: &Origins) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Resolve the relative paths among `table`'s settings against `base`: folders and files,
-/// `scripted:<file>` provider specs, and MCP server programs given by a relative path
-/// (`./tools/server`; a bare name is looked up on `PATH`).
-fn resolve_table_paths(table: &mut toml::Table, base: &Path) {
-    let join = |s: &str| -> Option<String> {
-        let p = Path::new(s);
-        (p.is_relative() && !s.is_empty()).then(|| base.join(p).display().to_string())
-    };
-    let fix = |v: &mut toml::Value| match v {
-        toml::Value::String(s) => {
-            if let Some(j) = join(s) {
-                *s = j;
-            }
-        }
-        toml::Value::Array(items) => {
-            for item in items {
-                if let toml::Value::String(s) = item
-                    && let Some(j) = join(s)
-                {
-                    *s = j;
-                }
-            }
-        }
-        _ => {}
-    };
-    let fix_spec = |v: &mut toml::Value| {
-        if let toml::Value::String(s) = v
-            && let Some(file) = s.strip_prefix("scripted:")
-            && let Some(j) = join(file)
-        {
-            *s = format!("scripted:{j}");
-        }
-    };
-    // Plain paths.
-    for path in [
-        &["agents", "agents_folder"][..],
-        &["agents", "memory", "project_db"],
-        &["agents", "memory", "global_db"],
-        &["sandbox", "allowed_read_paths"],
-        &["sandbox", "allowed_write_paths"],
-        &["sandbox", "working_dir"],
-        &["kb", "index_dir"],
-        &["kb", "embedder", "model_dir"],
-        &["llm", "model_path"],
-        &["llm", "quick", "model_path"],
-        &["llm", "normal", "model_path"],
-        &["llm", "complex", "model_path"],
-    ] {
-        if let Some(v) = value_mut(table, path) {
-            fix(v);
-        }
-    }
-    for path in [
-        &["llm", "provider"][..],
-        &["llm", "quick", "provider"],
-        &["llm", "normal", "provider"],
-        &["llm", "complex", "provider"],
-    ] {
-        if let Some(v) = value_mut(table, path) {
-            fix_spec(v);
-        }
-    }
-    if let Some(servers) = value_mut(table, &["mcp", "servers"]).and_then(|v| v.as_table_mut()) {
-        for (_, server) in servers.iter_mut() {
-            if let Some(toml::Value::String(command)) =
-                server.as_table_mut().and_then(|s| s.get_mut("command"))
-                && command.contains('/')
-                && let Some(j) = join(command.as_str())
-            {
-                *command = j;
-            }
-        }
-    }
-}
-
-fn value_mut<'a>(table: &'a mut toml::Table, path: &[&str]) -> Option<&'a mut toml::Value> {
-    let (last, parents) = path.split_last()?;
-    let mut at = table;
-    for part in parents {
-        at = at.get_mut(*part)?.as_table_mut()?;
-    }
-    at.get_mut(*last)
 }

@@ -248,10 +248,13 @@ fn harness_manager(
 }
 
 fn write_script() -> Vec<Value> {
+    use lsm_test_support::script::{call, text};
     vec![
-        json!({"tool_calls": [{"name": "write_file", "arguments": {"path": "out.md", "content": "approved content"}}],
-               "usage": {"input_tokens": 10, "output_tokens": 5}}),
-        json!({"text": "finished", "usage": {"input_tokens": 10, "output_tokens": 5}}),
+        call(
+            "write_file",
+            json!({"path": "out.md", "content": "approved content"}),
+        ),
+        text("finished"),
     ]
 }
 
@@ -260,11 +263,7 @@ fn transcript(dir: &Path, info: &RunInfo) -> Vec<Value> {
         .join("Agents/general/logs")
         .join(info.record_id.as_deref().unwrap())
         .join("transcript.jsonl");
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    lsm_test_support::script::read_jsonl(&path)
 }
 
 fn names(t: &[Value]) -> Vec<&str> {

@@ -12,6 +12,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Wrap};
 
 use crate::runtime::{AgentRuntimeManager, LogSnapshot, ManagerError, RunInfo};
+use crate::text::clip;
 
 /// What the TUI needs from the runtime. [`AgentRuntimeManager`] is the real one.
 pub trait Runs {
@@ -521,14 +522,4 @@ fn panel_lines(pending: &PendingView) -> usize {
             p.lines().count()
         });
     3 + usize::from(!r.reason.is_empty()) + shown
-}
-
-fn clip(s: &str, max: usize) -> String {
-    let one_line = s.replace('\n', " ");
-    if one_line.chars().count() <= max {
-        return one_line;
-    }
-    let mut cut: String = one_line.chars().take(max).collect();
-    cut.push('…');
-    cut
 }

@@ -18,7 +18,6 @@ use ratatui::crossterm::event::{self, Event, KeyEventKind};
 
 pub use app::{App, Runs};
 
-use crate::config::ConfigError;
 use crate::exit;
 use crate::runtime::{AgentRuntimeManager, HarnessLauncher, ManagerConfig};
 
@@ -39,10 +38,7 @@ const AGENT: &str = "general";
 
 /// Run the TUI until the person quits; returns the exit code.
 pub fn run(cfg: &crate::config::ConfigArgs, args: TuiArgs) -> u8 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match exit::runtime(None) {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -51,14 +47,7 @@ pub fn run(cfg: &crate::config::ConfigArgs, args: TuiArgs) -> u8 {
     };
     let manager = match manager(cfg, args, runtime.handle().clone()) {
         Ok(m) => m,
-        Err(e) => {
-            eprintln!("error: {}", crate::secrets::clean(&format!("{e:#}")));
-            return if e.downcast_ref::<ConfigError>().is_some() {
-                exit::USAGE
-            } else {
-                exit::ERROR
-            };
-        }
+        Err(e) => return exit::report(&e, |_| false),
     };
     let mut terminal = match ratatui::try_init() {
         Ok(t) => t,

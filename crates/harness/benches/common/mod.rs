@@ -1,4 +1,5 @@
-//! Shared set-up for the harness benchmarks: a trivial tool and a scripted harness.
+//! Shared set-up for the harness benchmarks: a sandbox with the no-op tool and a scripted
+//! harness.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -6,44 +7,13 @@ use std::sync::Arc;
 use lsm_harness::{AgentHarness, HarnessConfig, JournalFsync};
 use lsm_phase::AgentIdentity;
 use lsm_providers::{Provider, ScriptedProvider, ScriptedResponse};
-use lsm_sandbox::{
-    RateLimit, RiskLevel, Sandbox, SandboxConfig, Tool, ToolContext, ToolError, ToolOutput,
-    ToolRegistry,
-};
-use serde_json::{Value, json};
+use lsm_sandbox::Sandbox;
+use serde_json::json;
 
-/// A tool that does nothing and says so.
-pub struct Noop;
-
-#[async_trait::async_trait]
-impl Tool for Noop {
-    fn name(&self) -> &str {
-        "noop"
-    }
-    fn description(&self) -> &str {
-        "Does nothing."
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {"n": {"type": "integer"}}, "additionalProperties": false})
-    }
-    fn risk(&self) -> RiskLevel {
-        RiskLevel::ReadOnly
-    }
-    async fn execute(&self, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
-        Ok(ToolOutput::text("ok"))
-    }
-}
-
-/// A sandbox holding only [`Noop`], with a rate limit no benchmark reaches.
+/// A sandbox holding only the `noop` tool, with a rate limit no benchmark reaches.
 pub fn sandbox(dir: &Path) -> Arc<Sandbox> {
-    let mut config = SandboxConfig::confined_to(dir);
-    config.rate_limit = RateLimit {
-        calls: u32::MAX,
-        per_seconds: 1,
-    };
-    let registry = ToolRegistry::new().with(Arc::new(Noop));
-    match Sandbox::new(config, registry, None) {
-        Ok(s) => Arc::new(s),
+    match lsm_test_support::noop_sandbox(dir) {
+        Ok(s) => s,
         Err(e) => panic!("bench sandbox: {e}"),
     }
 }

@@ -1,0 +1,60 @@
+//! The knowledge base in an agent run: the KB tools added to the run's registry when an
+//! index exists, their mode guard wired into the harness, and their model calls passed
+//! through the run's budget.
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use lsm_tools_kb::{KnowledgeBase, ModePolicy, Pipeline};
+
+use crate::config::Config;
+
+/// What the knowledge base adds to an agent run.
+pub struct AgentKb {
+    /// The built-ins, plus the knowledge-base tools when an index exists.
+    pub registry: lsm_sandbox::ToolRegistry,
+    /// The mode check run before the KB tools.
+    pub guard: Option<Arc<dyn lsm_harness::ToolCallGuard>>,
+}
+
+/// The tools of an agent run: the built-ins, plus the knowledge-base tools when an index
+/// exists at `[kb] index_dir`, with the guard that checks their modes before they run. The
+/// KB tools call `provider` only through the run's `budget` (a `BudgetedProvider`): each of
+/// their LLM calls is refused once the run's budget is spent, capped to what is left, and
+/// charged in tokens and cost.
+///
+/// # Errors
+/// When the index exists but cannot be opened (another embedder, a missing model).
+pub fn agent_tools(
+    config: &Config,
+    provider: Arc<dyn lsm_providers::Provider>,
+    budget: &lsm_harness::RunBudget,
+) -> Result<AgentKb> {
+    let base = lsm_sandbox::builtin::registry();
+    if lsm_tools_kb::read_manifest(&config.kb.index_dir)?.is_none() {
+        return Ok(AgentKb {
+            registry: base,
+            guard: None,
+        });
+    }
+    let kb = Arc::new(KnowledgeBase::open(&config.kb)?);
+    let policy = ModePolicy::new(&config.kb.allowed_profiles, config.sandbox.allow_url_access);
+    let guard = lsm_tools_kb::ModeGuard::new(policy.clone(), config.kb.modes.clone());
+    let gated: Arc<dyn lsm_providers::Provider> =
+        Arc::new(lsm_harness::BudgetedProvider::new(provider, budget.clone()));
+    let remote = lsm_tools_kb::remote::build_providers(&config.kb.remote)?;
+    let pipeline = Arc::new(Pipeline::new(kb, Some(gated), policy).with_remote(remote));
+    Ok(AgentKb {
+        registry: lsm_tools_kb::tools::registry_with(base, Some(pipeline)),
+        guard: Some(Arc::new(KbModeGuard(guard))),
+    })
+}
+
+/// The harness's view of the knowledge base's mode check.
+struct KbModeGuard(lsm_tools_kb::ModeGuard);
+
+impl lsm_harness::ToolCallGuard for KbModeGuard {
+    fn check(&self, tool: &str, arguments: &serde_json::Value) -> Result<(), String> {
+        self.0.check(tool, arguments)
+    }
+}

@@ -1,0 +1,170 @@
+//! The progress view's tests: snapshots of what a person sees, with a fake clock.
+
+use super::*;
+use serde_json::json;
+
+/// An envelope of `event` with `fields`.
+fn ev(event: &str, fields: Value) -> Box<EventEnvelope> {
+    let mut v = json!({"seq": 1, "ts": "2026-01-01T00:00:00.000Z", "run_id": "r",
+                       "schema_version": 2, "event": event});
+    if let (Some(o), Value::Object(f)) = (v.as_object_mut(), fields) {
+        o.extend(f);
+    }
+    Box::new(serde_json::from_value(v).unwrap())
+}
+
+fn request(label: &str, iteration: u32) -> Box<EventEnvelope> {
+    ev(
+        "llm_request",
+        json!({"label": label, "iteration": iteration, "provider": "openai",
+               "model": "m", "messages": 3, "standing_context": false, "tools": ["read_file"],
+               "max_output_tokens": 100, "previous_response_id": null,
+               "prompt_cache_key": null, "prompt_tokens_estimate": 10}),
+    )
+}
+
+fn response(label: &str, text: &str, calls: usize) -> Box<EventEnvelope> {
+    let tool_calls: Vec<Value> = (0..calls)
+        .map(|i| json!({"id": format!("c{i}"), "name": "read_file", "arguments": {"path": "a.md"}}))
+        .collect();
+    ev(
+        "llm_response",
+        json!({"label": label, "iteration": 1, "text": text, "tool_calls": tool_calls,
+               "usage": {"input_tokens": 10, "output_tokens": 5, "cached_tokens": 0,
+                         "cache_creation_tokens": 0},
+               "response_id": null, "tokens_used": 15, "cost_usd": null,
+               "total_cost_usd": null}),
+    )
+}
+
+/// What a person sees: each event's text at its time, and the spinner when sampled.
+enum Step {
+    Event(u64, Box<EventEnvelope>),
+    Spin(u64),
+}
+
+fn screen(steps: Vec<Step>) -> String {
+    let mut view = ProgressView::new(Some(4));
+    let mut out = String::new();
+    for step in steps {
+        match step {
+            Step::Event(ms, e) => {
+                let text = view.on_event(&e, Duration::from_millis(ms));
+                if !text.is_empty() {
+                    let text = text.strip_suffix('\n').unwrap_or(&text);
+                    out.push_str(&format!(
+                        "@{ms:>5} ms | {}\n",
+                        text.replace('\n', "\n           | ")
+                    ));
+                }
+            }
+            Step::Spin(ms) => {
+                let line = view
+                    .spinner(Duration::from_millis(ms))
+                    .unwrap_or_else(|| "(no spinner)".into());
+                out.push_str(&format!("@{ms:>5} ms ~ {line}\n"));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_run_with_a_slow_call_a_retry_streamed_text_and_an_error() {
+    use Step::{Event, Spin};
+    let shown = screen(vec![
+        Event(0, request("__default__", 1)),
+        Spin(0),
+        Spin(1_250),
+        Event(
+            1_300,
+            ev(
+                "llm_retry",
+                json!({"label": "__default__", "attempt": 2,
+            "delay_ms": 2000, "reason": "openai: HTTP 429 Too Many Requests: slow down"}),
+            ),
+        ),
+        Spin(3_400),
+        Event(4_200, response("__default__", "", 1)),
+        Spin(4_300),
+        Event(
+            4_300,
+            ev(
+                "tool_call_started",
+                json!({"label": null, "call_id": "c0",
+            "tool": "read_file", "arguments": {"path": "a.md"}}),
+            ),
+        ),
+        Event(
+            4_310,
+            ev(
+                "tool_result",
+                json!({"label": null, "call_id": "c0",
+            "tool": "read_file", "success": true, "content": "hi", "summary": "2 bytes"}),
+            ),
+        ),
+        Event(4_400, request("subtopic:soil", 2)),
+        Spin(5_000),
+        Event(
+            5_100,
+            ev(
+                "llm_stream",
+                json!({"label": "subtopic:soil", "kind": "text_delta", "text": "Soil "}),
+            ),
+        ),
+        Spin(5_150),
+        Event(
+            5_200,
+            ev(
+                "llm_stream",
+                json!({"label": "subtopic:soil", "kind": "text_delta", "text": "holds carbon."}),
+            ),
+        ),
+        Event(5_300, response("subtopic:soil", "Soil holds carbon.", 0)),
+        Event(6_000, request("__default__", 3)),
+        Event(
+            6_100,
+            ev(
+                "llm_retry",
+                json!({"label": "__default__", "attempt": 1,
+            "delay_ms": 500, "reason": "openai: cannot reach http://127.0.0.1:9/v1 after 1 attempt(s): connection refused"}),
+            ),
+        ),
+        Event(
+            9_000,
+            ev(
+                "llm_error",
+                json!({"label": "__default__",
+            "error": "openai: cannot reach http://127.0.0.1:9/v1 after 5 attempt(s)"}),
+            ),
+        ),
+        Spin(9_100),
+    ]);
+    assert!(!shown.contains("__default__"), "{shown}");
+    assert!(
+        !shown.contains("cannot reach http"),
+        "the error is printed once, at the end: {shown}"
+    );
+    insta::assert_snapshot!(shown);
+}
+
+#[test]
+fn retry_lines_say_what_failed_where_and_which_retry() {
+    assert_eq!(
+        retry_line("api: HTTP 429 Too Many Requests", 2, 2000, Some(4)),
+        "429 from api, retry 2/4 in 2 s"
+    );
+    assert_eq!(
+        retry_line(
+            "openai: https://x/v1 timed out (no answer within 60s)",
+            1,
+            500,
+            None
+        ),
+        "a timeout from openai, retry 1 in 0.5 s"
+    );
+    assert_eq!(
+        retry_line("anthropic: server error 503: overloaded", 3, 1500, Some(4)),
+        "503 from anthropic, retry 3/4 in 1.5 s"
+    );
+}
