@@ -108,6 +108,14 @@ enum Cmd {
     /// Completions: client CPU per model call (the slope over N), cold start, peak RSS, and
     /// many agents at once in one process.
     BenchPeers(bench_peers::Options),
+    /// Serve bench-peers' loopback mock of Chat Completions until interrupted (to profile one
+    /// system by hand): prints its base URL; every conversation gets N read_file calls.
+    #[command(hide = true)]
+    ServeMock {
+        /// Tool calls per conversation.
+        #[arg(long, default_value_t = 200)]
+        calls: u64,
+    },
     /// Run a program and write its CPU time and peak RSS as JSON (used by bench-peers).
     #[command(hide = true)]
     MeasureChild {
@@ -166,6 +174,7 @@ fn main() -> ExitCode {
         }),
         Cmd::FetchModel { names } => fetch_models(&names),
         Cmd::BenchPeers(opts) => bench_peers::bench_peers(&root, &opts),
+        Cmd::ServeMock { calls } => bench_peers::serve_mock(calls),
         Cmd::MeasureChild { out, command } => bench_peers::measure_child(&out, &command),
         Cmd::Man { out } => tasks::man(&root, &out),
         Cmd::EvalRetrieval(a) => {

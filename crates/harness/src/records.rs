@@ -365,12 +365,17 @@ impl Recorder {
             self.seq += 1;
             return Ok(record);
         }
-        let mut value = serde_json::to_value(&record).map_err(serialize)?;
-        if lsm_sandbox::redact_json_secrets(&mut value) {
-            record = serde_json::from_value(value.clone()).map_err(serialize)?;
+        // The line straight from the record; only when it might hold a secret does it go
+        // the slow way (a JSON tree, every string redacted, the record rebuilt from it).
+        let mut line = serde_json::to_vec(&record).map_err(serialize)?;
+        if lsm_sandbox::json_may_hold_secrets(&line) {
+            let mut value = serde_json::to_value(&record).map_err(serialize)?;
+            if lsm_sandbox::redact_json_secrets(&mut value) {
+                record = serde_json::from_value(value.clone()).map_err(serialize)?;
+                line = serde_json::to_vec(&value).map_err(serialize)?;
+            }
         }
         if self.enabled {
-            let mut line = serde_json::to_vec(&value).map_err(serialize)?;
             line.push(b'\n');
             let path = self.transcript_path();
             let file = self.open()?;

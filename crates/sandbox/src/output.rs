@@ -76,6 +76,28 @@ static ANY_SHAPE: LazyLock<Option<RegexSet>> = LazyLock::new(|| {
     }
 });
 
+/// Loosened forms of the shapes, for serialized JSON ([`Redactor::json_may_hold_secrets`]):
+/// each matches wherever its shape matches the unescaped text of a string in the line, so a
+/// line none of them matches holds nothing to redact. JSON escaping leaves the characters of
+/// `sk-…`, `key_…` and base64 runs alone; it can break the word boundaries and the whitespace
+/// of the other shapes, so those are reduced to their fixed words.
+static LOOSE_SHAPES: LazyLock<Option<regex::bytes::RegexSet>> = LazyLock::new(|| {
+    let patterns = [
+        r"(?i)api[_-]?key",
+        r"sk-[A-Za-z0-9_*-]{12,}",
+        r"(?i)bearer",
+        KEY_UNDERSCORE_PATTERN,
+        r"[A-Za-z0-9+/]{40,}",
+    ];
+    match regex::bytes::RegexSet::new(patterns) {
+        Ok(set) => Some(set),
+        Err(err) => {
+            tracing::error!(%err, "loosened secret patterns do not compile");
+            None
+        }
+    }
+});
+
 fn compile(pattern: &str) -> Option<Regex> {
     match Regex::new(pattern) {
         Ok(re) => Some(re),
@@ -175,6 +197,29 @@ impl Redactor {
     }
 }
 
+impl Redactor {
+    /// Whether any string in `line` (serialized JSON) might hold something
+    /// [`Redactor::redact_json`] would replace: `false` only when none can, so a caller may
+    /// write such a line as it is and take the slow path (parse, redact, serialize) otherwise.
+    /// A known value with a character JSON escapes could hide behind its escape, so with such
+    /// a value every line is suspect.
+    pub fn json_may_hold_secrets(&self, line: &[u8]) -> bool {
+        let Some(set) = LOOSE_SHAPES.as_ref() else {
+            return true;
+        };
+        set.is_match(line)
+            || self.values.iter().any(|v| {
+                v.chars()
+                    .any(|c| c == '"' || c == '\\' || u32::from(c) < 0x20)
+                    || memchr_slice(line, v.as_bytes())
+            })
+    }
+}
+
+fn memchr_slice(haystack: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
+}
+
 /// The process-wide redactor: what [`redact_secrets`] applies.
 static PROCESS: LazyLock<RwLock<Redactor>> = LazyLock::new(|| RwLock::new(Redactor::new()));
 
@@ -197,6 +242,14 @@ pub fn redact_secrets(text: &str) -> Cow<'_, str> {
         .read()
         .unwrap_or_else(PoisonError::into_inner)
         .redact(text)
+}
+
+/// [`Redactor::json_may_hold_secrets`] with the process-wide redactor.
+pub fn json_may_hold_secrets(line: &[u8]) -> bool {
+    PROCESS
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .json_may_hold_secrets(line)
 }
 
 /// [`redact_secrets`] applied to every string in `value`; `true` when anything was redacted.
@@ -501,5 +554,40 @@ mod tests {
         r.add_value("plain-token-Zq81x0");
         let shown = format!("{r:?}");
         assert!(!shown.contains("Zq81x0") && shown.contains('1'), "{shown}");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// The line check is a superset of the redaction: whenever redacting a string would
+        /// change it, the check fires on the serialized line holding it (escapes included).
+        #[test]
+        fn a_line_that_passes_the_check_holds_nothing_to_redact(
+            pieces in proptest::collection::vec(proptest::sample::select(vec![
+                "Bearer", "bearer", " ", "\n", "\t", "\"", "\\", "é", "sk-", "sk-proj-",
+                "abcdefghijklmnop", "ABCDEFGH12345678", "api_key", "API-KEY", "apikey", "=",
+                ": ", "'", "key_", "0123456789abcdef", "q8ZL3vX0mP9sR2tYwK7b", "N4cJ1hGfD6eA5uT+Io/W",
+                "/tmp/a.txt", "x", "\u{1}", "my-secret-value-1",
+            ]), 0..12)
+        ) {
+            let text: String = pieces.concat();
+            let mut redactor = Redactor::new();
+            redactor.add_value("my-secret-value-1");
+            let changed = matches!(redactor.redact(&text), Cow::Owned(_));
+            let line = serde_json::to_vec(&serde_json::json!({"content": text})).unwrap();
+            proptest::prop_assert!(!changed || redactor.json_may_hold_secrets(&line), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn plain_lines_pass_the_check_and_a_value_with_an_escaped_character_fails_every_line() {
+        let line = br#"{"event":"tool_result","content":"File 3. Some notes of a small project."}"#;
+        let mut redactor = Redactor::new();
+        assert!(!redactor.json_may_hold_secrets(line));
+        redactor.add_value("my-secret-value-1");
+        assert!(!redactor.json_may_hold_secrets(line));
+        assert!(redactor.json_may_hold_secrets(br#"{"a":"my-secret-value-1"}"#));
+        redactor.add_value("quote\"in-a-secret");
+        assert!(redactor.json_may_hold_secrets(line));
     }
 }

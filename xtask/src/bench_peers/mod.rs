@@ -333,6 +333,18 @@ pub fn measure_child(out: &Path, command: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// `cargo xtask serve-mock --calls N`: the mock alone, until the process is killed; the
+/// files it names are written under the current folder's `files/`.
+pub fn serve_mock(calls: u64) -> Result<()> {
+    let here = std::env::current_dir()?;
+    prepare_workspace(&here)?;
+    let mock = mock::Mock::start(Arc::new(AtomicU64::new(calls)))?;
+    println!("{}", mock.base_url);
+    loop {
+        std::thread::park();
+    }
+}
+
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
