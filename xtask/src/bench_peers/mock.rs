@@ -137,7 +137,17 @@ pub fn respond(body: &[u8], calls: u64) -> Result<String> {
         })?;
     let prompt_tokens = (body.len() / 4) as u64;
     let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
-    let (message, finish) = if done < calls {
+    // A request that offers no tools (a harness's own summarization call) gets a text answer.
+    let offers_tools = request
+        .get("tools")
+        .and_then(Value::as_array)
+        .is_some_and(|t| !t.is_empty());
+    let (message, finish) = if !offers_tools {
+        (
+            json!({"role": "assistant", "content": "Summary: files were read, one by one."}),
+            "stop",
+        )
+    } else if done < calls {
         let arguments = json!({"path": file_for(done)}).to_string();
         (
             json!({"role": "assistant", "content": null, "tool_calls": [{
@@ -187,7 +197,9 @@ mod tests {
     use super::*;
 
     fn answer(messages: Value, calls: u64) -> Value {
-        let body = json!({"model": "m", "messages": messages}).to_string();
+        let body = json!({"model": "m", "messages": messages,
+                          "tools": [{"type": "function", "function": {"name": "read_file"}}]})
+        .to_string();
         serde_json::from_str(&respond(body.as_bytes(), calls).unwrap()).unwrap()
     }
 
@@ -217,8 +229,18 @@ mod tests {
     }
 
     #[test]
+    fn a_request_without_tools_gets_a_text_answer() {
+        let body = json!({"messages": [{"role": "tool", "tool_call_id": "call_0", "content": ""}]});
+        let v: Value =
+            serde_json::from_str(&respond(body.to_string().as_bytes(), 5).unwrap()).unwrap();
+        assert_eq!(v["choices"][0]["finish_reason"], "stop");
+        assert!(v["choices"][0]["message"]["tool_calls"].is_null());
+    }
+
+    #[test]
     fn a_foreign_call_id_is_an_error_not_a_silent_restart() {
-        let body = json!({"messages": [{"role": "tool", "tool_call_id": "xyz", "content": ""}]});
+        let body = json!({"messages": [{"role": "tool", "tool_call_id": "xyz", "content": ""}],
+                          "tools": [{"type": "function"}]});
         let err = respond(body.to_string().as_bytes(), 3).unwrap_err();
         assert!(err.to_string().contains("xyz"), "{err}");
     }

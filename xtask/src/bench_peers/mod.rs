@@ -213,12 +213,22 @@ impl Bench<'_> {
         let used = measure(&mut cmd, self.work, &format!("{system:?}-{n}-{agents}"))?;
         let expected = (n + 1) * agents as u64;
         let seen = self.mock.requests() - before;
-        if seen != expected {
+        // lsm's default strategy may add its own summarization calls once the history
+        // outgrows the window; every system makes at least the conversation's calls.
+        let extra_allowed = system == System::Lsm;
+        if seen < expected || (seen != expected && !extra_allowed) {
             bail!(
                 "{} made {seen} model calls for {agents} agent(s) × {n} tool calls; {expected} \
                  expected (its output is in {})",
                 system.name(),
                 self.work.display()
+            );
+        }
+        if seen != expected {
+            eprintln!(
+                "xtask: [bench-peers] {} made {} summarization call(s) of its own at N = {n}",
+                system.name(),
+                seen - expected
             );
         }
         Ok(used)
