@@ -112,6 +112,10 @@ async fn http_server() -> (
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rmcp_s_streamable_http_client_lists_and_calls_over_http() {
+    // rmcp's own client builds its reqwest client with rustls and no crypto provider of its
+    // own: install one, as lsm's client does, rather than rely on another test having done
+    // so first in this process.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let (_dir, addr, stop, served) = http_server().await;
     let transport =
         rmcp::transport::StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
