@@ -375,6 +375,16 @@ fn fit(points: &[(u64, f64, u64)]) -> (f64, f64) {
     (slope, my - slope * mx)
 }
 
+/// The cold start: CPU at the smallest N less that N's calls at the first segment's slope
+/// (the least-squares intercept goes negative when the cost per call grows with N).
+fn cold_start(points: &[(u64, f64, u64)]) -> f64 {
+    let slope = segment_slopes(points)
+        .first()
+        .map_or_else(|| fit(points).0, |s| s.2);
+    let (n, cpu, _) = points[0];
+    (cpu - n as f64 * slope).max(0.0)
+}
+
 /// CPU per call between two neighbouring N (how the cost grows with the history).
 fn segment_slopes(points: &[(u64, f64, u64)]) -> Vec<(u64, u64, f64)> {
     points
@@ -398,7 +408,8 @@ fn print_tables(rows: &[Row], concurrent: &[(System, Usage)], opts: &Options) {
     rule.push_str("---|---|---|---|");
     println!("{header}\n{rule}");
     for row in rows {
-        let (slope, intercept) = fit(&row.points);
+        let (slope, _) = fit(&row.points);
+        let intercept = cold_start(&row.points);
         let mut line = format!("| {} |", row.system.name());
         for (_, cpu, rss) in &row.points {
             line.push_str(&format!(" {cpu:.3} s, {} MB |", rss / 1024));
@@ -414,7 +425,7 @@ fn print_tables(rows: &[Row], concurrent: &[(System, Usage)], opts: &Options) {
             " {:.0} µs | {} | {:.3} s | {ratio} |",
             slope * 1e6,
             segments.join(", "),
-            intercept.max(0.0)
+            intercept
         ));
         println!("{line}");
     }
@@ -445,14 +456,15 @@ fn to_json(rows: &[Row], concurrent: &[(System, Usage)], opts: &Options) -> serd
     let sequential: Vec<_> = rows
         .iter()
         .map(|r| {
-            let (slope, intercept) = fit(&r.points);
+            let (slope, _) = fit(&r.points);
+            let intercept = cold_start(&r.points);
             json!({
                 "system": r.system.name(),
                 "points": r.points.iter().map(|(n, cpu, rss)| json!({
                     "calls": n, "cpu_s": cpu, "max_rss_kb": rss,
                 })).collect::<Vec<_>>(),
                 "cpu_per_call_us": slope * 1e6,
-                "cold_start_cpu_s": intercept.max(0.0),
+                "cold_start_cpu_s": intercept,
             })
         })
         .collect();
@@ -480,6 +492,14 @@ mod tests {
         let segments = segment_slopes(&points);
         assert_eq!(segments.len(), 1);
         assert!((segments[0].2 - 0.001).abs() < 1e-12);
+        // A cost per call that grows with N: the cold start comes from the first segment.
+        let growing = [(10, 0.03, 0), (200, 0.22, 0), (1000, 2.0, 0)];
+        assert!(fit(&growing).1 < 0.0);
+        assert!(
+            (cold_start(&growing) - 0.02).abs() < 1e-9,
+            "{}",
+            cold_start(&growing)
+        );
     }
 
     #[test]
