@@ -171,6 +171,17 @@ pub struct PreparedRun {
     pub stop: CancellationToken,
 }
 
+/// The built-in agent `name`, or a usage error listing the agents.
+pub(crate) fn find_agent(name: &str) -> Result<&'static lsm_agents::AgentSpec> {
+    lsm_agents::find(name).ok_or_else(|| {
+        let names: Vec<&str> = lsm_agents::BUILTIN.iter().map(|a| a.name).collect();
+        usage(format!(
+            "unknown agent '{name}'; available: {}",
+            names.join(", ")
+        ))
+    })
+}
+
 /// Wire one run of `config` as `args` say: the agent and its task or topic, a resumed run's
 /// records, the limits, the tools offered, the provider, the channel and the factory, with
 /// `output`'s event sink. Runs on a multi-threaded runtime (MCP servers are listed on it).
@@ -195,14 +206,7 @@ pub fn prepare(mut config: Config, mut args: RunArgs, output: Output) -> Result<
         }
         None => None,
     };
-    let Some(spec) = lsm_agents::find(&args.name) else {
-        let names: Vec<&str> = lsm_agents::BUILTIN.iter().map(|a| a.name).collect();
-        return Err(usage(format!(
-            "unknown agent '{}'; available: {}",
-            args.name,
-            names.join(", ")
-        )));
-    };
+    let spec = find_agent(&args.name)?;
     let objective = agents_cmd::objective(
         spec,
         args.task.as_deref(),
@@ -250,12 +254,7 @@ pub fn prepare(mut config: Config, mut args: RunArgs, output: Output) -> Result<
         .agents
         .extra_tools
         .insert(spec.name.to_string(), extra_tools.clone());
-    if config.sandbox.allowed_read_paths.is_empty() && config.sandbox.allowed_write_paths.is_empty()
-    {
-        // No policy configured: confine tools to the working directory.
-        config.sandbox.allowed_read_paths = vec![cwd.clone()];
-        config.sandbox.allowed_write_paths = vec![cwd.clone()];
-    }
+    config.confine_to_working_dir_by_default(&cwd);
 
     let cost_from = match args.max_cost_usd {
         Some(usd) => {

@@ -69,14 +69,7 @@ async fn run_async(cfg: &crate::config::ConfigArgs, args: RunManyArgs) -> Result
     if args.count == 0 {
         return Err(usage("--count must be at least 1"));
     }
-    let Some(spec) = lsm_agents::find(&args.name) else {
-        let names: Vec<&str> = lsm_agents::BUILTIN.iter().map(|a| a.name).collect();
-        return Err(usage(format!(
-            "unknown agent '{}'; available: {}",
-            args.name,
-            names.join(", ")
-        )));
-    };
+    let spec = crate::agent_run::find_agent(&args.name)?;
     let objective =
         crate::agents_cmd::objective(spec, args.task.as_deref(), args.topic.as_deref(), None)?;
     let mut config = cfg.load()?;
@@ -90,12 +83,7 @@ async fn run_async(cfg: &crate::config::ConfigArgs, args: RunManyArgs) -> Result
     if let Some(n) = args.max_tokens_budget {
         config.agents.max_tokens_budget = n;
     }
-    if config.sandbox.allowed_read_paths.is_empty() && config.sandbox.allowed_write_paths.is_empty()
-    {
-        // As `lsm agent run`: no policy configured confines tools to the working directory.
-        config.sandbox.allowed_read_paths = vec![cwd.clone()];
-        config.sandbox.allowed_write_paths = vec![cwd.clone()];
-    }
+    config.confine_to_working_dir_by_default(&cwd);
     let flags = args.provider.clone();
     // Fail now, once, rather than in every run.
     let llm = config.llm.resolve(spec.tier)?;

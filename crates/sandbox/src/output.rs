@@ -207,17 +207,22 @@ impl Redactor {
         let Some(set) = LOOSE_SHAPES.as_ref() else {
             return true;
         };
-        set.is_match(line)
-            || self.values.iter().any(|v| {
-                v.chars()
-                    .any(|c| c == '"' || c == '\\' || u32::from(c) < 0x20)
-                    || memchr_slice(line, v.as_bytes())
-            })
+        if set.is_match(line) {
+            return true;
+        }
+        if self.values.is_empty() {
+            return false;
+        }
+        // serde_json writes UTF-8; anything else is suspect.
+        let Ok(text) = std::str::from_utf8(line) else {
+            return true;
+        };
+        self.values.iter().any(|v| {
+            v.chars()
+                .any(|c| c == '"' || c == '\\' || u32::from(c) < 0x20)
+                || text.contains(v.as_str())
+        })
     }
-}
-
-fn memchr_slice(haystack: &[u8], needle: &[u8]) -> bool {
-    !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 /// The process-wide redactor: what [`redact_secrets`] applies.

@@ -72,6 +72,16 @@ pub struct Config {
 }
 
 impl Config {
+    /// With no sandbox policy configured, confine tools to `cwd` (read and write): what every
+    /// command that runs an agent does (`lsm agent run`, `run-many`, the TUI).
+    pub fn confine_to_working_dir_by_default(&mut self, cwd: &std::path::Path) {
+        if self.sandbox.allowed_read_paths.is_empty() && self.sandbox.allowed_write_paths.is_empty()
+        {
+            self.sandbox.allowed_read_paths = vec![cwd.to_path_buf()];
+            self.sandbox.allowed_write_paths = vec![cwd.to_path_buf()];
+        }
+    }
+
     /// The file a setting should be written to, for messages: the project's `lsm.toml`, or
     /// where one would be (`lsm init` writes it).
     pub fn source_name(&self) -> String {

@@ -92,12 +92,7 @@ fn manager(
     if let Some(dir) = args.agents_folder {
         config.agents.agents_folder = cwd.join(dir);
     }
-    if config.sandbox.allowed_read_paths.is_empty() && config.sandbox.allowed_write_paths.is_empty()
-    {
-        // As `lsm agent run`: no policy configured confines tools to the working directory.
-        config.sandbox.allowed_read_paths = vec![cwd.clone()];
-        config.sandbox.allowed_write_paths = vec![cwd.clone()];
-    }
+    config.confine_to_working_dir_by_default(&cwd);
     let flags = crate::wiring::ProviderFlags {
         provider: args.provider,
         ..Default::default()
