@@ -1,7 +1,7 @@
 //! Test doubles and builders that the workspace's tests and benchmarks share, so each is
 //! written once: a [`PermissionAsker`](lsm_sandbox::PermissionAsker) that answers as told
 //! ([`Asker`]), a tool that does nothing ([`Noop`]), scripted-provider lines and responses
-//! ([`script`]), and figures of the running process ([`process`]).
+//! ([`script`]), figures of the running process ([`process`]), and PostgreSQL for tests ([`pg`]).
 //!
 //! # What this crate must never do
 //!
@@ -11,6 +11,7 @@
 
 mod asker;
 mod noop;
+pub mod pg;
 pub mod process;
 pub mod script;
 
