@@ -201,3 +201,126 @@ pub fn watch_lease(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    //! The `RunStore` conformance suite, run against both stores: the run folder's files and
+    //! PostgreSQL.
+    use std::time::Duration;
+
+    use lsm_harness::{EventEnvelope, FileStore, RunEvent, RunKey, RunStore};
+    use serde_json::json;
+
+    use super::*;
+
+    fn key(dir: &std::path::Path, run_id: &str) -> RunKey {
+        RunKey {
+            run_id: run_id.into(),
+            agent: "general".into(),
+            run_dir: dir.join("general").join("logs").join(run_id),
+        }
+    }
+
+    fn line(run_id: &str, seq: u64, event: &RunEvent) -> Vec<u8> {
+        let envelope = EventEnvelope {
+            seq,
+            ts: "2026-11-25T00:00:00.000Z".into(),
+            run_id: run_id.into(),
+            schema_version: lsm_harness::SCHEMA_VERSION,
+            event: event.clone(),
+        };
+        let mut bytes = serde_json::to_vec(&envelope).unwrap();
+        bytes.push(b'\n');
+        bytes
+    }
+
+    fn started() -> RunEvent {
+        RunEvent::from_parts(
+            "run_started",
+            json!({"agent": "general", "topic": "the task", "tool_allowlist": [],
+                   "provider": "scripted", "model": "m", "max_tokens_budget": 1000,
+                   "context_window_strategy": "compact"}),
+        )
+        .unwrap()
+    }
+
+    fn note(n: u64) -> RunEvent {
+        RunEvent::from_parts(
+            "llm_error",
+            json!({"label": "__default__", "error": format!("e{n}")}),
+        )
+        .unwrap()
+    }
+
+    /// One store seen by two processes: `a` and `b`.
+    fn conformance(a: &dyn RunStore, b: &dyn RunStore, dir: &std::path::Path) {
+        let k = key(dir, "run1");
+        assert!(a.read(&k).unwrap().is_none(), "no journal before the run");
+        let mut w = a.create(&k).unwrap();
+        w.append(1, &started(), &line("run1", 1, &started()), true)
+            .unwrap();
+        w.append(2, &note(2), &line("run1", 2, &note(2)), false)
+            .unwrap();
+        w.sync().unwrap();
+        // Another process can read it, not take it, while it is held.
+        let read = b.read(&k).unwrap().unwrap();
+        assert_eq!(read.events.len(), 2);
+        assert_eq!(read.events[1].seq, 2);
+        assert!(read.warning.is_none());
+        let refused = b.reopen(&k).unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                HarnessError::Locked { .. } | HarnessError::Leased { .. }
+            ),
+            "{refused}"
+        );
+        // Given up, it is taken over and continued where it was.
+        w.release();
+        let (mut w2, journal) = b.reopen(&k).unwrap();
+        assert_eq!(
+            journal.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            vec![1, 2]
+        );
+        assert!(matches!(
+            journal.events[0].event,
+            RunEvent::RunStarted { .. }
+        ));
+        w2.append(3, &note(3), &line("run1", 3, &note(3)), true)
+            .unwrap();
+        w2.finished(&json!({"status": "completed"})).unwrap();
+        w2.release();
+        let all = a.read(&k).unwrap().unwrap();
+        assert_eq!(all.events.len(), 3);
+        // Two runs are independent.
+        let k2 = key(dir, "run2");
+        let w3 = a.create(&k2).unwrap();
+        assert!(b.read(&k2).unwrap().is_none());
+        w3.release();
+    }
+
+    #[test]
+    fn the_file_store_keeps_the_conformance_suite() {
+        let dir = tempfile::tempdir().unwrap();
+        conformance(&FileStore, &FileStore, dir.path());
+    }
+
+    #[test]
+    fn the_postgres_store_keeps_the_conformance_suite() {
+        let Some(db) = lsm_test_support::pg::database("postgres_run_store_conformance") else {
+            return;
+        };
+        let settings = lsm_store_pg::PgSettings::new(&db.url).with_schema(&db.schema);
+        let conn = Db::connect(settings).unwrap();
+        let a = PgRunStore(PgRuns::new(Arc::clone(&conn), "a", Duration::from_secs(60)));
+        let b = PgRunStore(PgRuns::new(conn, "b", Duration::from_secs(60)));
+        let dir = tempfile::tempdir().unwrap();
+        conformance(&a, &b, dir.path());
+        // The end is recorded with the run, and a finished run is not taken again.
+        let row = a.0.get_blocking("run1").unwrap().unwrap();
+        assert_eq!(row.status, "completed");
+        assert_eq!(row.topic, "the task");
+        let e = b.reopen(&key(dir.path(), "run1")).unwrap_err();
+        assert!(e.to_string().contains("already finished"), "{e}");
+    }
+}

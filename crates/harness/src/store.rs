@@ -46,8 +46,7 @@ pub trait RunStore: Send + Sync + std::fmt::Debug {
     /// As [`RunStore::create`]; the journal cannot be read.
     fn reopen(&self, run: &RunKey) -> Result<(Box<dyn JournalWriter>, Journal), HarnessError>;
 
-    /// Read `run`'s journal without taking the run; `None` when the store has no journal of
-    /// it.
+    /// Read `run`'s journal without taking the run; `None` when the store has no line of it.
     ///
     /// # Errors
     /// The journal cannot be read.
@@ -141,7 +140,8 @@ impl RunStore for FileStore {
         if !path.is_file() {
             return Ok(None);
         }
-        read_journal(&path).map(Some)
+        let journal = read_journal(&path)?;
+        Ok((!journal.events.is_empty()).then_some(journal))
     }
 }
 
