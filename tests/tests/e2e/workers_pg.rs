@@ -324,3 +324,79 @@ fn kill9(pid: i32) {
         .success();
     assert!(ok);
 }
+
+#[test]
+fn a_foreground_run_on_postgres_that_crashed_is_listed_interrupted_and_resumed_from_the_database() {
+    let Some(db) = pg::database("foreground_run_on_postgres") else {
+        return;
+    };
+    let store = Store {
+        url: db.url,
+        schema: db.schema,
+        lease: "1",
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("served")).unwrap();
+    std::fs::write(dir.path().join("r0.jsonl"), script(0, 0)).unwrap();
+    let out = run(store
+        .cmd(dir.path())
+        .env("LSM_TEST_CRASH_AFTER_SEQ", "6")
+        .args(["agent", "run", "general", "--task", "append to log0.txt"])
+        .args(["--provider", "scripted:r0.jsonl", "--yes", "--json"])
+        .args(["--agents-folder", "Agents"]));
+    assert!(!out.status.success(), "the run was cut: {}", stderr(&out));
+    // No transcript file: the journal is in the database.
+    let logs = dir.path().join("Agents/general/logs");
+    let transcripts = std::fs::read_dir(&logs)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.path().join("transcript.jsonl").exists())
+                .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(transcripts, 0);
+    let out = run(store.cmd(dir.path()).args(["runs", "list", "--json"]));
+    let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = rows[0]["run_id"].as_str().unwrap().to_string();
+
+    // Listed running until its lease runs out, then interrupted.
+    let listed = loop {
+        let out = run(store.cmd(dir.path()).args(["runs", "list", "--json"]));
+        let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let row = rows.as_array().unwrap()[0].clone();
+        assert_eq!(row["run_id"], json!(id));
+        if row["status"] == "interrupted" {
+            break row;
+        }
+        assert_eq!(row["status"], "running");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(listed["resumable"], json!(true));
+    let out = run(store.cmd(dir.path()).args([
+        "runs",
+        "resume",
+        &id,
+        "--yes",
+        "--json",
+        "--agents-folder",
+        "Agents",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["status"], "completed");
+    assert_eq!(summary["token_usage"]["tokens_used"], json!(66));
+    assert_eq!(served(dir.path())["r0.jsonl.served"], vec![1, 2, 3]);
+    let runs = store.runs();
+    let ev = events(&runs, &id);
+    assert_eq!(count(&ev, "run_finished"), 1);
+    // A finished run is not resumed again.
+    let out = run(store
+        .cmd(dir.path())
+        .args(["runs", "resume", &id, "--agents-folder", "Agents"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("already finished"),
+        "{}",
+        stderr(&out)
+    );
+}
