@@ -141,9 +141,6 @@ impl From<OutputFormat> for Output {
 
 /// Run; returns the exit code.
 pub fn run(cfg: &crate::config::ConfigArgs, args: RunArgs) -> u8 {
-    if args.enqueue {
-        return crate::queue::submit(cfg, args);
-    }
     exit::block_on_command(run_async(cfg, args))
 }
 

@@ -271,6 +271,8 @@ fn main() -> ExitCode {
                 exit::ERROR
             }
         },
+        // `--enqueue` stores the run for a worker instead of running it here.
+        Command::Agent(AgentCommand::Run(args)) if args.enqueue => queue::submit(cfg, *args),
         Command::Agent(AgentCommand::Run(args)) => agent_run::run(cfg, *args),
         Command::Agent(AgentCommand::RunMany(args)) => run_many::run(cfg, *args),
         Command::Agent(AgentCommand::List(args)) => agents_cmd::list(args.json),

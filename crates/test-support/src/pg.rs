@@ -3,7 +3,7 @@
 //! test can stop and start again ([`PgServer`]).
 //!
 //! A test that needs PostgreSQL and finds none skips with a message on stderr, unless
-//! `LSM_PG_REQUIRED=1` (set by `.ci/run`), which makes the absence a failure.
+//! `LSM_TEST_PG_REQUIRED=1` (set by `.ci/run`), which makes the absence a failure.
 
 #![allow(clippy::panic, clippy::expect_used)]
 
@@ -27,14 +27,14 @@ pub struct TestDb {
 }
 
 fn required() -> bool {
-    std::env::var("LSM_PG_REQUIRED").is_ok_and(|v| v == "1")
+    std::env::var("LSM_TEST_PG_REQUIRED").is_ok_and(|v| v == "1")
 }
 
-/// Say why a PostgreSQL test does not run: a failure under `LSM_PG_REQUIRED=1`, a skip
+/// Say why a PostgreSQL test does not run: a failure under `LSM_TEST_PG_REQUIRED=1`, a skip
 /// message otherwise.
 pub fn skip(test: &str, why: &str) {
     if required() {
-        panic!("{test}: PostgreSQL is required (LSM_PG_REQUIRED=1) but {why}");
+        panic!("{test}: PostgreSQL is required (LSM_TEST_PG_REQUIRED=1) but {why}");
     }
     eprintln!("SKIPPED {test}: {why} (set {DATABASE_URL_ENV}; `.ci/run` starts a server)");
 }
