@@ -1,14 +1,40 @@
-//! Persistent memory in the composition root: the memory tools for a run's registry, and the adapter from the store to the harness's
-//! `MemoryProvider`.
+//! Persistent memory in the composition root: which store keeps it, the memory tools for a
+//! run's registry, and the adapter from the store to the harness's `MemoryProvider`.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use lsm_harness::MemoryProvider;
-use lsm_memory::{MemoryStore, StandingOptions};
+use lsm_memory::{MemoryBackend, MemoryConfig, StandingOptions};
 use lsm_sandbox::ToolRegistry;
 
+/// The memory store of the agents folder `agents_folder`: `shared` when given (memory kept
+/// in a database server, see [`crate::memory_pg`]), else the SQLite files `memory` describes.
+/// Every use of memory (runs, `lsm memory`) gets its store here.
+pub fn backend(
+    memory: &MemoryConfig,
+    agents_folder: &Path,
+    shared: Option<Arc<dyn MemoryBackend>>,
+) -> Arc<dyn MemoryBackend> {
+    shared.unwrap_or_else(|| Arc::new(memory.store(agents_folder)))
+}
+
+/// The memory store `config` names for `agents_folder`.
+///
+/// # Errors
+/// None yet: the SQLite store is only named here, opened on use.
+pub fn configured_backend(
+    config: &crate::config::Config,
+    agents_folder: &Path,
+) -> anyhow::Result<Arc<dyn MemoryBackend>> {
+    Ok(backend(&config.memory, agents_folder, None))
+}
+
 /// `registry` plus the memory tools over `store`.
-pub fn with_memory_tools(mut registry: ToolRegistry, store: &Arc<MemoryStore>) -> ToolRegistry {
+pub fn with_memory_tools(
+    mut registry: ToolRegistry,
+    store: &Arc<dyn MemoryBackend>,
+) -> ToolRegistry {
     for tool in lsm_memory::tools(Arc::clone(store)) {
         registry = registry.with(tool);
     }
@@ -18,13 +44,13 @@ pub fn with_memory_tools(mut registry: ToolRegistry, store: &Arc<MemoryStore>) -
 /// The harness's standing context, from the memory store.
 #[derive(Debug, Clone)]
 pub struct StoreMemory {
-    store: Arc<MemoryStore>,
+    store: Arc<dyn MemoryBackend>,
     options: StandingOptions,
 }
 
 impl StoreMemory {
     /// At most `limit` memories within the budget for a run of `max_tokens_budget`.
-    pub fn new(store: Arc<MemoryStore>, limit: usize, max_tokens_budget: u64) -> Self {
+    pub fn new(store: Arc<dyn MemoryBackend>, limit: usize, max_tokens_budget: u64) -> Self {
         StoreMemory {
             store,
             options: StandingOptions::for_run(limit, max_tokens_budget),
@@ -71,7 +97,7 @@ mod tests {
             global_db: Some(dir.path().join("g.db")),
             ..MemoryConfig::default()
         };
-        let store = Arc::new(config.store(&dir.path().join("Agents")));
+        let store = backend(&config, &dir.path().join("Agents"), None);
         store
             .put(lsm_memory::NewMemory {
                 scope: lsm_memory::Scope::Project,
@@ -103,7 +129,7 @@ mod tests {
             global_db: Some(dir.path().join("g.db")),
             ..MemoryConfig::default()
         };
-        let store = Arc::new(config.store(&agents));
+        let store = backend(&config, &agents, None);
         let registry = with_memory_tools(ToolRegistry::new(), &store);
         let sandbox = Arc::new(
             Sandbox::new(
