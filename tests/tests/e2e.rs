@@ -50,6 +50,9 @@ mod resume_sigkill;
 /// `lsm agent run-many`: several runs of one agent at once through the runtime manager.
 #[path = "e2e/run_many.rs"]
 mod run_many;
+/// Runs on PostgreSQL: workers, a killed worker's runs, cancel, follow, a database restart.
+#[path = "e2e/workers_pg.rs"]
+mod workers_pg;
 
 /// A temp workspace holding a copy of `examples/file-task`.
 fn example_copy() -> tempfile::TempDir {

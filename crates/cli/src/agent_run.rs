@@ -98,6 +98,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub max_workers: Option<usize>,
 
+    /// Store the run in the PostgreSQL store for a worker (`lsm worker`) instead of running
+    /// it here; prints its id. Needs `[store] url`. Same as `lsm runs submit`.
+    #[arg(long)]
+    pub enqueue: bool,
+
     /// The task contract the run is held to: a TOML file of `[[require]]` predicates and
     /// `required_outputs` (see docs/CONFIG.md). Replaces [agents.contracts.<agent>].
     #[arg(long, value_name = "FILE")]
@@ -136,6 +141,9 @@ impl From<OutputFormat> for Output {
 
 /// Run; returns the exit code.
 pub fn run(cfg: &crate::config::ConfigArgs, args: RunArgs) -> u8 {
+    if args.enqueue {
+        return crate::queue::submit(cfg, args);
+    }
     exit::block_on_command(run_async(cfg, args))
 }
 
@@ -147,7 +155,9 @@ async fn run_async(cfg: &crate::config::ConfigArgs, args: RunArgs) -> Result<u8>
     let answering = foreground::answer_in_foreground(&run.channel, yes);
     tokio::spawn(stop_on_signals(run.stop.clone()));
     let channel = Arc::clone(&run.channel);
+    let lease_done = run.lease_done.clone();
     let code = agents_cmd::run(run.spec, &run.objective, run.factory, run.opts).await;
+    lease_done.cancel();
     channel.shutdown("the run ended");
     answering.abort();
     code
@@ -169,6 +179,8 @@ pub struct PreparedRun {
     pub channel: Arc<lsm_interaction::InteractionChannel>,
     /// Cancelling it stops the run at its next step.
     pub stop: CancellationToken,
+    /// Cancel it when the run has ended: it ends the lease watcher of a run in PostgreSQL.
+    pub lease_done: CancellationToken,
 }
 
 /// The built-in agent `name`, or a usage error listing the agents.
@@ -188,14 +200,38 @@ pub(crate) fn find_agent(name: &str) -> Result<&'static lsm_agents::AgentSpec> {
 ///
 /// # Errors
 /// A usage error (exit code 2) for a bad argument or configuration.
-pub fn prepare(mut config: Config, mut args: RunArgs, output: Output) -> Result<PreparedRun> {
-    let mut cwd = std::env::current_dir()?;
+pub fn prepare(config: Config, args: RunArgs, output: Output) -> Result<PreparedRun> {
+    let pg = crate::run_store::pg_runs(&config)?;
+    prepare_with(config, args, output, pg, None, None)
+}
+
+/// [`prepare`] on the PostgreSQL runs `pg` (when `[store] url` is set), starting the new run
+/// under `run_id` when given (a queued run's), in `cwd` when given (else the process's
+/// working directory).
+///
+/// # Errors
+/// As [`prepare`].
+pub fn prepare_with(
+    mut config: Config,
+    mut args: RunArgs,
+    output: Output,
+    pg: Option<lsm_store_pg::PgRuns>,
+    run_id: Option<String>,
+    cwd: Option<PathBuf>,
+) -> Result<PreparedRun> {
+    let mut cwd = match cwd {
+        Some(dir) => dir,
+        None => std::env::current_dir()?,
+    };
     if let Some(dir) = &args.agents_folder {
         config.agents.agents_folder = cwd.join(dir);
     }
     let point = match args.resume.clone() {
         Some(run_id) => {
-            let point = resume::open_run(&config.agents.agents_folder, &run_id)?;
+            let point = match &pg {
+                Some(pg) => resume::open_pg_run(pg, &config.agents.agents_folder, &run_id)?,
+                None => resume::open_run(&config.agents.agents_folder, &run_id)?,
+            };
             if let Some(dir) = resume::recorded(&mut args, &point)? {
                 cwd = dir;
             }
@@ -323,7 +359,30 @@ pub fn prepare(mut config: Config, mut args: RunArgs, output: Output) -> Result<
             flags: flags.clone(),
             cwd: cwd.clone(),
             auto_approve: args.yes,
+            pg: pg.clone(),
         }));
+    let lease_done = CancellationToken::new();
+    if let Some(pg) = &pg {
+        factory = factory.with_store(crate::run_store::store_of(pg));
+        let id = match &point {
+            Some(p) => p.run_id().to_string(),
+            None => {
+                // The id is fixed now and the lease taken before the run starts, so that the
+                // lease watcher renews it from the first step.
+                let id = run_id.unwrap_or_else(lsm_harness::new_run_id);
+                match pg.take(&id, spec.name) {
+                    Ok(lsm_store_pg::TakeOutcome::Taken) => {}
+                    Ok(other) => {
+                        return Err(usage(format!("run {id} cannot be started: {other:?}")));
+                    }
+                    Err(e) => return Err(usage(format!("[store] url: {e}"))),
+                }
+                factory = factory.with_next_run_id(id.clone());
+                id
+            }
+        };
+        crate::run_store::watch_lease(pg.clone(), id.clone(), stop.clone(), lease_done.clone());
+    }
     if let Some(contract) = config.agents.contract_of(spec.name) {
         factory = factory.with_contract(contract);
     }
@@ -360,6 +419,7 @@ pub fn prepare(mut config: Config, mut args: RunArgs, output: Output) -> Result<
         opts,
         channel,
         stop,
+        lease_done,
     })
 }
 

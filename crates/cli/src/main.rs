@@ -31,10 +31,12 @@ mod memory_wiring;
 mod module_graph;
 mod output;
 mod progress;
+mod queue;
 mod retry_notice;
 mod run_agent_tool;
 mod run_many;
 mod run_sinks;
+mod run_store;
 mod run_wiring;
 mod runs_cmd;
 mod runtime;
@@ -109,6 +111,9 @@ enum Command {
     /// List recorded runs and resume interrupted ones.
     #[command(subcommand)]
     Runs(runs_cmd::RunsCommand),
+    /// Drive queued runs from the PostgreSQL store ([store] url), and take over the runs of
+    /// workers that died.
+    Worker(queue::WorkerArgs),
     /// Inspect the tools agents can use.
     #[command(subcommand)]
     Tools(ToolsCommand),
@@ -270,6 +275,7 @@ fn main() -> ExitCode {
         Command::Agent(AgentCommand::RunMany(args)) => run_many::run(cfg, *args),
         Command::Agent(AgentCommand::List(args)) => agents_cmd::list(args.json),
         Command::Runs(command) => runs_cmd::run(cfg, command),
+        Command::Worker(args) => queue::worker(cfg, args),
         Command::Memory(command) => memory_cmd::run(cfg, command),
         Command::Tui(args) => tui::run(cfg, args),
         Command::Llm(LlmCommand::Ping(args)) => llm_cmd::ping(cfg, args),

@@ -84,6 +84,7 @@ fn run_args(args: Arguments, provider: Option<String>, configured_budget: u64) -
         stop_mode: None,
         contract: None,
         max_workers: None,
+        enqueue: false,
     }
 }
 

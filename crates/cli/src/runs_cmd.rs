@@ -19,6 +19,37 @@ pub enum RunsCommand {
     List(ListArgs),
     /// Continue an interrupted run to its end (same records, nothing repeated).
     Resume(ResumeArgs),
+    /// Queue a run in the PostgreSQL store for a worker (`lsm worker`); prints its id. Takes
+    /// the arguments of `lsm agent run`.
+    Submit(Box<RunArgs>),
+    /// One run in the PostgreSQL store: status, lease, attempts, summary (JSON).
+    Show(RunIdArgs),
+    /// Stop a run in the PostgreSQL store: a queued run (or one whose worker died) at once,
+    /// a running one at its worker's next heartbeat, on whatever machine it runs.
+    Cancel(RunIdArgs),
+    /// Print a run's events from the PostgreSQL store as they are recorded (stream-json
+    /// lines, the format of `--output-format stream-json`) until it ends.
+    Follow(FollowArgs),
+}
+
+/// `lsm runs show|cancel <run_id>`.
+#[derive(Debug, Args)]
+pub struct RunIdArgs {
+    /// The run.
+    run_id: String,
+}
+
+/// `lsm runs follow <run_id>`.
+#[derive(Debug, Args)]
+pub struct FollowArgs {
+    /// The run.
+    run_id: String,
+    /// Start after this journal line (0: from the start).
+    #[arg(long, value_name = "SEQ", default_value_t = 0)]
+    after: i64,
+    /// How often to look for new lines, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 200)]
+    poll_ms: u64,
 }
 
 /// `lsm runs list`.
@@ -69,6 +100,10 @@ pub enum Status {
     Done,
     /// Finished as failed.
     Failed,
+    /// In the PostgreSQL store, waiting for a worker.
+    Queued,
+    /// In the PostgreSQL store, cancelled (`lsm runs cancel`).
+    Cancelled,
 }
 
 /// One recorded run.
@@ -93,9 +128,103 @@ struct RunRow {
 /// Run a `lsm runs` command; returns the exit code.
 pub fn run(cfg: &crate::config::ConfigArgs, command: RunsCommand) -> u8 {
     match command {
-        RunsCommand::List(args) => exit::block_on_command(async move { list(cfg, args) }),
+        RunsCommand::List(args) => exit::block_on_command(async move { list(cfg, args).await }),
         RunsCommand::Resume(args) => resume(cfg, args),
+        RunsCommand::Submit(args) => crate::queue::submit(cfg, *args),
+        RunsCommand::Show(args) => exit::block_on_command(async move { show(cfg, args).await }),
+        RunsCommand::Cancel(args) => exit::block_on_command(async move { cancel(cfg, args).await }),
+        RunsCommand::Follow(args) => exit::block_on_command(async move { follow(cfg, args).await }),
     }
+}
+
+/// The PostgreSQL runs, or a usage error saying the command needs them.
+fn pg_required(cfg: &crate::config::ConfigArgs, command: &str) -> Result<lsm_store_pg::PgRuns> {
+    let config = cfg.load()?;
+    crate::run_store::pg_runs(&config)?.ok_or_else(|| {
+        exit::usage(format!(
+            "`lsm runs {command}` works on the PostgreSQL store: set [store] url (or \
+             LSM_STORE_URL) to postgres://USER@HOST:PORT/DATABASE"
+        ))
+    })
+}
+
+async fn show(cfg: &crate::config::ConfigArgs, args: RunIdArgs) -> Result<u8> {
+    let pg = pg_required(cfg, "show")?;
+    match pg.get(&args.run_id).await.map_err(store_error)? {
+        Some(row) => {
+            let text = serde_json::to_string_pretty(&row)?;
+            println!("{}", crate::secrets::clean_json_text(&text));
+            Ok(exit::OK)
+        }
+        None => Err(exit::usage(format!(
+            "no run '{}' in the PostgreSQL store; `lsm runs list` shows the runs",
+            args.run_id
+        ))),
+    }
+}
+
+async fn cancel(cfg: &crate::config::ConfigArgs, args: RunIdArgs) -> Result<u8> {
+    use lsm_store_pg::CancelOutcome;
+    let pg = pg_required(cfg, "cancel")?;
+    match pg.cancel(&args.run_id).await.map_err(store_error)? {
+        CancelOutcome::Cancelled => println!("run {} cancelled", args.run_id),
+        CancelOutcome::Requested => println!(
+            "run {} asked to stop; its worker stops it within {:.0} s",
+            args.run_id,
+            pg.lease().as_secs_f64() / 3.0
+        ),
+        CancelOutcome::AlreadyFinished { status } => {
+            println!("run {} had already ended ({status})", args.run_id);
+        }
+        CancelOutcome::NotFound => {
+            return Err(exit::usage(format!(
+                "no run '{}' in the PostgreSQL store",
+                args.run_id
+            )));
+        }
+    }
+    Ok(exit::OK)
+}
+
+async fn follow(cfg: &crate::config::ConfigArgs, args: FollowArgs) -> Result<u8> {
+    use std::io::Write;
+    let pg = pg_required(cfg, "follow")?;
+    if pg.get(&args.run_id).await.map_err(store_error)?.is_none() {
+        return Err(exit::usage(format!(
+            "no run '{}' in the PostgreSQL store",
+            args.run_id
+        )));
+    }
+    let mut after = args.after;
+    let poll = std::time::Duration::from_millis(args.poll_ms.max(10));
+    loop {
+        let lines = pg
+            .lines_after(&args.run_id, after, 500)
+            .await
+            .map_err(store_error)?;
+        let mut out = std::io::stdout().lock();
+        for (seq, line) in &lines {
+            writeln!(out, "{line}")?;
+            after = *seq;
+        }
+        out.flush()?;
+        drop(out);
+        if lines.is_empty() {
+            let row = pg.get(&args.run_id).await.map_err(store_error)?;
+            let ended = row
+                .as_ref()
+                .is_none_or(|r| lsm_store_pg::FINISHED_STATUSES.contains(&r.status.as_str()));
+            // Lines written before the end are read before it is believed.
+            if ended && row.is_none_or(|r| r.last_seq <= after) {
+                return Ok(exit::OK);
+            }
+            tokio::time::sleep(poll).await;
+        }
+    }
+}
+
+fn store_error(e: lsm_store_pg::StoreError) -> anyhow::Error {
+    exit::usage(format!("[store] url: {e}"))
 }
 
 fn agents_folder(cfg: &crate::config::ConfigArgs, flag: Option<&Path>) -> Result<PathBuf> {
@@ -106,9 +235,14 @@ fn agents_folder(cfg: &crate::config::ConfigArgs, flag: Option<&Path>) -> Result
     })
 }
 
-fn list(cfg: &crate::config::ConfigArgs, args: ListArgs) -> Result<u8> {
+async fn list(cfg: &crate::config::ConfigArgs, args: ListArgs) -> Result<u8> {
     let root = agents_folder(cfg, args.agents_folder.as_deref())?;
-    let mut rows: Vec<RunRow> = scan(&root)
+    let pg = crate::run_store::pg_runs(&cfg.load()?)?;
+    let found = match &pg {
+        Some(pg) => pg_rows(pg).await?,
+        None => scan(&root),
+    };
+    let mut rows: Vec<RunRow> = found
         .into_iter()
         .filter(|r| args.agent.as_ref().is_none_or(|a| *a == r.agent))
         .filter(|r| args.status.is_none_or(|s| s == r.status))
@@ -119,7 +253,10 @@ fn list(cfg: &crate::config::ConfigArgs, args: ListArgs) -> Result<u8> {
         return Ok(exit::OK);
     }
     if rows.is_empty() {
-        println!("no runs under {}", root.display());
+        match &pg {
+            Some(pg) => println!("no runs in {}", pg.db().settings().target()),
+            None => println!("no runs under {}", root.display()),
+        }
         return Ok(exit::OK);
     }
     println!(
@@ -142,6 +279,42 @@ fn list(cfg: &crate::config::ConfigArgs, args: ListArgs) -> Result<u8> {
         );
     }
     Ok(exit::OK)
+}
+
+/// Every run in the PostgreSQL store (queued ones show as `queued`, interrupted ones are
+/// those whose driver's lease ran out).
+async fn pg_rows(pg: &lsm_store_pg::PgRuns) -> Result<Vec<RunRow>> {
+    let rows = pg
+        .list(&lsm_store_pg::ListFilter::default())
+        .await
+        .map_err(store_error)?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let status = match r.status.as_str() {
+                "queued" => Status::Queued,
+                "running" if r.lease_expired => Status::Interrupted,
+                "running" => Status::Running,
+                "failed" => Status::Failed,
+                "cancelled" => Status::Cancelled,
+                _ => Status::Done,
+            };
+            let finished = lsm_store_pg::FINISHED_STATUSES
+                .contains(&r.status.as_str())
+                .then(|| r.status.clone());
+            RunRow {
+                run_id: r.run_id,
+                agent: r.agent,
+                status,
+                started_at: r.started_at.unwrap_or(r.created_at),
+                topic: r.topic,
+                finished,
+                run_dir: String::new(),
+                schema_version: u64::from(lsm_harness::SCHEMA_VERSION),
+                resumable: status == Status::Interrupted,
+            }
+        })
+        .collect())
 }
 
 /// Every run under `root`: `<root>/<agent>/logs/<run_id>/transcript.jsonl`.
@@ -238,6 +411,7 @@ fn resume(cfg: &crate::config::ConfigArgs, args: ResumeArgs) -> u8 {
         stop_mode: None,
         contract: None,
         max_workers: None,
+        enqueue: false,
     };
     agent_run::run(cfg, run)
 }

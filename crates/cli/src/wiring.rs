@@ -42,7 +42,8 @@ pub struct ProviderFlags {
 }
 
 /// Test-only: a scripted provider appends the number of every response it serves to this
-/// file (how the crash tests check that no response is served twice across processes).
+/// file (how the crash tests check that no response is served twice across processes); when
+/// it names a folder, each script gets its own log there, `<script name>.served`.
 pub const SERVED_LOG_ENV: &str = "LSM_TEST_SCRIPTED_SERVED_LOG";
 
 /// A provider and what it talks to.
@@ -86,6 +87,12 @@ pub fn build_provider(
             .map_err(|e| usage(e.to_string()))?
             .starting_at(flags.script_start);
         if let Some(log) = std::env::var_os(SERVED_LOG_ENV) {
+            // A folder: one log per script (`<script name>.served`), for tests of many runs.
+            let log = std::path::PathBuf::from(log);
+            let log = match (log.is_dir(), path.file_name()) {
+                (true, Some(name)) => log.join(format!("{}.served", name.to_string_lossy())),
+                _ => log,
+            };
             p = p.with_served_log(log);
         }
         return Ok(BuiltProvider {

@@ -36,6 +36,8 @@ pub struct CliWorkers {
     pub cwd: PathBuf,
     /// `--yes`: approve the workers' permission requests.
     pub auto_approve: bool,
+    /// The parent's PostgreSQL run store (`[store] url`): the workers' journals go there too.
+    pub pg: Option<lsm_store_pg::PgRuns>,
 }
 
 /// A worker's events, passed on to its parent's watchers.
@@ -75,9 +77,29 @@ impl CliWorkers {
                 known.join(", ")
             )
         })?;
-        let point = match &job.resume {
+        let point = match (&job.resume, &self.pg) {
+            // In PostgreSQL: a worker whose journal has lines is continued from it.
+            (Some(dir), Some(pg)) => {
+                let store = crate::run_store::store_of(pg);
+                let key = lsm_harness::RunKey {
+                    run_id: dir
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                    agent: spec.name.to_string(),
+                    run_dir: dir.clone(),
+                };
+                if store.read(&key).map_err(|e| e.to_string())?.is_some() {
+                    if let Some(outcome) = ended_outcome(&request, dir, &job.budget) {
+                        return Ok(outcome);
+                    }
+                    Some(ResumePoint::open_in(&store, &key).map_err(|e| e.to_string())?)
+                } else {
+                    None
+                }
+            }
             // A worker whose run never wrote a line (the parent died first) starts anew.
-            Some(dir) if dir.join("transcript.jsonl").is_file() => {
+            (Some(dir), None) if dir.join("transcript.jsonl").is_file() => {
                 if let Some(outcome) = ended_outcome(&request, dir, &job.budget) {
                     return Ok(outcome);
                 }
@@ -175,6 +197,9 @@ impl CliWorkers {
             });
         if let Some(contract) = config.agents.contract_of(spec.name) {
             factory = factory.with_contract(contract);
+        }
+        if let Some(pg) = &self.pg {
+            factory = factory.with_store(crate::run_store::store_of(pg));
         }
         if let Some(point) = point {
             factory = factory.resuming(point);

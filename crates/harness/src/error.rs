@@ -70,6 +70,15 @@ pub enum HarnessError {
         /// The owner's pid, when its lock file says.
         pid: Option<u32>,
     },
+    /// Another process holds the run's lease in a shared store (a worker on this machine or
+    /// another): wait for it to end, or for its lease to run out if it died.
+    #[error("run {run_id} is held by {holder}; wait for it to end or for its lease to run out")]
+    Leased {
+        /// The run.
+        run_id: String,
+        /// Who holds it, and until when.
+        holder: String,
+    },
     /// The run's lock file cannot be used.
     #[error("cannot lock the run with {path}: {reason}")]
     Lock {

@@ -39,6 +39,10 @@ pub struct HarnessFactory {
     hooks: Vec<BuildHook>,
     /// The interrupted run the next harness built continues (taken by that build).
     resume: Arc<Mutex<Option<ResumePoint>>>,
+    /// The id the next new run built gets (taken by that build).
+    next_run_id: Arc<Mutex<Option<String>>>,
+    /// Where every harness keeps its journal (the run folder's files when `None`).
+    store: Option<Arc<dyn crate::RunStore>>,
 }
 
 impl std::fmt::Debug for HarnessFactory {
@@ -70,7 +74,24 @@ impl HarnessFactory {
             launch: None,
             hooks: Vec::new(),
             resume: Arc::new(Mutex::new(None)),
+            next_run_id: Arc::new(Mutex::new(None)),
+            store: None,
         }
+    }
+
+    /// Every harness built keeps its journal in `store` (see [`AgentHarness::with_store`]).
+    pub fn with_store(mut self, store: Arc<dyn crate::RunStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The next new run built gets the id `run_id` (see [`AgentHarness::with_run_id`]).
+    pub fn with_next_run_id(self, run_id: impl Into<String>) -> Self {
+        *self
+            .next_run_id
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(run_id.into());
+        self
     }
 
     /// Every harness built fills `handle` in (its id and folder, then its summary).
@@ -171,6 +192,7 @@ impl HarnessFactory {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
+        let resumed_build = resume.is_some();
         let h = match resume {
             Some(point) => AgentHarness::resumed(
                 point,
@@ -188,6 +210,20 @@ impl HarnessFactory {
                 Arc::clone(&self.sandbox),
             ),
         };
+        let mut h = h;
+        if let Some(store) = &self.store {
+            h = h.with_store(Arc::clone(store));
+        }
+        // A resumed run keeps its own id.
+        if !resumed_build
+            && let Some(run_id) = self
+                .next_run_id
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+        {
+            h = h.with_run_id(run_id);
+        }
         let mut h = h
             .with_stall(self.stall)
             .with_agent_stop_max_blocks(self.agent_stop_max_blocks)

@@ -139,6 +139,15 @@ impl std::fmt::Debug for AgentHarness {
     }
 }
 
+/// A new run id: the UTC start time and 8 random hex digits (`20261125_093000_1a2b3c4d`).
+pub fn new_run_id() -> String {
+    format!(
+        "{}_{}",
+        Utc::now().format("%Y%m%d_%H%M%S"),
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    )
+}
+
 impl AgentHarness {
     /// A harness for one run of `identity`. Nothing is written until the first phase.
     pub fn new(
@@ -149,11 +158,7 @@ impl AgentHarness {
         sandbox: Arc<Sandbox>,
     ) -> Self {
         let started_at = Utc::now();
-        let run_id = format!(
-            "{}_{}",
-            started_at.format("%Y%m%d_%H%M%S"),
-            &uuid::Uuid::new_v4().simple().to_string()[..8]
-        );
+        let run_id = new_run_id();
         let run_dir = config
             .agents_folder
             .join(&identity.name)
@@ -167,8 +172,13 @@ impl AgentHarness {
             .filter(|t| t.risk() != lsm_sandbox::RiskLevel::ReadOnly)
             .map(|t| t.name().to_string())
             .collect();
-        let recorder = Recorder::new(run_dir, run_id.clone(), config.write_records)
-            .with_fsync(config.journal_fsync, side_effects);
+        let recorder = Recorder::new(
+            run_dir,
+            run_id.clone(),
+            identity.name.clone(),
+            config.write_records,
+        )
+        .with_fsync(config.journal_fsync, side_effects);
         let limits = BudgetLimits::from_config(&config);
         let budget = RunBudget::new(limits);
         let tools = sandbox
@@ -269,10 +279,11 @@ impl AgentHarness {
         let recorder = Recorder::new(
             point.run_dir.clone(),
             point.run_id.clone(),
+            h.identity.name.clone(),
             h.config.write_records,
         )
         .with_fsync(h.config.journal_fsync, side_effects)
-        .continuing(after_seq, point.lock);
+        .continuing(after_seq, point.writer);
         h.recorder = Arc::new(Mutex::new(recorder));
         h.run_id = point.run_id;
         if let Ok(t) = DateTime::parse_from_rfc3339(&point.started.started_at) {

@@ -51,6 +51,7 @@ pub mod resume;
 pub mod stall;
 pub mod state;
 pub mod stop;
+pub mod store;
 pub mod work_items;
 pub mod workers;
 
@@ -69,7 +70,9 @@ pub use control::{
 pub use error::HarnessError;
 pub use event::{EventEnvelope, RepairAction, RunEvent, RunLaunch, SCHEMA_VERSION};
 pub use factory::HarnessFactory;
-pub use harness::{AgentHarness, EventSink, RecordHandle, RunHandle, RunReport, ToolCallGuard};
+pub use harness::{
+    AgentHarness, EventSink, RecordHandle, RunHandle, RunReport, ToolCallGuard, new_run_id,
+};
 pub use hooks::{
     CommandHook, CommandHookConfig, Hook, HookAnswer, HookEvent, HookPoint, HookRun, HooksConfig,
 };
@@ -77,10 +80,11 @@ pub use lock::{LockState, RunLock, lock_state};
 pub use memory::{MemoryProvider, NoMemory};
 pub use records::{
     ApprovalsDenials, ContextTracking, ContractReport, Journal, LabelTracking, MemoryCounts,
-    RunSummary, TokenUsage, ToolApprovalCounts, extract_constraints, read_journal,
+    RunSummary, TokenUsage, ToolApprovalCounts, extract_constraints, parse_journal, read_journal,
 };
 pub use resume::{ResumePoint, StartedRun};
 pub use stall::StallConfig;
 pub use state::{RunState, RunUsage};
+pub use store::{FileStore, JournalWriter, RunKey, RunStore};
 pub use work_items::{WorkItem, WorkStatus};
 pub use workers::{WorkerJob, WorkerReporter, WorkerSpawner};

@@ -4,12 +4,13 @@ use std::collections::{BTreeMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{EventEnvelope, RunEvent, SCHEMA_VERSION};
-use crate::lock::RunLock;
+use crate::store::{FileStore, JournalWriter, RunKey, RunStore};
 use crate::{HarnessError, JournalFsync};
 
 /// Counts of approvals and denials for one tool.
@@ -203,11 +204,11 @@ pub(crate) fn timestamp(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-/// Where a run's records go, and the open transcript.
+/// Where a run's records go, and the open journal.
 #[derive(Debug)]
 pub(crate) struct Recorder {
     run_dir: PathBuf,
-    transcript: Option<File>,
+    agent: String,
     enabled: bool,
     seq: u64,
     run_id: String,
@@ -215,30 +216,55 @@ pub(crate) struct Recorder {
     /// Tools whose calls can have side effects: their `tool_call_started` is made durable
     /// before they run (under the `batched` policy).
     side_effects: HashSet<String>,
-    /// This process's hold on the run folder (taken when the folder is created, or by the
-    /// [`crate::ResumePoint`] of a resumed run).
-    lock: Option<RunLock>,
+    /// Where the journal lives.
+    store: Arc<dyn RunStore>,
+    /// The run's journal, held for this process (opened with the first line, or brought by
+    /// the [`crate::ResumePoint`] of a resumed run).
+    writer: Option<Box<dyn JournalWriter>>,
 }
 
 impl Recorder {
-    pub fn new(run_dir: PathBuf, run_id: String, enabled: bool) -> Self {
+    pub fn new(run_dir: PathBuf, run_id: String, agent: String, enabled: bool) -> Self {
         Recorder {
             run_dir,
-            transcript: None,
+            agent,
             enabled,
             seq: 0,
             run_id,
             fsync: JournalFsync::default(),
             side_effects: HashSet::new(),
-            lock: None,
+            store: Arc::new(FileStore),
+            writer: None,
         }
     }
 
-    /// Continue an existing journal whose last line is `seq`, holding `lock`.
-    pub fn continuing(mut self, seq: u64, lock: RunLock) -> Self {
+    /// Continue an existing journal whose last line is `seq`, held by `writer`.
+    pub fn continuing(mut self, seq: u64, writer: Box<dyn JournalWriter>) -> Self {
         self.seq = seq;
-        self.lock = Some(lock);
+        self.writer = Some(writer);
         self
+    }
+
+    /// Keep the journal in `store` (before anything is written).
+    pub fn set_store(&mut self, store: Arc<dyn RunStore>) {
+        self.store = store;
+    }
+
+    /// Give the run another id (before anything is written): its folder follows.
+    pub fn set_run_id(&mut self, run_id: String) {
+        if let Some(logs) = self.run_dir.parent() {
+            self.run_dir = logs.join(&run_id);
+        }
+        self.run_id = run_id;
+    }
+
+    /// The run's id, agent and folder.
+    pub fn key(&self) -> RunKey {
+        RunKey {
+            run_id: self.run_id.clone(),
+            agent: self.agent.clone(),
+            run_dir: self.run_dir.clone(),
+        }
     }
 
     /// The tools whose calls count as side effects.
@@ -251,10 +277,10 @@ impl Recorder {
         self.seq + 1
     }
 
-    /// Give the run folder up (the run has finished).
+    /// Give the run up (the run has finished).
     pub fn release_lock(&mut self) {
-        if let Some(lock) = self.lock.take() {
-            lock.release();
+        if let Some(writer) = self.writer.take() {
+            writer.release();
         }
     }
 
@@ -294,28 +320,13 @@ impl Recorder {
         self.run_dir.join("transcript.jsonl")
     }
 
-    fn open(&mut self) -> Result<&mut File, HarnessError> {
-        if self.transcript.is_none() {
-            std::fs::create_dir_all(&self.run_dir).map_err(|e| HarnessError::CreateFolder {
-                path: self.run_dir.display().to_string(),
-                reason: e.to_string(),
-            })?;
-            if self.lock.is_none() {
-                // A new run: nobody else may drive it (a resumed run brings its lock).
-                self.lock = Some(RunLock::acquire(&self.run_dir)?);
-            }
-            let path = self.transcript_path();
-            let file = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .map_err(|e| HarnessError::OpenTranscript {
-                    path: path.display().to_string(),
-                    reason: e.to_string(),
-                })?;
-            self.transcript = Some(file);
+    fn open(&mut self) -> Result<&mut Box<dyn JournalWriter>, HarnessError> {
+        if self.writer.is_none() {
+            // A new run: its journal is created, held by this process (a resumed run brings
+            // its writer).
+            self.writer = Some(self.store.create(&self.key())?);
         }
-        self.transcript
+        self.writer
             .as_mut()
             .ok_or_else(|| HarnessError::OpenTranscript {
                 path: self.run_dir.join("transcript.jsonl").display().to_string(),
@@ -377,14 +388,8 @@ impl Recorder {
         }
         if self.enabled {
             line.push(b'\n');
-            let path = self.transcript_path();
-            let file = self.open()?;
-            file.write_all(&line)
-                .and_then(|()| if sync { file.sync_data() } else { Ok(()) })
-                .map_err(|e| HarnessError::Append {
-                    path: path.display().to_string(),
-                    reason: e.to_string(),
-                })?;
+            let seq = self.seq + 1;
+            self.open()?.append(seq, &record.event, &line, sync)?;
         }
         self.seq += 1;
         Ok(record)
@@ -399,9 +404,9 @@ impl Recorder {
             path: self.run_dir.display().to_string(),
             reason: e.to_string(),
         })?;
-        if let Some(f) = self.transcript.as_mut() {
-            // Durability point: the transcript is complete before the summary claims the end.
-            let _ = f.sync_data();
+        if let Some(w) = self.writer.as_mut() {
+            // Durability point: the journal is complete before the summary claims the end.
+            let _ = w.sync();
         }
         // Redacted like the transcript: the summary repeats the run's error, the topic, ….
         let serialize = |e: serde_json::Error| HarnessError::Serialize {
@@ -430,7 +435,11 @@ impl Recorder {
         write().map_err(|e| HarnessError::Summary {
             path: path.display().to_string(),
             reason: e.to_string(),
-        })
+        })?;
+        match self.writer.as_mut() {
+            Some(w) => w.finished(&value),
+            None => Ok(()),
+        }
     }
 }
 
@@ -455,7 +464,17 @@ pub fn read_journal(path: &Path) -> Result<Journal, HarnessError> {
         path: path.display().to_string(),
         reason: e.to_string(),
     })?;
-    let text = String::from_utf8_lossy(&bytes);
+    parse_journal(
+        &String::from_utf8_lossy(&bytes),
+        &path.display().to_string(),
+    )
+}
+
+/// [`read_journal`] of a journal's text, read from `source` (named in messages).
+///
+/// # Errors
+/// A line before the last that is not a run event of this schema.
+pub fn parse_journal(text: &str, source: &str) -> Result<Journal, HarnessError> {
     let lines: Vec<&str> = text.split_terminator('\n').collect();
     let mut events = Vec::with_capacity(lines.len());
     let mut warning = None;
@@ -467,14 +486,13 @@ pub fn read_journal(path: &Path) -> Result<Journal, HarnessError> {
             Ok(e) => events.push(e),
             Err(e) if i + 1 == lines.len() => {
                 warning = Some(format!(
-                    "the last line ({}) of {} is incomplete and was ignored: {e}",
+                    "the last line ({}) of {source} is incomplete and was ignored: {e}",
                     i + 1,
-                    path.display()
                 ));
             }
             Err(e) => {
                 return Err(HarnessError::ReadJournal {
-                    path: path.display().to_string(),
+                    path: source.to_string(),
                     reason: format!(
                         "line {} is not a run event of schema version {SCHEMA_VERSION}: {e}",
                         i + 1

@@ -15,14 +15,14 @@
 //!   the journal records as spent.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use lsm_sandbox::{RiskLevel, Sandbox};
 
 use crate::HarnessError;
 use crate::event::{EventEnvelope, RepairAction, RunEvent, RunLaunch};
-use crate::lock::RunLock;
-use crate::records::{read_journal, truncate_torn_tail};
 use crate::state::{PendingCall, RunState};
+use crate::store::{FileStore, JournalWriter, RunKey, RunStore};
 
 /// What `run_started` says about a run: enough for its owner to build it again.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,54 +84,80 @@ pub struct ResumePoint {
     pub(crate) run_id: String,
     pub(crate) journal: Vec<EventEnvelope>,
     pub(crate) state: RunState,
-    pub(crate) lock: RunLock,
+    pub(crate) writer: Box<dyn JournalWriter>,
     pub(crate) started: StartedRun,
     warning: Option<String>,
 }
 
 impl ResumePoint {
     /// Lock the run in `run_dir` for this process, read its journal (cutting off a torn last
-    /// line) and fold it.
+    /// line) and fold it (the file store; see [`ResumePoint::open_in`]).
     ///
     /// # Errors
     /// [`HarnessError::Locked`] when a live process drives it; [`HarnessError::Resume`] when
     /// it has no `run_started` or has already finished; a journal that cannot be read.
     pub fn open(run_dir: &Path) -> Result<ResumePoint, HarnessError> {
+        if !run_dir.is_dir() {
+            return Err(HarnessError::Resume {
+                run_dir: run_dir.display().to_string(),
+                reason: "there is no such run folder".into(),
+            });
+        }
+        let run_id = run_dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let agent = run_dir
+            .parent()
+            .and_then(Path::parent)
+            .and_then(Path::file_name)
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let key = RunKey {
+            run_id,
+            agent,
+            run_dir: run_dir.to_path_buf(),
+        };
+        ResumePoint::open_in(&(Arc::new(FileStore) as Arc<dyn RunStore>), &key)
+    }
+
+    /// Take the run `key` in `store` for this process, read its journal (a torn last line cut
+    /// off) and fold it.
+    ///
+    /// # Errors
+    /// [`HarnessError::Locked`] or [`HarnessError::Leased`] when another process drives it;
+    /// [`HarnessError::Resume`] when it has no `run_started` or has already finished; a
+    /// journal that cannot be read.
+    pub fn open_in(store: &Arc<dyn RunStore>, key: &RunKey) -> Result<ResumePoint, HarnessError> {
         let refuse = |reason: String| HarnessError::Resume {
-            run_dir: run_dir.display().to_string(),
+            run_dir: key.run_dir.display().to_string(),
             reason,
         };
-        if !run_dir.is_dir() {
-            return Err(refuse("there is no such run folder".into()));
-        }
-        // The lock first: the journal must not change while it is read and continued.
-        let lock = RunLock::acquire(run_dir)?;
-        let path = run_dir.join("transcript.jsonl");
-        let mut journal = read_journal(&path)?;
+        let (writer, mut journal) = store.reopen(key)?;
         let warning = journal.warning.take();
-        if warning.is_some() {
-            // Appending after a torn line would leave a broken line in the middle.
-            truncate_torn_tail(&path)?;
-        }
         let events = journal.events;
         let Some(started) = StartedRun::of(&events) else {
+            writer.release();
             return Err(refuse(
                 "its transcript has no run_started line; nothing ran".into(),
             ));
         };
         let state = RunState::fold(&events);
         if let Some(status) = &state.finished {
+            writer.release();
             return Err(refuse(format!(
                 "it has already finished ({status}); start a new run instead"
             )));
         }
-        let run_id = events.last().map(|e| e.run_id.clone()).unwrap_or_default();
+        let run_id = events
+            .last()
+            .map_or_else(|| key.run_id.clone(), |e| e.run_id.clone());
         Ok(ResumePoint {
-            run_dir: run_dir.to_path_buf(),
+            run_dir: key.run_dir.clone(),
             run_id,
             journal: events,
             state,
-            lock,
+            writer,
             started,
             warning,
         })

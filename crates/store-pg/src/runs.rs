@@ -514,6 +514,26 @@ impl PgRuns {
             .await
     }
 
+    /// [`PgRuns::get`] for synchronous callers.
+    ///
+    /// # Errors
+    /// The database fails.
+    pub fn get_blocking(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
+        let run_id = run_id.to_string();
+        self.db.blocking("reading a run", move |c| {
+            let run_id = run_id.clone();
+            async move {
+                let r = c
+                    .query_opt(
+                        &format!("SELECT {COLUMNS} FROM lsm_runs WHERE run_id = $1"),
+                        &[&run_id],
+                    )
+                    .await?;
+                Ok(r.as_ref().map(row))
+            }
+        })
+    }
+
     /// The runs `filter` selects, oldest first.
     ///
     /// # Errors

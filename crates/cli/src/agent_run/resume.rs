@@ -50,6 +50,28 @@ pub fn open_run(root: &Path, run_id: &str) -> Result<ResumePoint> {
     })
 }
 
+/// Find the run `run_id` in PostgreSQL and open it to be resumed (taking its lease); its
+/// folder is `<root>/<agent>/logs/<run_id>` on this machine.
+///
+/// # Errors
+/// A usage error when there is no such run, another process holds it, or it has finished.
+pub fn open_pg_run(pg: &lsm_store_pg::PgRuns, root: &Path, run_id: &str) -> Result<ResumePoint> {
+    let row = pg
+        .get_blocking(run_id)
+        .map_err(|e| usage(format!("[store] url: {e}")))?;
+    let Some(row) = row else {
+        return Err(usage(format!(
+            "no run '{run_id}' in the PostgreSQL store; `lsm runs list` shows the runs"
+        )));
+    };
+    let key = lsm_harness::RunKey {
+        run_id: run_id.to_string(),
+        agent: row.agent.clone(),
+        run_dir: root.join(&row.agent).join("logs").join(run_id),
+    };
+    ResumePoint::open_in(&crate::run_store::store_of(pg), &key).map_err(|e| usage(e.to_string()))
+}
+
 /// Fill `args` in from what the run recorded (agent, task or topic, provider, limits);
 /// returns the working directory the run was started in, when it was recorded.
 ///

@@ -16,7 +16,15 @@ pub(super) fn parse_value(value: &str) -> toml::Value {
 }
 
 /// The sections an `LSM_<SECTION>_<KEY>` variable can address.
-const SECTIONS: &[&str] = &["agents", "sandbox", "llm", "kb", "stall", "conductor"];
+const SECTIONS: &[&str] = &[
+    "agents",
+    "sandbox",
+    "llm",
+    "kb",
+    "stall",
+    "conductor",
+    "store",
+];
 
 /// Tables nested in a section, addressed as `LSM_<SECTION>_<TABLE>_<KEY>`
 /// (`LSM_AGENTS_MEMORY_ENABLED` sets `[agents.memory] enabled`,
@@ -137,7 +145,11 @@ pub(super) fn apply_env_overrides(
 
 /// `LSM_*` variables that are not settings of `lsm.toml`: `LSM_MODEL_CACHE` moves the model
 /// cache folder (shared with `cargo xtask fetch-model`); `LSM_LOG` is the log filter.
-const NOT_SETTINGS: &[&str] = &[lsm_providers::MODEL_CACHE_ENV, LOG_ENV];
+const NOT_SETTINGS: &[&str] = &[
+    lsm_providers::MODEL_CACHE_ENV,
+    LOG_ENV,
+    lsm_store_pg::PASSWORD_ENV,
+];
 
 /// The log filter's variable (`info`, `debug`, `lsm_harness=debug`, …).
 pub const LOG_ENV: &str = "LSM_LOG";

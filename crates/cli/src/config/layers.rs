@@ -414,6 +414,7 @@ fn typed(mut table: toml::Table) -> Result<Config> {
         .conductor
         .validate()
         .map_err(|e| config_error(e.clone()))?;
+    config.store.validate().map_err(config_error)?;
     Ok(config)
 }
 

@@ -26,7 +26,7 @@ pub use llm::{LlmConfig, ResolvedLlm, tier_name};
 #[cfg(test)]
 pub use llm::{LlmSettings, TierConfig};
 pub use origins::{Origins, Source};
-pub use sections::ConductorConfig;
+pub use sections::{ConductorConfig, StoreConfig};
 
 /// The name looked for in the working directory when `--config` is not given.
 pub const DEFAULT_CONFIG_FILE: &str = "lsm.toml";
@@ -51,6 +51,8 @@ pub struct Config {
     pub hooks: lsm_harness::HooksConfig,
     /// `[conductor]`: how the conductor delegates to workers.
     pub conductor: ConductorConfig,
+    /// `[store]`: where run journals and memory live (files unless a PostgreSQL URL is set).
+    pub store: StoreConfig,
     /// `[agents.memory]`: persistent memory. Split off the `[agents]` table by [`load`]
     /// (the harness's settings refuse keys they do not know).
     #[serde(skip)]

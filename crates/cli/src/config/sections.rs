@@ -62,6 +62,72 @@ impl ConductorConfig {
     }
 }
 
+/// `[store]`: where run journals (and, with a URL, agent memory) live. Without a URL, the
+/// run folders' files and the SQLite memory databases (the default for one person).
+#[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    /// `postgres://USER@HOST:PORT/DATABASE[?sslmode=disable|prefer|require]`, without a
+    /// password (it comes from `LSM_STORE_PASSWORD` or `PGPASSWORD`). Variable:
+    /// `LSM_STORE_URL`.
+    pub url: Option<String>,
+    /// The schema of lsm's tables (created when missing).
+    pub schema: String,
+    /// How long a run's lease lasts unless its driver renews it (every third of it): how long
+    /// a dead worker's runs wait before another worker takes them.
+    pub lease_seconds: f64,
+    /// Connections per process.
+    pub pool_size: usize,
+    /// A PEM file of the certificate authorities the server's certificate must chain to
+    /// (without it, TLS encrypts without checking the certificate).
+    pub ca_file: Option<std::path::PathBuf>,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            url: None,
+            schema: lsm_store_pg::SCHEMA_DEFAULT.to_string(),
+            lease_seconds: 30.0,
+            pool_size: 8,
+            ca_file: None,
+        }
+    }
+}
+
+impl StoreConfig {
+    /// Check the section (without connecting).
+    ///
+    /// # Errors
+    /// A bad URL (one holding a password included), schema, lease or pool size.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.lease_seconds.is_finite() && self.lease_seconds >= 0.5) {
+            return Err(format!(
+                "[store] lease_seconds = {} must be at least 0.5",
+                self.lease_seconds
+            ));
+        }
+        if let Some(settings) = self.settings() {
+            settings.validate().map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// The PostgreSQL settings, when a URL is configured.
+    pub fn settings(&self) -> Option<lsm_store_pg::PgSettings> {
+        let url = self.url.as_deref().filter(|u| !u.is_empty())?;
+        let mut s = lsm_store_pg::PgSettings::new(url).with_schema(&self.schema);
+        s.pool_size = self.pool_size;
+        s.ca_file.clone_from(&self.ca_file);
+        Some(s)
+    }
+
+    /// How long a lease lasts.
+    pub fn lease(&self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(self.lease_seconds.max(0.5))
+    }
+}
+
 /// Read the `memory` entry of the `[agents]` table (`[agents.memory]`) and take it out, so
 /// the rest of the table can be read as the harness's own settings (which refuse keys they
 /// do not know).

@@ -48,6 +48,7 @@ pub fn effective(config: &Config) -> Value {
         "mcp": to(serde_json::to_value(&config.mcp)),
         "stall": to(serde_json::to_value(config.stall)),
         "hooks": to(serde_json::to_value(&config.hooks)),
+        "store": to(serde_json::to_value(&config.store)),
     })
 }
 

@@ -69,6 +69,7 @@ impl RunLauncher for HarnessLauncher {
         let mut factory = parts
             .factory
             .with_worker_spawner(Arc::new(crate::workers::CliWorkers {
+                pg: None,
                 config: config.clone(),
                 flags: self.flags.clone(),
                 cwd: self.cwd.clone(),

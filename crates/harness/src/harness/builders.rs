@@ -5,6 +5,25 @@
 use super::*;
 
 impl AgentHarness {
+    /// Keep this run's journal in `store` instead of the run folder's files (give it before
+    /// the first phase: a journal already started stays where it is).
+    pub fn with_store(self, store: Arc<dyn crate::RunStore>) -> Self {
+        self.recorder().set_store(store);
+        self
+    }
+
+    /// Give this new run the id `run_id` (one assigned before it started, such as a queued
+    /// run's); before the first phase. A resumed run keeps its own.
+    pub fn with_run_id(mut self, run_id: impl Into<String>) -> Self {
+        if self.resume.is_some() {
+            return self;
+        }
+        let run_id = run_id.into();
+        self.recorder().set_run_id(run_id.clone());
+        self.run_id = run_id;
+        self
+    }
+
     /// Fill `handle` in with this run's id and folder now, and its summary when it finishes.
     pub fn with_run_handle(mut self, handle: RunHandle) -> Self {
         handle.started(&self.run_id, self.run_dir());

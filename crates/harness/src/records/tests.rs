@@ -24,7 +24,7 @@ fn constraints_are_rule_clauses_only_and_at_most_eight() {
 #[test]
 fn transcript_lines_are_numbered_json_objects() {
     let dir = tempfile::tempdir().unwrap();
-    let mut r = Recorder::new(dir.path().join("run"), "r1".into(), true);
+    let mut r = Recorder::new(dir.path().join("run"), "r1".into(), "a".into(), true);
     r.append(RunEvent::Artifact { path: "a".into() }).unwrap();
     r.append(RunEvent::StopRequested {
         label: None,
@@ -44,7 +44,7 @@ fn transcript_lines_are_numbered_json_objects() {
 }
 
 fn two_lines(dir: &Path) -> PathBuf {
-    let mut r = Recorder::new(dir.join("run"), "r1".into(), true);
+    let mut r = Recorder::new(dir.join("run"), "r1".into(), "a".into(), true);
     r.append(RunEvent::Artifact { path: "a".into() }).unwrap();
     r.append(RunEvent::Artifact { path: "b".into() }).unwrap();
     r.transcript_path()
@@ -85,7 +85,7 @@ fn a_broken_line_before_the_last_is_an_error_naming_it() {
 
 #[test]
 fn the_batched_policy_syncs_before_side_effects_and_at_phase_and_run_end_only() {
-    let r = Recorder::new(PathBuf::new(), "r".into(), false)
+    let r = Recorder::new(PathBuf::new(), "r".into(), "a".into(), false)
         .with_fsync(JournalFsync::Batched, ["write".to_string()].into());
     let started = |tool: &str| RunEvent::ToolCallStarted {
         label: None,
@@ -101,10 +101,10 @@ fn the_batched_policy_syncs_before_side_effects_and_at_phase_and_run_end_only() 
         run_outcome: "done".into(),
         tokens_used: 0,
     }));
-    let always = Recorder::new(PathBuf::new(), "r".into(), false)
+    let always = Recorder::new(PathBuf::new(), "r".into(), "a".into(), false)
         .with_fsync(JournalFsync::Always, HashSet::new());
     assert!(always.must_sync(&RunEvent::Artifact { path: "a".into() }));
-    let never = Recorder::new(PathBuf::new(), "r".into(), false)
+    let never = Recorder::new(PathBuf::new(), "r".into(), "a".into(), false)
         .with_fsync(JournalFsync::Never, ["write".to_string()].into());
     assert!(!never.must_sync(&started("write")));
 }
@@ -113,7 +113,7 @@ fn the_batched_policy_syncs_before_side_effects_and_at_phase_and_run_end_only() 
 fn without_records_an_envelope_a_sink_will_show_is_still_redacted() {
     let key = "records-secret-Qx81Lm2";
     assert!(lsm_sandbox::register_secret(key));
-    let mut r = Recorder::new(PathBuf::new(), "r1".into(), false);
+    let mut r = Recorder::new(PathBuf::new(), "r1".into(), "a".into(), false);
     let event = || RunEvent::LlmError {
         label: "__default__".into(),
         error: format!("refused {key}"),
@@ -134,7 +134,7 @@ fn secrets_never_reach_the_transcript_or_the_summary() {
     let key = "records-secret-Vb52Qk0";
     assert!(lsm_sandbox::register_secret(key));
     let dir = tempfile::tempdir().unwrap();
-    let mut r = Recorder::new(dir.path().join("run"), "r1".into(), true);
+    let mut r = Recorder::new(dir.path().join("run"), "r1".into(), "a".into(), true);
     let written = r
         .append(RunEvent::LlmError {
             label: "__default__".into(),
@@ -192,7 +192,7 @@ fn unwritable_folder_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("not_a_dir");
     std::fs::write(&file, "x").unwrap();
-    let mut r = Recorder::new(file.join("run"), "r1".into(), true);
+    let mut r = Recorder::new(file.join("run"), "r1".into(), "a".into(), true);
     let e = r
         .append(RunEvent::Artifact { path: "a".into() })
         .unwrap_err()

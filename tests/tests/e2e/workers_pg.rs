@@ -1,0 +1,326 @@
+//! Runs on PostgreSQL (`[store] url`): workers in separate processes drain a queue, a worker
+//! killed with SIGKILL has its runs finished by the others with no scripted line served
+//! twice, a cancel reaches a run on another process within a heartbeat, `lsm runs follow`
+//! streams a run's events, and a database restart mid-run is ridden out.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use std::time::Duration;
+
+use lsm_e2e::{lsm, run};
+use lsm_store_pg::{Db, ListFilter, PgRuns, PgSettings};
+use lsm_test_support::pg;
+use serde_json::{Value, json};
+
+use super::stderr;
+
+/// The store's settings for a test: its URL and schema, a short lease.
+struct Store {
+    url: String,
+    schema: String,
+    lease: &'static str,
+}
+
+impl Store {
+    fn env(&self, c: &mut Command) {
+        c.env("LSM_STORE_URL", &self.url)
+            .env("LSM_STORE_SCHEMA", &self.schema)
+            .env("LSM_STORE_LEASE_SECONDS", self.lease);
+        if let Ok(p) = std::env::var("LSM_STORE_PASSWORD") {
+            c.env("LSM_STORE_PASSWORD", p);
+        }
+    }
+
+    fn cmd(&self, dir: &Path) -> Command {
+        let mut c = lsm(dir);
+        self.env(&mut c);
+        c.env("LSM_TEST_SCRIPTED_SERVED_LOG", dir.join("served"));
+        c
+    }
+
+    fn runs(&self) -> PgRuns {
+        let settings = PgSettings::new(&self.url).with_schema(&self.schema);
+        PgRuns::new(
+            Db::connect(settings).unwrap(),
+            "test",
+            Duration::from_secs(60),
+        )
+    }
+}
+
+/// A run's script: two appends and an answer, each answer held back `delay_ms`.
+fn script(k: usize, delay_ms: u64) -> String {
+    [
+        json!({"tool_calls": [{"name": "append_file", "arguments": {"path": format!("log{k}.txt"), "content": "one\n"}}],
+               "usage": {"input_tokens": 10, "output_tokens": 2}, "delay_ms": delay_ms}),
+        json!({"tool_calls": [{"name": "append_file", "arguments": {"path": format!("log{k}.txt"), "content": "two\n"}}],
+               "usage": {"input_tokens": 20, "output_tokens": 3}, "delay_ms": delay_ms}),
+        json!({"text": "done", "usage": {"input_tokens": 30, "output_tokens": 1}, "delay_ms": delay_ms}),
+    ]
+    .iter()
+    .map(|l| format!("{l}\n"))
+    .collect()
+}
+
+fn submit(store: &Store, dir: &Path, k: usize, delay_ms: u64) -> String {
+    std::fs::write(dir.join(format!("r{k}.jsonl")), script(k, delay_ms)).unwrap();
+    let out = run(store.cmd(dir).args([
+        "runs",
+        "submit",
+        "general",
+        "--task",
+        &format!("append to log{k}.txt"),
+        "--provider",
+        &format!("scripted:r{k}.jsonl"),
+        "--yes",
+        "--json",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["status"], "queued");
+    v["run_id"].as_str().unwrap().to_string()
+}
+
+fn worker(store: &Store, dir: &Path, concurrency: &str) -> Child {
+    store
+        .cmd(dir)
+        .args(["worker", "--exit-when-idle", "--poll-ms", "50"])
+        .args(["--concurrency", concurrency, "--agents-folder", "Agents"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Each served log of `dir/served`: the script lines served, in order.
+fn served(dir: &Path) -> BTreeMap<String, Vec<u64>> {
+    std::fs::read_dir(dir.join("served"))
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            let lines = std::fs::read_to_string(e.path())
+                .unwrap()
+                .lines()
+                .map(|l| l.parse().unwrap())
+                .collect();
+            (e.file_name().to_string_lossy().into_owned(), lines)
+        })
+        .collect()
+}
+
+/// The events of a journal, checked to be numbered 1, 2, 3, … without a gap.
+fn events(runs: &PgRuns, run_id: &str) -> Vec<Value> {
+    let lines: Vec<Value> = runs
+        .read(run_id)
+        .unwrap()
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for (i, l) in lines.iter().enumerate() {
+        assert_eq!(l["seq"], json!(i as u64 + 1), "{run_id}: seq without gaps");
+    }
+    lines
+}
+
+fn count(events: &[Value], name: &str) -> usize {
+    events.iter().filter(|e| e["event"] == name).count()
+}
+
+#[test]
+fn three_workers_drain_sixty_runs_and_finish_the_runs_of_one_killed_mid_run() {
+    let Some(db) = pg::database("three_workers_drain_sixty_runs") else {
+        return;
+    };
+    let store = Store {
+        url: db.url,
+        schema: db.schema,
+        lease: "1.5",
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("served")).unwrap();
+    let ids: Vec<String> = (0..60).map(|k| submit(&store, dir.path(), k, 60)).collect();
+
+    // The first worker is killed once it drives runs (with lines of their journals written).
+    let mut doomed = worker(&store, dir.path(), "3");
+    let mut lines = BufReader::new(doomed.stderr.take().unwrap()).lines();
+    let mut started = 0;
+    while started < 3 {
+        let line = lines.next().expect("the worker's stderr").unwrap();
+        if line.contains(": starting") {
+            started += 1;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(150));
+    let pid = nix_pid(&doomed);
+    kill9(pid);
+    doomed.wait().unwrap();
+
+    let others: Vec<Child> = (0..2).map(|_| worker(&store, dir.path(), "3")).collect();
+    for mut w in others {
+        let status = w.wait().unwrap();
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut w.stderr.take().unwrap(), &mut err).unwrap();
+        assert!(status.success(), "a worker failed: {err}");
+    }
+
+    let runs = store.runs();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let rows = rt.block_on(runs.list(&ListFilter::default())).unwrap();
+    assert_eq!(rows.len(), 60);
+    let taken_over: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.attempts > 1)
+        .map(|r| r.run_id.as_str())
+        .collect();
+    assert!(
+        !taken_over.is_empty(),
+        "the killed worker's runs were taken over by the others"
+    );
+    for r in &rows {
+        assert_eq!(r.status, "completed", "{}: {:?}", r.run_id, r.summary);
+        let ev = events(&runs, &r.run_id);
+        assert_eq!(count(&ev, "run_started"), 1, "{}", r.run_id);
+        assert_eq!(count(&ev, "run_finished"), 1, "{}", r.run_id);
+        assert_eq!(
+            count(&ev, "llm_response"),
+            3,
+            "{}: one answer per line",
+            r.run_id
+        );
+        // The budget is the run's, whoever drove which step: every call counted once.
+        let summary = r.summary.as_ref().unwrap();
+        assert_eq!(
+            summary["token_usage"]["tokens_used"],
+            json!(66),
+            "{}",
+            r.run_id
+        );
+    }
+    // No scripted line served twice, every one served once.
+    let served = served(dir.path());
+    assert_eq!(served.len(), 60);
+    for (name, lines) in &served {
+        assert_eq!(lines, &vec![1, 2, 3], "{name}");
+    }
+    // A completed append is never run again.
+    for k in 0..60 {
+        let text = std::fs::read_to_string(dir.path().join(format!("log{k}.txt"))).unwrap();
+        assert!(
+            text.matches("one").count() <= 1 && text.matches("two").count() <= 1,
+            "log{k}: {text}"
+        );
+    }
+    assert_eq!(ids.len(), 60);
+}
+
+#[test]
+fn cancel_reaches_a_run_in_another_process_and_follow_streams_its_events_to_the_end() {
+    let Some(db) = pg::database("cancel_across_processes") else {
+        return;
+    };
+    let store = Store {
+        url: db.url,
+        schema: db.schema,
+        lease: "1.5",
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("served")).unwrap();
+    // Each answer takes 3 s: the run is mid-call when it is cancelled.
+    let id = submit(&store, dir.path(), 0, 3000);
+    let follow = store
+        .cmd(dir.path())
+        .args(["runs", "follow", &id, "--poll-ms", "50"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut w = worker(&store, dir.path(), "1");
+    let runs = store.runs();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    // Wait until the worker drives it.
+    loop {
+        let row = rt.block_on(runs.get(&id)).unwrap().unwrap();
+        if row.status == "running" && row.last_seq >= 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = run(store.cmd(dir.path()).args(["runs", "cancel", &id]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("asked to stop"));
+    assert!(w.wait().unwrap().success());
+    let row = rt.block_on(runs.get(&id)).unwrap().unwrap();
+    assert_eq!(row.status, "cancelled");
+    assert!(row.cancel_requested);
+    let ev = events(&runs, &id);
+    assert_eq!(ev.last().unwrap()["event"], "run_finished");
+    assert_eq!(ev.last().unwrap()["status"], "stopped");
+
+    let out = follow.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let followed: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(followed, ev, "follow printed the journal, line for line");
+
+    // A finished run cannot be cancelled again; an unknown one is a usage error.
+    let out = run(store.cmd(dir.path()).args(["runs", "cancel", &id]));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("had already ended"));
+    let out = run(store.cmd(dir.path()).args(["runs", "cancel", "nope"]));
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn a_database_restart_mid_run_is_ridden_out_and_the_run_completes() {
+    let Some(server) = pg::PgServer::start("database_restart_mid_run") else {
+        return;
+    };
+    let store = Store {
+        url: server.url(),
+        schema: "lsm".into(),
+        lease: "30",
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("served")).unwrap();
+    let id = submit(&store, dir.path(), 0, 700);
+    let mut w = worker(&store, dir.path(), "1");
+    let runs = store.runs();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    loop {
+        let row = rt.block_on(runs.get(&id)).unwrap().unwrap();
+        if row.last_seq >= 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(runs);
+    server.stop();
+    std::thread::sleep(Duration::from_millis(800));
+    server.start_again();
+    let status = w.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut w.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{err}");
+    let runs = store.runs();
+    let row = rt.block_on(runs.get(&id)).unwrap().unwrap();
+    assert_eq!(row.status, "completed", "{err}");
+    assert_eq!(row.attempts, 1, "the same worker finished it");
+    assert_eq!(served(dir.path())["r0.jsonl.served"], vec![1, 2, 3]);
+}
+
+fn nix_pid(child: &Child) -> i32 {
+    i32::try_from(child.id()).unwrap()
+}
+
+fn kill9(pid: i32) {
+    let ok = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+}
