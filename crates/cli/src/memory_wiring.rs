@@ -82,7 +82,7 @@ impl MemoryProvider for StoreMemory {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use lsm_harness::{HarnessConfig, HarnessFactory};
     use lsm_memory::MemoryConfig;
@@ -97,7 +97,13 @@ mod tests {
             global_db: Some(dir.path().join("g.db")),
             ..MemoryConfig::default()
         };
-        let store = backend(&config, &dir.path().join("Agents"), None);
+        provider_injects_what_the_store_finds(backend(&config, &dir.path().join("Agents"), None))
+            .await;
+    }
+
+    /// The adapter over `store`: what the store finds is the block; a bad agent name is no
+    /// block, not a failed run.
+    pub(crate) async fn provider_injects_what_the_store_finds(store: Arc<dyn MemoryBackend>) {
         store
             .put(lsm_memory::NewMemory {
                 scope: lsm_memory::Scope::Project,
@@ -130,6 +136,18 @@ mod tests {
             ..MemoryConfig::default()
         };
         let store = backend(&config, &agents, None);
+        a_fact_stored_with_the_tools_is_standing_context(store, &agents).await;
+        assert!(agents.join("assistant/memory/memory.db").is_file());
+    }
+
+    /// Two runs over `store` with the real tools and adapter: a fact the first stores is the
+    /// standing block of the second's first request.
+    pub(crate) async fn a_fact_stored_with_the_tools_is_standing_context(
+        store: Arc<dyn MemoryBackend>,
+        agents: &Path,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let config = MemoryConfig::default();
         let registry = with_memory_tools(ToolRegistry::new(), &store);
         let sandbox = Arc::new(
             Sandbox::new(
@@ -146,7 +164,7 @@ mod tests {
             topic: String::new(),
         };
         let harness_config = HarnessConfig {
-            agents_folder: agents.clone(),
+            agents_folder: agents.to_path_buf(),
             ..HarnessConfig::default()
         };
         let run = |provider: Arc<ScriptedProvider>| {
@@ -206,6 +224,5 @@ mod tests {
             block.contains("- [agent] The user's name is Ada Lovelace (tags: user)"),
             "{block}"
         );
-        assert!(agents.join("assistant/memory/memory.db").is_file());
     }
 }
