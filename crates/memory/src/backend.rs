@@ -148,14 +148,6 @@ impl Reach {
             Reach::Everyone => Ok(()),
         }
     }
-
-    /// Whether this reach covers agent-scope memories of `agent`.
-    pub fn covers_agent(&self, agent: &str) -> bool {
-        match self {
-            Reach::Agent(a) => a == agent,
-            Reach::Everyone => true,
-        }
-    }
 }
 
 /// What a search's text matches.
