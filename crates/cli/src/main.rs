@@ -26,6 +26,7 @@ mod llm_cmd;
 mod mcp_cmd;
 mod mcp_wiring;
 mod memory_cmd;
+mod memory_pg;
 mod memory_wiring;
 #[cfg(test)]
 mod module_graph;

@@ -5,11 +5,12 @@
 //! while agents do not use it.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use lsm_memory::{
-    Hit, ListFilter, Memory, MemoryError, MemoryStore, Reach, Scope, SearchQuery, Status,
+    Hit, ListFilter, Memory, MemoryBackend, MemoryError, Reach, Scope, SearchQuery, Status,
 };
 use serde_json::json;
 
@@ -95,13 +96,13 @@ pub fn run(cfg: &crate::config::ConfigArgs, command: MemoryCommand) -> u8 {
     exit::finish(run_inner(cfg, command))
 }
 
-fn store(cfg: &crate::config::ConfigArgs, common: &CommonArgs) -> Result<MemoryStore> {
+fn store(cfg: &crate::config::ConfigArgs, common: &CommonArgs) -> Result<Arc<dyn MemoryBackend>> {
     let config = cfg.load()?;
     let agents_folder = match &common.agents_folder {
         Some(dir) => std::env::current_dir()?.join(dir),
         None => config.agents.agents_folder.clone(),
     };
-    Ok(config.memory.store(&agents_folder))
+    crate::memory_wiring::configured_backend(&config, &agents_folder)
 }
 
 fn check_agent(agent: Option<&String>) -> Result<()> {

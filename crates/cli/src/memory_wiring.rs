@@ -1,14 +1,51 @@
-//! Persistent memory in the composition root: the memory tools for a run's registry, and the adapter from the store to the harness's
-//! `MemoryProvider`.
+//! Persistent memory in the composition root: which store keeps it, the memory tools for a
+//! run's registry, and the adapter from the store to the harness's `MemoryProvider`.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use lsm_harness::MemoryProvider;
-use lsm_memory::{MemoryStore, StandingOptions};
+use lsm_memory::{MemoryBackend, MemoryConfig, StandingOptions};
 use lsm_sandbox::ToolRegistry;
 
+/// The memory store of the agents folder `agents_folder`: `shared` when given (memory kept
+/// in a database server, see [`crate::memory_pg`]), else the SQLite files `memory` describes.
+/// Every use of memory (runs, `lsm memory`) gets its store here.
+pub fn backend(
+    memory: &MemoryConfig,
+    agents_folder: &Path,
+    shared: Option<Arc<dyn MemoryBackend>>,
+) -> Arc<dyn MemoryBackend> {
+    shared.unwrap_or_else(|| Arc::new(memory.store(agents_folder)))
+}
+
+/// The memory store `config` names for `agents_folder`.
+///
+/// # Errors
+/// None yet: the SQLite store is only named here, opened on use.
+pub fn configured_backend(
+    config: &crate::config::Config,
+    agents_folder: &Path,
+) -> anyhow::Result<Arc<dyn MemoryBackend>> {
+    // With `[store] url`: PostgreSQL, on the process's one pool (shared with the run store).
+    let pg = match config.store.settings() {
+        Some(settings) => {
+            let db = crate::run_store::shared_db(settings)?;
+            Some(crate::memory_pg::pg_memory(
+                db,
+                &crate::memory_pg::project_key(agents_folder),
+            ))
+        }
+        None => None,
+    };
+    Ok(backend(&config.memory, agents_folder, pg))
+}
+
 /// `registry` plus the memory tools over `store`.
-pub fn with_memory_tools(mut registry: ToolRegistry, store: &Arc<MemoryStore>) -> ToolRegistry {
+pub fn with_memory_tools(
+    mut registry: ToolRegistry,
+    store: &Arc<dyn MemoryBackend>,
+) -> ToolRegistry {
     for tool in lsm_memory::tools(Arc::clone(store)) {
         registry = registry.with(tool);
     }
@@ -18,13 +55,13 @@ pub fn with_memory_tools(mut registry: ToolRegistry, store: &Arc<MemoryStore>) -
 /// The harness's standing context, from the memory store.
 #[derive(Debug, Clone)]
 pub struct StoreMemory {
-    store: Arc<MemoryStore>,
+    store: Arc<dyn MemoryBackend>,
     options: StandingOptions,
 }
 
 impl StoreMemory {
     /// At most `limit` memories within the budget for a run of `max_tokens_budget`.
-    pub fn new(store: Arc<MemoryStore>, limit: usize, max_tokens_budget: u64) -> Self {
+    pub fn new(store: Arc<dyn MemoryBackend>, limit: usize, max_tokens_budget: u64) -> Self {
         StoreMemory {
             store,
             options: StandingOptions::for_run(limit, max_tokens_budget),
@@ -56,7 +93,7 @@ impl MemoryProvider for StoreMemory {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use lsm_harness::{HarnessConfig, HarnessFactory};
     use lsm_memory::MemoryConfig;
@@ -71,7 +108,13 @@ mod tests {
             global_db: Some(dir.path().join("g.db")),
             ..MemoryConfig::default()
         };
-        let store = Arc::new(config.store(&dir.path().join("Agents")));
+        provider_injects_what_the_store_finds(backend(&config, &dir.path().join("Agents"), None))
+            .await;
+    }
+
+    /// The adapter over `store`: what the store finds is the block; a bad agent name is no
+    /// block, not a failed run.
+    pub(crate) async fn provider_injects_what_the_store_finds(store: Arc<dyn MemoryBackend>) {
         store
             .put(lsm_memory::NewMemory {
                 scope: lsm_memory::Scope::Project,
@@ -103,7 +146,19 @@ mod tests {
             global_db: Some(dir.path().join("g.db")),
             ..MemoryConfig::default()
         };
-        let store = Arc::new(config.store(&agents));
+        let store = backend(&config, &agents, None);
+        a_fact_stored_with_the_tools_is_standing_context(store, &agents).await;
+        assert!(agents.join("assistant/memory/memory.db").is_file());
+    }
+
+    /// Two runs over `store` with the real tools and adapter: a fact the first stores is the
+    /// standing block of the second's first request.
+    pub(crate) async fn a_fact_stored_with_the_tools_is_standing_context(
+        store: Arc<dyn MemoryBackend>,
+        agents: &Path,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let config = MemoryConfig::default();
         let registry = with_memory_tools(ToolRegistry::new(), &store);
         let sandbox = Arc::new(
             Sandbox::new(
@@ -120,7 +175,7 @@ mod tests {
             topic: String::new(),
         };
         let harness_config = HarnessConfig {
-            agents_folder: agents.clone(),
+            agents_folder: agents.to_path_buf(),
             ..HarnessConfig::default()
         };
         let run = |provider: Arc<ScriptedProvider>| {
@@ -180,6 +235,5 @@ mod tests {
             block.contains("- [agent] The user's name is Ada Lovelace (tags: user)"),
             "{block}"
         );
-        assert!(agents.join("assistant/memory/memory.db").is_file());
     }
 }

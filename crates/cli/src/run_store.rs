@@ -32,8 +32,26 @@ pub fn pg_runs(config: &Config) -> Result<Option<PgRuns>> {
     let Some(settings) = config.store.settings() else {
         return Ok(None);
     };
-    let db = Db::connect(settings).map_err(|e| usage(format!("[store] url: {e}")))?;
+    let db = shared_db(settings)?;
     Ok(Some(PgRuns::new(db, owner_id(), config.store.lease())))
+}
+
+/// The process's one connection pool to the database `settings` name (made, and the schema
+/// migrated, on first use): the run store, every run's memory and the commands share it.
+///
+/// # Errors
+/// A usage error when the server cannot be reached or the settings are wrong.
+pub fn shared_db(settings: lsm_store_pg::PgSettings) -> Result<Arc<Db>> {
+    static POOLS: std::sync::Mutex<Vec<Arc<Db>>> = std::sync::Mutex::new(Vec::new());
+    let mut pools = POOLS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(db) = pools.iter().find(|db| *db.settings() == settings) {
+        return Ok(Arc::clone(db));
+    }
+    let db = Db::connect(settings).map_err(|e| usage(format!("[store] url: {e}")))?;
+    pools.push(Arc::clone(&db));
+    Ok(db)
 }
 
 /// [`PgRuns`] as a harness [`RunStore`].

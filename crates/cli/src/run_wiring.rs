@@ -68,10 +68,14 @@ pub fn build_run_with(
     let kb = crate::kb_wiring::agent_tools(config, Arc::clone(&provider), &budget)
         .map_err(|e| usage(format!("the knowledge base cannot be used: {e:#}")))?;
     let mut registry = kb.registry;
-    let memory = config
-        .memory
-        .enabled
-        .then(|| Arc::new(config.memory.store(&config.agents.agents_folder)));
+    let memory = if config.memory.enabled {
+        Some(memory_wiring::configured_backend(
+            config,
+            &config.agents.agents_folder,
+        )?)
+    } else {
+        None
+    };
     if let Some(store) = &memory {
         registry = memory_wiring::with_memory_tools(registry, store);
     }

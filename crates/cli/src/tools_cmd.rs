@@ -151,9 +151,9 @@ pub fn list(cfg: &crate::config::ConfigArgs, agent: Option<&str>, json: bool) ->
 /// `config` (its `[agents.extra_tools]` included).
 fn rows(config: &config::Config) -> Vec<Row> {
     // The store is only named, never opened: listing touches no file.
-    let store = std::sync::Arc::new(lsm_memory::MemoryStore::new(lsm_memory::StoreLayout::new(
-        "Agents",
-    )));
+    let store: std::sync::Arc<dyn lsm_memory::MemoryBackend> = std::sync::Arc::new(
+        lsm_memory::MemoryStore::new(lsm_memory::StoreLayout::new("Agents")),
+    );
     let builtin = lsm_sandbox::builtin::registry();
     let memory = crate::memory_wiring::with_memory_tools(lsm_sandbox::ToolRegistry::new(), &store);
     let interaction = crate::interaction_wiring::run_channel(&config.agents.interaction)

@@ -87,6 +87,10 @@ pub enum MemoryError {
     /// agent can only reach its own, project and global memories).
     #[error("no memory with id '{0}' (list the ids with `lsm memory list`)")]
     NotFound(String),
+    /// The store's database (a server) failed or could not be reached. Recover: what the
+    /// message says (check that the server runs and the settings that name it).
+    #[error("memory store: {0}")]
+    Backend(Box<dyn std::error::Error + Send + Sync>),
     /// The blocking worker running a store operation was lost (the runtime is shutting
     /// down). Recover: retry the operation.
     #[error("the memory operation did not complete: {0}")]

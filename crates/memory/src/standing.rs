@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Memory, MemoryError, MemoryStore, Reach, SearchQuery};
+use crate::Memory;
 
 /// The first line of every standing block.
 pub const STANDING_HEADER: &str = "Standing context from persistent memory: facts saved in \
@@ -95,32 +95,6 @@ pub fn format_block(ranked: &[Memory], options: StandingOptions) -> Option<Strin
         }
     }
     (taken > 0).then_some(block)
-}
-
-impl MemoryStore {
-    /// The standing block for `agent` about `topic`: approved, unexpired memories matching
-    /// the topic's words, scopes agent → project → global, at most `options.limit` of them
-    /// within `options.token_budget` (see [`format_block`]). `None` when nothing matches.
-    ///
-    /// # Errors
-    /// A bad agent name, or SQLite.
-    pub fn standing_context(
-        &self,
-        agent: &str,
-        topic: &str,
-        options: StandingOptions,
-    ) -> Result<Option<String>, MemoryError> {
-        if options.limit == 0 {
-            return Ok(None);
-        }
-        let query = SearchQuery::new(topic, options.limit);
-        if query.text.trim().is_empty() {
-            return Ok(None);
-        }
-        let hits = self.search(&Reach::Agent(agent.to_string()), &query)?;
-        let ranked: Vec<Memory> = hits.into_iter().map(|h| h.memory).collect();
-        Ok(format_block(&ranked, options))
-    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,8 @@ use chrono::{DateTime, Utc};
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
-use crate::model::{check_agent_name, check_text, normalize_tags};
+use crate::backend::{Matching, MemoryBackend, new_memory_id, refresh, scopes_wanted};
+use crate::model::{check_agent_name, normalize_tags};
 use crate::schema::{open, with_retry};
 use crate::{Memory, MemoryError, NewMemory, Scope, Status};
 
@@ -24,9 +25,6 @@ pub const AGENT_DB_FILE: &str = "memory.db";
 pub const PROJECT_DB_FILE: &str = "project_memory.db";
 /// File name of the global database, inside the user's data folder's `lsm/`.
 pub const GLOBAL_DB_FILE: &str = "global_memory.db";
-/// Most words of a query used for full-text matching.
-const MAX_QUERY_TERMS: usize = 32;
-
 /// The time source (tests fix it to check expiry without waiting).
 pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 
@@ -204,11 +202,6 @@ impl MemoryStore {
         &self.layout
     }
 
-    /// "Now", by the store's clock.
-    pub fn now(&self) -> DateTime<Utc> {
-        (self.clock)()
-    }
-
     fn now_ms(&self) -> i64 {
         self.now().timestamp_millis()
     }
@@ -235,32 +228,27 @@ impl MemoryStore {
         reach: &Reach,
         scopes: &[Scope],
     ) -> Result<Vec<(Scope, PathBuf)>, MemoryError> {
-        let wanted = |s: Scope| scopes.is_empty() || scopes.contains(&s);
         let mut out = Vec::new();
-        if wanted(Scope::Agent) {
-            match reach {
-                Reach::Agent(agent) => out.push((Scope::Agent, self.layout.agent_db(agent)?)),
-                Reach::Everyone => {
-                    for agent in self.agents_with_memory() {
-                        out.push((Scope::Agent, self.layout.agent_db(&agent)?));
+        for scope in scopes_wanted(scopes) {
+            match (scope, reach) {
+                (Scope::Agent, Reach::Agent(agent)) => {
+                    out.push((scope, self.layout.agent_db(agent)?));
+                }
+                (Scope::Agent, Reach::Everyone) => {
+                    for agent in self.agent_names() {
+                        out.push((scope, self.layout.agent_db(&agent)?));
                     }
                 }
+                (Scope::Project, _) => out.push((scope, self.layout.project_db.clone())),
+                (Scope::Global, _) => out.extend(self.layout.global_db.clone().map(|p| (scope, p))),
             }
-        }
-        if wanted(Scope::Project) {
-            out.push((Scope::Project, self.layout.project_db.clone()));
-        }
-        if wanted(Scope::Global)
-            && let Some(path) = &self.layout.global_db
-        {
-            out.push((Scope::Global, path.clone()));
         }
         out.retain(|(_, p)| p.is_file());
         Ok(out)
     }
 
     /// Agents (folder names) that have a memory database, sorted.
-    pub fn agents_with_memory(&self) -> Vec<String> {
+    fn agent_names(&self) -> Vec<String> {
         let Ok(entries) = std::fs::read_dir(&self.layout.agents_folder) else {
             return Vec::new();
         };
@@ -280,20 +268,27 @@ impl MemoryStore {
         names.sort();
         names
     }
+}
 
-    /// Store a memory (or refresh the identical one already stored; see [`PutOutcome`]).
-    /// Prunes that database's expired memories first.
-    ///
-    /// # Errors
-    /// Empty or oversize text, bad tags or agent name, no global database, or SQLite.
-    pub fn put(&self, new: NewMemory) -> Result<PutOutcome, MemoryError> {
-        let text = check_text(&new.text)?;
-        let tags = normalize_tags(&new.tags)?;
-        check_agent_name(&new.owner_agent)?;
+/// Each scope in its own files: a write opens the one database it changes (and prunes that
+/// database's expired memories), a read the existing databases its reach covers; a read never
+/// creates a file.
+impl MemoryBackend for MemoryStore {
+    fn now(&self) -> DateTime<Utc> {
+        (self.clock)()
+    }
+
+    fn agents_with_memory(&self) -> Result<Vec<String>, MemoryError> {
+        Ok(self.agent_names())
+    }
+
+    fn put(&self, new: NewMemory) -> Result<PutOutcome, MemoryError> {
+        let new = new.checked()?;
+        let (text, tags) = (&new.text, &new.tags);
         let path = self.db_for(new.scope, &new.owner_agent)?;
         let mut conn = open(&path, true)?;
         let now = self.now_ms();
-        let id = new_id();
+        let id = new_memory_id();
         let expires = new.expires_at.map(|t| t.timestamp_millis());
         let (id, created, newly_approved) = with_retry(&path, || {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -302,39 +297,28 @@ impl MemoryStore {
                 .query_row(
                     "SELECT id, tags, status FROM memories
                      WHERE scope = ?1 AND owner_agent = ?2 AND lower(text) = lower(?3)",
-                    (new.scope.as_str(), &new.owner_agent, &text),
+                    (new.scope.as_str(), &new.owner_agent, text),
                     |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
                 )
                 .optional()?;
             let outcome = match existing {
                 Some((id, old_tags, old_status)) => {
-                    let mut merged = parse_tags(&old_tags);
-                    for t in &tags {
-                        if !merged.contains(t) {
-                            merged.push(t.clone());
-                        }
-                    }
-                    let was_approved = old_status == Status::Approved.as_str();
-                    let status = if was_approved {
-                        Status::Approved
-                    } else {
-                        new.status
-                    };
+                    let old_status = Status::parse(&old_status).unwrap_or(Status::Candidate);
+                    let r = refresh(parse_tags(&old_tags), old_status, tags, new.status);
                     tx.execute(
                         "UPDATE memories SET tags = ?2, updated_at = ?3, expires_at = ?4,
                              status = ?5, source_run_id = coalesce(?6, source_run_id)
                          WHERE id = ?1",
                         (
                             &id,
-                            tags_json(&merged),
+                            tags_json(&r.tags),
                             now,
                             expires,
-                            status.as_str(),
+                            r.status.as_str(),
                             &new.source_run_id,
                         ),
                     )?;
-                    let newly = !was_approved && status == Status::Approved;
-                    (id, false, newly)
+                    (id, false, r.newly_approved)
                 }
                 None => {
                     tx.execute(
@@ -345,8 +329,8 @@ impl MemoryStore {
                             &id,
                             new.scope.as_str(),
                             &new.owner_agent,
-                            &text,
-                            tags_json(&tags),
+                            text,
+                            tags_json(tags),
                             &new.source_run_id,
                             now,
                             expires,
@@ -369,11 +353,7 @@ impl MemoryStore {
         })
     }
 
-    /// The memory `id`, if `reach` covers it and it has not expired.
-    ///
-    /// # Errors
-    /// SQLite, or a bad agent name in `reach`.
-    pub fn get(&self, reach: &Reach, id: &str) -> Result<Option<Memory>, MemoryError> {
+    fn get(&self, reach: &Reach, id: &str) -> Result<Option<Memory>, MemoryError> {
         let now = self.now_ms();
         for (_, path) in self.targets(reach, &[])? {
             let conn = open(&path, false)?;
@@ -384,12 +364,7 @@ impl MemoryStore {
         Ok(None)
     }
 
-    /// Approve the candidate `id`. Returns the memory and whether it changed (`false`: it was
-    /// already approved).
-    ///
-    /// # Errors
-    /// [`MemoryError::NotFound`] when `reach` has no such (unexpired) memory; SQLite.
-    pub fn approve(&self, reach: &Reach, id: &str) -> Result<(Memory, bool), MemoryError> {
+    fn approve(&self, reach: &Reach, id: &str) -> Result<(Memory, bool), MemoryError> {
         let now = self.now_ms();
         for (_, path) in self.targets(reach, &[])? {
             let mut conn = open(&path, false)?;
@@ -411,11 +386,7 @@ impl MemoryStore {
         Err(MemoryError::NotFound(id.to_string()))
     }
 
-    /// Remove `id`. Returns what was removed.
-    ///
-    /// # Errors
-    /// [`MemoryError::NotFound`] when `reach` has no such (unexpired) memory; SQLite.
-    pub fn remove(&self, reach: &Reach, id: &str) -> Result<Memory, MemoryError> {
+    fn remove(&self, reach: &Reach, id: &str) -> Result<Memory, MemoryError> {
         let now = self.now_ms();
         for (_, path) in self.targets(reach, &[])? {
             let mut conn = open(&path, false)?;
@@ -437,43 +408,13 @@ impl MemoryStore {
         Err(MemoryError::NotFound(id.to_string()))
     }
 
-    /// Memories matching `filter`, by scope (agent → project → global), then most recently
-    /// updated first. Expired ones are never listed.
-    ///
-    /// # Errors
-    /// SQLite, or a bad agent name.
-    pub fn list(&self, reach: &Reach, filter: &ListFilter) -> Result<Vec<Memory>, MemoryError> {
-        let query = SearchQuery {
-            text: String::new(),
-            tags: Vec::new(),
-            scopes: filter.scopes.clone(),
-            owner: filter.owner.clone(),
-            include_candidates: filter.status != Some(Status::Approved),
-            limit: usize::MAX,
-        };
-        let hits = self.search(reach, &query)?;
-        Ok(hits
-            .into_iter()
-            .map(|h| h.memory)
-            .filter(|m| filter.status.is_none_or(|s| m.status == s))
-            .collect())
-    }
-
-    /// Search: full-text match of the query's words (stemmed; common words ignored), ranked
-    /// by relevance (BM25), scopes in the order agent → project → global, filtered by tags,
-    /// owner and status; expired memories never returned. A query without words lists by
-    /// recency.
-    ///
-    /// # Errors
-    /// Bad tags, a bad agent name, or SQLite.
-    pub fn search(&self, reach: &Reach, query: &SearchQuery) -> Result<Vec<Hit>, MemoryError> {
+    fn search(&self, reach: &Reach, query: &SearchQuery) -> Result<Vec<Hit>, MemoryError> {
         let tags = normalize_tags(&query.tags)?;
-        let fts = fts_query(&query.text);
-        let words_given = !query.text.trim().is_empty();
-        if words_given && fts.is_none() {
-            // Only common words: nothing to match on.
-            return Ok(Vec::new());
-        }
+        let fts = match query.matching() {
+            Matching::Everything => None,
+            Matching::Words(terms) => Some(fts_query(&terms)),
+            Matching::Nothing => return Ok(Vec::new()),
+        };
         let now = self.now_ms();
         let mut hits: Vec<(Scope, Hit)> = Vec::new();
         for (scope, path) in self.targets(reach, &query.scopes)? {
@@ -493,11 +434,7 @@ impl MemoryStore {
         Ok(hits.into_iter().map(|(_, h)| h).take(query.limit).collect())
     }
 
-    /// Delete every expired memory `reach` covers. Returns how many were deleted.
-    ///
-    /// # Errors
-    /// SQLite, or a bad agent name.
-    pub fn prune_expired(&self, reach: &Reach) -> Result<usize, MemoryError> {
+    fn prune_expired(&self, reach: &Reach) -> Result<usize, MemoryError> {
         let now = self.now_ms();
         let mut total = 0;
         for (_, path) in self.targets(reach, &[])? {
@@ -511,11 +448,6 @@ impl MemoryStore {
         }
         Ok(total)
     }
-}
-
-fn new_id() -> String {
-    let hex = uuid::Uuid::new_v4().simple().to_string();
-    format!("m-{}", &hex[..16])
 }
 
 fn tags_json(tags: &[String]) -> String {
@@ -637,47 +569,14 @@ fn search_db(
     rows.collect()
 }
 
-/// Words that say nothing about a topic.
-const STOPWORDS: &[&str] = &[
-    "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be",
-    "been", "but", "by", "can", "could", "did", "do", "does", "for", "from", "had", "has", "have",
-    "he", "her", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me",
-    "my", "no", "not", "of", "on", "or", "our", "please", "she", "so", "some", "than", "that",
-    "the", "their", "them", "then", "there", "these", "they", "this", "to", "up", "us", "was",
-    "we", "were", "what", "when", "where", "which", "who", "why", "will", "with", "would", "you",
-    "your",
-];
-
-/// An FTS5 query matching any of the text's meaningful words (each quoted, so no word can be
-/// read as query syntax); `None` when there is none.
-pub(crate) fn fts_query(text: &str) -> Option<String> {
-    let mut terms: Vec<String> = Vec::new();
-    for word in text
-        .split(|c: char| !c.is_alphanumeric())
-        .map(str::to_lowercase)
-        .filter(|w| !w.is_empty())
-    {
-        if (word.chars().count() < 2 && !word.chars().all(|c| c.is_numeric()))
-            || STOPWORDS.contains(&word.as_str())
-            || terms.contains(&word)
-        {
-            continue;
-        }
-        terms.push(word);
-        if terms.len() == MAX_QUERY_TERMS {
-            break;
-        }
-    }
-    if terms.is_empty() {
-        return None;
-    }
-    Some(
-        terms
-            .iter()
-            .map(|t| format!("\"{t}\""))
-            .collect::<Vec<_>>()
-            .join(" OR "),
-    )
+/// An FTS5 query matching any of `terms` (each quoted, so no word can be read as query
+/// syntax).
+fn fts_query(terms: &[String]) -> String {
+    terms
+        .iter()
+        .map(|t| format!("\"{t}\""))
+        .collect::<Vec<_>>()
+        .join(" OR ")
 }
 
 #[cfg(test)]
@@ -685,23 +584,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fts_queries_quote_words_and_drop_common_ones() {
-        assert_eq!(
-            fts_query("What is my favourite colour?").as_deref(),
-            Some("\"favourite\" OR \"colour\"")
-        );
-        assert_eq!(fts_query("the and of a"), None);
-        assert_eq!(fts_query(""), None);
-        // Query syntax is just words.
-        assert_eq!(
-            fts_query("NEAR(cats dogs) OR \"fish\" AND -bird* x").as_deref(),
-            Some("\"near\" OR \"cats\" OR \"dogs\" OR \"fish\" OR \"bird\"")
-        );
-        let many = (0..50)
-            .map(|i| format!("word{i}"))
-            .collect::<Vec<_>>()
-            .join(" ");
-        assert_eq!(fts_query(&many).unwrap().matches(" OR ").count(), 31);
+    fn fts_queries_quote_every_word() {
+        let terms = crate::backend::query_terms("What is my favourite colour? NEAR(x)");
+        assert_eq!(fts_query(&terms), "\"favourite\" OR \"colour\" OR \"near\"");
     }
 
     #[cfg(unix)]

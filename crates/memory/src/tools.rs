@@ -1,7 +1,7 @@
 //! The memory tools: `memory_put`, `memory_search`, `memory_remove`.
 //!
-//! They take no path arguments: they write only to the memory databases of the store they
-//! were built with, never to the sandbox's workspace. Each call runs its store operation on
+//! They take no path arguments: they write only to the memory store they were built with
+//! (any [`MemoryBackend`]), never to the sandbox's workspace. Each call runs its store operation on
 //! the blocking pool. The agent and run come from the sandbox ([`ToolContext::caller`]); a
 //! call without a caller is refused.
 //!
@@ -23,7 +23,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::{
-    MAX_TEXT_BYTES, MemoryError, MemoryStore, NewMemory, Reach, Scope, SearchQuery, Status,
+    MAX_TEXT_BYTES, MemoryBackend, MemoryError, NewMemory, Reach, Scope, SearchQuery, Status,
 };
 
 /// Most results one `memory_search` returns.
@@ -36,7 +36,7 @@ pub const MAX_SEARCH_OUTPUT_BYTES: usize = 16 * 1024;
 pub const MAX_TTL_DAYS: u32 = 36_500;
 
 /// The three memory tools over `store`, for a [`lsm_sandbox::ToolRegistry`].
-pub fn tools(store: Arc<MemoryStore>) -> Vec<Arc<dyn Tool>> {
+pub fn tools(store: Arc<dyn MemoryBackend>) -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(MemoryPut::new(Arc::clone(&store))),
         Arc::new(MemorySearch::new(Arc::clone(&store))),
@@ -105,12 +105,12 @@ pub struct PutArgs {
 
 /// `memory_put`: store a fact for later runs.
 pub struct MemoryPut {
-    store: Arc<MemoryStore>,
+    store: Arc<dyn MemoryBackend>,
 }
 
 impl MemoryPut {
     /// Over `store`.
-    pub fn new(store: Arc<MemoryStore>) -> Self {
+    pub fn new(store: Arc<dyn MemoryBackend>) -> Self {
         MemoryPut { store }
     }
 }
@@ -240,12 +240,12 @@ pub struct SearchArgs {
 
 /// `memory_search`: find approved memories.
 pub struct MemorySearch {
-    store: Arc<MemoryStore>,
+    store: Arc<dyn MemoryBackend>,
 }
 
 impl MemorySearch {
     /// Over `store`.
-    pub fn new(store: Arc<MemoryStore>) -> Self {
+    pub fn new(store: Arc<dyn MemoryBackend>) -> Self {
         MemorySearch { store }
     }
 }
@@ -331,12 +331,12 @@ pub struct RemoveArgs {
 
 /// `memory_remove`: forget a memory.
 pub struct MemoryRemove {
-    store: Arc<MemoryStore>,
+    store: Arc<dyn MemoryBackend>,
 }
 
 impl MemoryRemove {
     /// Over `store`.
-    pub fn new(store: Arc<MemoryStore>) -> Self {
+    pub fn new(store: Arc<dyn MemoryBackend>) -> Self {
         MemoryRemove { store }
     }
 }

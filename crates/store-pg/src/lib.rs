@@ -11,6 +11,9 @@
 //! - [`PgRuns`] keeps run journals (one row per journal line, exactly the line the file
 //!   journal would hold), the runs' leases and a queue of runs that workers claim with
 //!   `SELECT … FOR UPDATE SKIP LOCKED`.
+//! - [`PgMemory`] keeps agent memory (`lsm_memory::MemoryBackend`): every scope in one
+//!   table, projects apart by a key, full-text search on a `tsvector` column under a GIN
+//!   index. It passes the same shared tests as the SQLite store.
 //!
 //! # What this crate must never do
 //!
@@ -24,6 +27,7 @@
 
 mod db;
 mod error;
+mod memory;
 pub mod migrate;
 mod runs;
 mod settings;
@@ -31,6 +35,7 @@ mod tls;
 
 pub use db::Db;
 pub use error::StoreError;
+pub use memory::PgMemory;
 pub use runs::{
     CancelOutcome, FINISHED_STATUSES, Heartbeat, ListFilter, PgRuns, RunRow, TakeOutcome,
 };

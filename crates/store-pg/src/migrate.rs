@@ -8,7 +8,10 @@ use crate::StoreError;
 use crate::db::OpError;
 
 /// The steps, in order: version and SQL.
-pub const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("migrations/0001_runs.sql"))];
+pub const MIGRATIONS: &[(i32, &str)] = &[
+    (1, include_str!("migrations/0001_runs.sql")),
+    (2, include_str!("migrations/0002_memory.sql")),
+];
 
 /// The newest version this program knows.
 pub fn latest() -> i32 {

@@ -33,6 +33,15 @@ impl Asker {
         }
     }
 
+    /// Approves every request when `yes`, else denies it; the reason says which.
+    pub fn answering(yes: bool) -> Self {
+        if yes {
+            Self::approving("a person said yes")
+        } else {
+            Self::denying("a person said no")
+        }
+    }
+
     /// Approves every request, as `--yes` does.
     pub fn approve_all() -> Self {
         Self::approving("approved by the test")
