@@ -89,8 +89,13 @@ impl CliWorkers {
                     agent: spec.name.to_string(),
                     run_dir: dir.clone(),
                 };
-                if store.read(&key).map_err(|e| e.to_string())?.is_some() {
-                    if let Some(outcome) = ended_outcome(&request, dir, &job.budget) {
+                if let Some(journal) = store.read(&key).map_err(|e| e.to_string())? {
+                    // A worker that ended on another machine: its end is in the database.
+                    if let Some(outcome) = lsm_harness::workers::ended_outcome_of(
+                        &request,
+                        &journal.events,
+                        &job.budget,
+                    ) {
                         return Ok(outcome);
                     }
                     Some(ResumePoint::open_in(&store, &key).map_err(|e| e.to_string())?)

@@ -182,13 +182,22 @@ pub fn ended_outcome(
     budget: &RunBudget,
 ) -> Option<WorkerOutcome> {
     let journal = crate::read_journal(&run_dir.join("transcript.jsonl")).ok()?;
-    let state = crate::RunState::fold(&journal.events);
+    ended_outcome_of(request, &journal.events, budget)
+}
+
+/// [`ended_outcome`] of a worker run's journal lines, whichever store kept them.
+pub fn ended_outcome_of(
+    request: &WorkerRequest,
+    events: &[crate::EventEnvelope],
+    budget: &RunBudget,
+) -> Option<WorkerOutcome> {
+    let state = crate::RunState::fold(events);
     state.finished.as_ref()?;
     budget.restore(state.tree_usage());
     Some(WorkerOutcome {
         item_id: request.item_id.clone(),
         capability: request.capability.clone(),
-        worker_run_id: journal.events.first().map(|e| e.run_id.clone()),
+        worker_run_id: events.first().map(|e| e.run_id.clone()),
         stop_reason: state.last_stop.unwrap_or(lsm_phase::StopReason::Error),
         report: crate::report::of_state(&state).unwrap_or_default(),
         error: None,
