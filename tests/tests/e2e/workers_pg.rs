@@ -137,7 +137,7 @@ fn three_workers_drain_sixty_runs_and_finish_the_runs_of_one_killed_mid_run() {
     let store = Store {
         url: db.url,
         schema: db.schema,
-        lease: "1.5",
+        lease: "3",
     };
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("served")).unwrap();
@@ -224,7 +224,7 @@ fn cancel_reaches_a_run_in_another_process_and_follow_streams_its_events_to_the_
     let store = Store {
         url: db.url,
         schema: db.schema,
-        lease: "1.5",
+        lease: "3",
     };
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("served")).unwrap();
@@ -333,7 +333,7 @@ fn a_foreground_run_on_postgres_that_crashed_is_listed_interrupted_and_resumed_f
     let store = Store {
         url: db.url,
         schema: db.schema,
-        lease: "1",
+        lease: "2",
     };
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("served")).unwrap();
