@@ -370,15 +370,29 @@ pub struct EvalOptions {
     pub model: &'static ModelSpec,
     /// Fail when fewer tasks than this succeed.
     pub min: usize,
+    /// Only the tasks of these names (all when empty).
+    pub only: Vec<String>,
 }
 
 /// `cargo xtask eval-local`.
 pub fn eval_local(root: &Path, opts: &EvalOptions) -> Result<()> {
+    if let Some(unknown) = opts
+        .only
+        .iter()
+        .find(|n| !TASKS.iter().any(|t| t.name == n.as_str()))
+    {
+        let known: Vec<&str> = TASKS.iter().map(|t| t.name).collect();
+        bail!(
+            "--only {unknown}: no such task; the tasks are {}",
+            known.join(", ")
+        );
+    }
     let model = crate::models::ensure(opts.model)?;
     let lsm = crate::demo::build_lsm(root)?;
     let tasks: Vec<&Task> = TASKS
         .iter()
         .filter(|t| !opts.quick || QUICK.contains(&t.name))
+        .filter(|t| opts.only.is_empty() || opts.only.iter().any(|n| n == t.name))
         .collect();
     eprintln!(
         "xtask: [eval-local] {} tasks with {} ({})",

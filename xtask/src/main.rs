@@ -101,6 +101,9 @@ enum Cmd {
         /// Fail unless at least this many tasks succeed.
         #[arg(long, default_value_t = 0)]
         min: usize,
+        /// Only these tasks (names as printed, comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
     },
     /// Score retrieval profiles on a BEIR collection (corpus.jsonl, queries.jsonl, qrels/test.tsv).
     EvalRetrieval(EvalArgs),
@@ -169,8 +172,21 @@ fn main() -> ExitCode {
         Cmd::Check => tasks::check(&root),
         Cmd::Ci { local } => tasks::ci(&root, local),
         Cmd::Demo { scripted } => demo::demo(&root, scripted),
-        Cmd::EvalLocal { quick, model, min } => models::find(&model).and_then(|model| {
-            eval_local::eval_local(&root, &eval_local::EvalOptions { quick, model, min })
+        Cmd::EvalLocal {
+            quick,
+            model,
+            min,
+            only,
+        } => models::find(&model).and_then(|model| {
+            eval_local::eval_local(
+                &root,
+                &eval_local::EvalOptions {
+                    quick,
+                    model,
+                    min,
+                    only,
+                },
+            )
         }),
         Cmd::FetchModel { names } => fetch_models(&names),
         Cmd::BenchPeers(opts) => bench_peers::bench_peers(&root, &opts),

@@ -227,6 +227,7 @@ fn local_checks(root: &Path, totals: &mut TestTotals) -> Result<()> {
             quick: true,
             model: &crate::models::SMOLLM2,
             min: QUICK_EVAL_MIN,
+            only: Vec::new(),
         },
     )
 }

@@ -400,6 +400,9 @@ fn print_response(r: &QueryResponse, format: OutputFormat) -> Result<()> {
     if !r.citations.is_empty() {
         println!();
         println!("Sources:");
+        if r.citations_attributed {
+            println!("  (the answer names none itself: these hold its words)");
+        }
         for c in &r.citations {
             source_line(&c.label, &c.path, &c.heading, c.chunk_index);
         }

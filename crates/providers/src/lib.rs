@@ -42,6 +42,7 @@ mod protocol_prompt;
 mod scripted;
 mod sse;
 mod strict_json;
+mod task_steps;
 mod types;
 mod windows;
 mod wire;
@@ -60,7 +61,9 @@ pub use models::{
     DEFAULT_LOCAL_MODEL_FILE, MODEL_CACHE_ENV, default_local_model_path, model_cache_dir,
 };
 pub use pricing::Pricing;
-pub use protocol_prompt::{example_decision, protocol_instructions};
+pub use protocol_prompt::{
+    example_decision, next_example, protocol_instructions, protocol_tool_list,
+};
 pub use scripted::{ScriptedProvider, ScriptedResponse, ScriptedToolCall};
 pub use strict_json::{DONE_ACTION, StrictJsonProvider, from_protocol_answer, to_protocol_request};
 pub use types::*;

@@ -35,6 +35,7 @@
 //! a full prompt costs about a second. `cached_tokens` is therefore always 0.
 
 mod constrain;
+mod requantize;
 mod sampling;
 mod tokenizer;
 mod weights;
@@ -329,6 +330,41 @@ impl LocalProvider {
     }
 }
 
+/// Most tools a call offers the model (see [`small_model_request`]).
+const MAX_TOOLS: usize = 4;
+
+/// `request` with the tools a small model is offered: those the task names, then those
+/// that already succeeded, at most [`MAX_TOOLS`], never a control tool
+/// (`task_steps::narrow`), their `path` argument restricted to the files the task
+/// names for their step ([`crate::task_steps::narrow_and_pin`]). A long tool list is what a 135M model handles
+/// worst (it picks tools by their place in the list), and it invents paths. When no tool is
+/// left the call is a plain-text answer.
+fn small_model_request(request: &LlmRequest) -> LlmRequest {
+    let task = request
+        .messages
+        .iter()
+        .find(|m| m.role == Role::User)
+        .map_or("", |m| m.content.as_str());
+    let done = crate::strict_json::succeeded_tools(request);
+    let tools = if request.tools.is_empty() {
+        Vec::new()
+    } else {
+        crate::task_steps::narrow_and_pin(&request.tools, task, &done, MAX_TOOLS)
+    };
+    if tools.len() < request.tools.len() {
+        tracing::debug!(
+            offered = request.tools.len(),
+            kept = ?tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+            "tools narrowed for the local model"
+        );
+    }
+    LlmRequest {
+        messages: request.messages.clone(),
+        tools,
+        options: request.options.clone(),
+    }
+}
+
 /// The conversation the model sees, as (role, content) pairs for the chat template: the
 /// strict-JSON protocol when tools are offered, the messages as they are otherwise.
 fn model_messages(request: &LlmRequest) -> Vec<(String, String)> {
@@ -371,7 +407,9 @@ impl Provider for LocalProvider {
 
     /// Exact: the prompt is templated and tokenized with the model's own tokenizer.
     fn estimate_prompt_tokens(&self, request: &LlmRequest) -> u64 {
-        let tokens = self.chat.render(&model_messages(request));
+        let tokens = self
+            .chat
+            .render(&model_messages(&small_model_request(request)));
         u64::try_from(tokens.len()).unwrap_or(u64::MAX)
     }
 
@@ -384,6 +422,7 @@ impl Provider for LocalProvider {
         request: &LlmRequest,
         observer: &dyn CallObserver,
     ) -> Result<LlmResponse, ProviderError> {
+        let request = &small_model_request(request);
         let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
         let max_tokens = request
             .options

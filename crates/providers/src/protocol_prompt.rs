@@ -11,6 +11,7 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::task_steps::{self, Next};
 use crate::{DONE_ACTION, ToolDefinition, grammar_ready_schema};
 
 /// Longest tool description shown (the first paragraph, cut at a sentence end if possible).
@@ -19,9 +20,21 @@ const MAX_DESCRIPTION: usize = 240;
 /// The tool an example prefers when it is offered: reading is the safest first step.
 const PREFERRED_EXAMPLE: &[&str] = &["read_file", "query_and_synthesize", "find_file"];
 
-/// The protocol's instructions for `tools` (not empty), to append to the system prompt.
-/// `task` is the conversation's first user message (the example's file name comes from it).
+/// The protocol's instructions for `tools` (not empty), to append to the system prompt:
+/// the tool list and one example decision. `task` is the conversation's first user message
+/// (the example's file name comes from it).
 pub fn protocol_instructions(tools: &[ToolDefinition], task: &str) -> String {
+    let mut s = protocol_tool_list(tools);
+    if let Some(example) = example_decision(tools, first_file_name(task)) {
+        s.push_str("\nExample answer:\n");
+        s.push_str(&example);
+        s.push('\n');
+    }
+    s
+}
+
+/// The protocol's rules and the tool list, without an example (see [`next_example`]).
+pub fn protocol_tool_list(tools: &[ToolDefinition]) -> String {
     let mut s = format!(
         "Answer with exactly one JSON object: \"action\" is the name of one tool below, or \
          {DONE_ACTION} when the task is finished; \"action_arguments\" are that tool's \
@@ -32,12 +45,26 @@ pub fn protocol_instructions(tools: &[ToolDefinition], task: &str) -> String {
         s.push_str(&tool_line(t));
         s.push('\n');
     }
-    if let Some(example) = example_decision(tools, first_file_name(task)) {
-        s.push_str("\nExample answer:\n");
-        s.push_str(&example);
-        s.push('\n');
-    }
     s
+}
+
+/// The example decision for a conversation in which the tools `done` have already
+/// succeeded: the step the task names next ([`task_steps::next_step`]) on the file the task
+/// gives for it, or `DONE` once every step it names has succeeded. A task that names no
+/// tool gets [`example_decision`] on the first file it mentions, or `DONE` when it mentions
+/// none or a tool has already succeeded.
+pub fn next_example(tools: &[ToolDefinition], task: &str, done: &[&str]) -> Option<String> {
+    match task_steps::next_step(tools, task, done) {
+        Next::Step(step) => tools
+            .iter()
+            .find(|t| t.name == step.tool)
+            .map(|t| decision_for(t, step.file.as_deref())),
+        Next::Finished => Some(done_decision()),
+        Next::Unknown => match first_file_name(task) {
+            Some(file) if done.is_empty() => example_decision(tools, Some(file)),
+            _ => Some(done_decision()),
+        },
+    }
 }
 
 /// `- name: description Arguments: a (string), b (integer, optional).`
@@ -152,62 +179,60 @@ pub fn example_decision(tools: &[ToolDefinition], file: Option<&str>) -> Option<
         .iter()
         .find_map(|name| tools.iter().find(|t| t.name == *name))
         .or_else(|| tools.iter().find(|t| t.name != "block"))?;
+    Some(decision_for(tool, file))
+}
+
+/// The example of a finished task: no `response`, which is the model's own final answer.
+fn done_decision() -> String {
+    format!(
+        "{{\"action\": {}, \"action_arguments\": {{}}}}",
+        json!(DONE_ACTION)
+    )
+}
+
+/// A decision calling `tool` with the required arguments whose values an example can know
+/// (a path-like one: `file`; an enum's first value; a number's minimum; a flag), keys in
+/// the grammar's order. Free text (a file's content, a query, the `response`) is left out:
+/// a small model copies an example's text word for word, so the grammar makes it write
+/// those parts itself.
+fn decision_for(tool: &ToolDefinition, file: Option<&str>) -> String {
     let schema = grammar_ready_schema(&tool.parameters);
     let mut arguments = Map::new();
     if let Some(props) = properties_of(&schema) {
         for name in required_of(&schema) {
-            if let Some(s) = props.get(name) {
-                arguments.insert(name.to_string(), example_value(name, s, file));
+            if let Some(value) = props.get(name).and_then(|s| example_value(name, s, file)) {
+                arguments.insert(name.to_string(), value);
             }
         }
     }
-    let response = match tool.name.as_str() {
-        "read_file" => "First I read the file.",
-        "query_and_synthesize" => "I look this up in the knowledge base.",
-        _ => "This is the next step.",
-    };
-    Some(format!(
-        "{{\"action\": {}, \"action_arguments\": {}, \"response\": {}}}",
+    format!(
+        "{{\"action\": {}, \"action_arguments\": {}}}",
         json!(tool.name),
-        spaced(&Value::Object(arguments)),
-        json!(response)
-    ))
+        spaced(&Value::Object(arguments))
+    )
 }
 
-/// An ordinary value for an argument called `name` with `schema`.
-fn example_value(name: &str, schema: &Value, file: Option<&str>) -> Value {
+/// A value an example can give an argument called `name` with `schema`, if any.
+fn example_value(name: &str, schema: &Value, file: Option<&str>) -> Option<Value> {
+    let lower = name.to_ascii_lowercase();
+    let path_like = lower.contains("path") || lower.contains("file");
+    if path_like && let Some(file) = file {
+        return Some(json!(file));
+    }
     if let Some(first) = schema
         .get("enum")
         .and_then(Value::as_array)
         .and_then(|v| v.first())
     {
-        return first.clone();
+        return Some(first.clone());
     }
     if let Some(c) = schema.get("const") {
-        return c.clone();
+        return Some(c.clone());
     }
     match json_type(schema).unwrap_or("string") {
-        "integer" | "number" => schema.get("minimum").cloned().unwrap_or(json!(1)),
-        "boolean" => json!(true),
-        "array" => json!([]),
-        "object" => json!({}),
-        _ => {
-            let lower = name.to_ascii_lowercase();
-            let text = if lower.contains("path") || lower.contains("file") {
-                file.unwrap_or("example.txt")
-            } else if lower.contains("query") || lower.contains("question") {
-                "How are budgets enforced?"
-            } else if lower.contains("command") {
-                "ls"
-            } else if lower.contains("url") {
-                "https://example.org/"
-            } else if lower.contains("mode") {
-                "grounded"
-            } else {
-                "example"
-            };
-            json!(text)
-        }
+        "integer" | "number" => Some(schema.get("minimum").cloned().unwrap_or(json!(1))),
+        "boolean" => Some(json!(true)),
+        _ => None,
     }
 }
 
@@ -330,11 +355,13 @@ mod tests {
         let example = example_decision(&tools, None).unwrap();
         assert!(prompt.contains(&example));
         assert!(
-            example.starts_with("{\"action\": \"read_file\", \"action_arguments\": {\"path\": "),
+            example.starts_with("{\"action\": \"read_file\", \"action_arguments\": {"),
             "{example}"
         );
         let v: Value = serde_json::from_str(&example).unwrap();
-        assert_eq!(v["action_arguments"], json!({"path": "example.txt"}));
+        // No file known: no path is made up, and no free text is shown.
+        assert_eq!(v["action_arguments"], json!({}));
+        assert!(v.get("response").is_none(), "{example}");
         // Without read_file, the first tool that is not `block`, arguments valid for it.
         let others = [tools[2].clone(), tools[0].clone()];
         let v: Value = serde_json::from_str(&example_decision(&others, None).unwrap()).unwrap();
@@ -349,6 +376,38 @@ mod tests {
         // The task's first file name is the example's path.
         let prompt = protocol_instructions(&tools, "Read notes.md, then write summary.md.");
         assert!(prompt.contains(r#"{"path": "notes.md"}"#), "{prompt}");
+    }
+
+    #[test]
+    fn the_next_example_is_the_step_the_task_names_next_without_free_text() {
+        let tools = tools();
+        let task = "Read notes.md, then write a summary to summary.md.";
+        let first = next_example(&tools, task, &[]).unwrap();
+        assert_eq!(
+            first,
+            r#"{"action": "read_file", "action_arguments": {"path": "notes.md"}}"#
+        );
+        let second = next_example(&tools, task, &["read_file"]).unwrap();
+        // The file the task gives for writing, and no content for the model to copy.
+        assert_eq!(
+            second,
+            r#"{"action": "write_file", "action_arguments": {"path": "summary.md"}}"#
+        );
+        let last = next_example(&tools, task, &["read_file", "write_file"]).unwrap();
+        assert_eq!(last, r#"{"action": "DONE", "action_arguments": {}}"#);
+        // A task naming no tool and no file: DONE; naming a file only: read it first.
+        let none = next_example(&tools, "Nothing needs to be done.", &[]).unwrap();
+        assert!(none.contains("DONE"), "{none}");
+        let file = next_example(&tools, "Fix the typo in main.rs.", &[]).unwrap();
+        assert!(file.contains(r#"{"path": "main.rs"}"#), "{file}");
+        // A path pinned to the task's files still shows the step's own file.
+        let pinned: Vec<ToolDefinition> = tools
+            .iter()
+            .cloned()
+            .map(|t| crate::task_steps::pin_paths(t, &["notes.md".into(), "summary.md".into()]))
+            .collect();
+        let second = next_example(&pinned, task, &["read_file"]).unwrap();
+        assert!(second.contains(r#""path": "summary.md""#), "{second}");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
 
-use crate::protocol_prompt::protocol_instructions;
+use crate::protocol_prompt::{next_example, protocol_tool_list};
 use crate::{
     CallObserver, LlmRequest, LlmResponse, Message, Pricing, Provider, ProviderError, Role,
     ToolCall,
@@ -57,7 +57,7 @@ pub fn to_protocol_request(request: &LlmRequest) -> LlmRequest {
         .iter()
         .find(|m| m.role == Role::User)
         .map_or("", |m| m.content.as_str());
-    let proto = protocol_instructions(&request.tools, task);
+    let proto = protocol_tool_list(&request.tools);
     let mut placed = false;
     for m in &request.messages {
         match m.role {
@@ -96,11 +96,46 @@ pub fn to_protocol_request(request: &LlmRequest) -> LlmRequest {
     if !placed && !request.tools.is_empty() {
         messages.insert(0, Message::system(proto));
     }
+    // The example comes last, right before the answer: a small model follows what it read
+    // last far more than a system prompt, and the example shows the step due now.
+    if !request.tools.is_empty()
+        && let Some(example) = next_example(&request.tools, task, &succeeded_tools(request))
+    {
+        let text = format!("Example answer:\n{example}");
+        match messages.last_mut() {
+            Some(last) if last.role == Role::User => {
+                last.content = format!("{}\n\n{text}", last.content);
+            }
+            _ => messages.push(Message::user(text)),
+        }
+    }
     LlmRequest {
         messages,
         tools: Vec::new(),
         options: request.options.clone(),
     }
+}
+
+/// The tools whose calls in `request`'s history succeeded (their result is not an error).
+pub(crate) fn succeeded_tools(request: &LlmRequest) -> Vec<&str> {
+    let mut names: HashMap<&str, &str> = HashMap::new();
+    let mut done = Vec::new();
+    for m in &request.messages {
+        match m.role {
+            Role::Assistant => {
+                for c in &m.tool_calls {
+                    names.insert(c.id.as_str(), c.name.as_str());
+                }
+            }
+            Role::Tool if !m.content.starts_with("Error:") => {
+                if let Some(name) = m.tool_call_id.as_deref().and_then(|id| names.get(id)) {
+                    done.push(*name);
+                }
+            }
+            _ => {}
+        }
+    }
+    done
 }
 
 /// The model's answer read under the protocol. `call_number` makes call ids unique.
@@ -288,7 +323,12 @@ mod tests {
             "read_file"
         );
         assert_eq!(sent.messages[3].role, Role::User);
-        assert_eq!(sent.messages[3].content, "Result of read_file:\nfile text");
+        // The example decision comes last, after the result: here DONE, the task (the
+        // first user message) naming no tool or file, and a tool having succeeded.
+        assert_eq!(
+            sent.messages[3].content,
+            "Result of read_file:\nfile text\n\nExample answer:\n{\"action\": \"DONE\", \"action_arguments\": {}}"
+        );
     }
 
     #[tokio::test]

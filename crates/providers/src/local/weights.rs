@@ -11,7 +11,12 @@ use candle_core::quantized::gguf_file;
 use candle_core::{Device, Tensor};
 use candle_transformers::models::{quantized_gemma3, quantized_llama};
 
+use super::requantize;
 use super::tokenizer::GgufTokenizer;
+
+/// The model file, or its tensors converted in memory ([`requantize::convert`]).
+trait ReadSeek: std::io::Read + std::io::Seek {}
+impl<T: std::io::Read + std::io::Seek> ReadSeek for T {}
 
 /// How turns are written for the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,7 +60,7 @@ impl Weights {
     /// A message saying what is wrong with the file.
     pub fn load(path: &Path) -> Result<Self, String> {
         let mut file = std::fs::File::open(path).map_err(|e| format!("cannot open it: {e}"))?;
-        let content = gguf_file::Content::read(&mut file)
+        let mut content = gguf_file::Content::read(&mut file)
             .map_err(|e| format!("cannot load it: it is not a GGUF model file ({e})"))?;
         let arch = content
             .metadata
@@ -71,10 +76,24 @@ impl Weights {
             .unwrap_or(2048);
         let tokenizer = GgufTokenizer::from_gguf(&content).map_err(|e| e.to_string())?;
         let device = Device::Cpu;
+        let converted = requantize::convert(&mut content, &mut file)?;
+        let mut reader: Box<dyn ReadSeek> = match converted {
+            Some(requantize::Converted {
+                reader: memory,
+                tensors,
+            }) => {
+                tracing::info!(
+                    tensors,
+                    "tensors without a SIMD kernel in candle converted to Q8_0"
+                );
+                Box::new(memory)
+            }
+            None => Box::new(file),
+        };
         let (net, format, limit) = match arch.as_str() {
             "llama" => (
                 Net::Llama(Box::new(
-                    quantized_llama::ModelWeights::from_gguf(content, &mut file, &device)
+                    quantized_llama::ModelWeights::from_gguf(content, &mut reader, &device)
                         .map_err(|e| format!("candle cannot load it: {e}"))?,
                 )),
                 ChatFormat::ChatMl,
@@ -82,7 +101,7 @@ impl Weights {
             ),
             "gemma3" => (
                 Net::Gemma3(Box::new(
-                    quantized_gemma3::ModelWeights::from_gguf(content, &mut file, &device)
+                    quantized_gemma3::ModelWeights::from_gguf(content, &mut reader, &device)
                         .map_err(|e| format!("candle cannot load it: {e}"))?,
                 )),
                 ChatFormat::Gemma,

@@ -1,6 +1,49 @@
 //! Citation checking: an answer may cite only the `[S#]` labels of the sources it was given.
+//! An answer that cites none is matched to its sources by its words ([`attribute`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+
+use super::types::Source;
+use crate::store::analyze;
+
+/// Least share of an answer's distinct terms a source must hold to be named as its source.
+const ATTRIBUTION_SHARE: f64 = 0.6;
+
+/// Least number of an answer's terms a source must hold to be named as its source.
+const ATTRIBUTION_MIN_TERMS: usize = 3;
+
+/// Most sources named for an answer that cites none.
+const ATTRIBUTION_MAX: usize = 2;
+
+/// The labels of the sources an answer that cites none was drawn from, judged by its words:
+/// each source whose text holds at least 60 % of the answer's distinct terms (analyzed as
+/// the index analyzes text: stemmed, stop words out), and at least three of them, best
+/// first, at most two. Small models answer from their sources without writing `[S#]`
+/// markers; this names the sources such an answer repeats, and names none for an answer
+/// the sources do not hold.
+pub fn attribute(answer: &str, sources: &[&Source]) -> Vec<String> {
+    let terms = analyze(answer);
+    if terms.len() < ATTRIBUTION_MIN_TERMS {
+        return Vec::new();
+    }
+    let mut scored: Vec<(usize, &str)> = sources
+        .iter()
+        .filter_map(|s| {
+            let held: HashSet<String> = analyze(&s.text).into_iter().collect();
+            let shared = terms.iter().filter(|t| held.contains(*t)).count();
+            #[allow(clippy::cast_precision_loss)] // term counts are small
+            let share = shared as f64 / terms.len() as f64;
+            (shared >= ATTRIBUTION_MIN_TERMS && share >= ATTRIBUTION_SHARE)
+                .then_some((shared, s.label.as_str()))
+        })
+        .collect();
+    scored.sort_by_key(|s| std::cmp::Reverse(s.0));
+    scored
+        .into_iter()
+        .take(ATTRIBUTION_MAX)
+        .map(|(_, label)| label.to_string())
+        .collect()
+}
 
 /// Check the `[S#]` citations of `answer` against `labels`: returns the answer with unknown
 /// labels removed, the valid labels in order of first use, and the unknown ones.
@@ -58,6 +101,51 @@ pub fn check_citations(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn source(label: &str, text: &str) -> Source {
+        Source {
+            label: label.into(),
+            chunk_id: format!("{label}-chunk"),
+            path: format!("{label}.md"),
+            ext: "md".into(),
+            content_type: "text".into(),
+            heading: String::new(),
+            chunk_index: 0,
+            score: 1.0,
+            relevance: 1.0,
+            text: text.into(),
+        }
+    }
+
+    #[test]
+    fn an_answer_without_markers_is_matched_to_the_source_it_repeats() {
+        let mascot = source(
+            "S1",
+            "The project's mascot is an orange crab named Pinchy. Pinchy appears on stickers.",
+        );
+        let office = source(
+            "S2",
+            "The team's office is on the fourth floor of the old mill.",
+        );
+        let sources = [&mascot, &office];
+        assert_eq!(
+            attribute(
+                "The project's mascot is an orange crab named Pinchy.",
+                &sources
+            ),
+            ["S1"]
+        );
+        // An answer the sources do not hold names none.
+        assert!(
+            attribute(
+                "The mascot is a purple dragon called Spike from Mars.",
+                &sources
+            )
+            .is_empty()
+        );
+        // Too few words to judge.
+        assert!(attribute("Pinchy.", &sources).is_empty());
+    }
 
     #[test]
     fn citations_to_unknown_labels_are_dropped_and_reported() {

@@ -244,6 +244,7 @@ impl Pipeline {
                 package,
                 citations: Vec::new(),
                 invalid_citations: Vec::new(),
+                citations_attributed: false,
                 fallback: Some(reason),
                 response_id: None,
             }
@@ -290,7 +291,17 @@ impl Pipeline {
             }
             Err(e) => return Ok(fallback(package, format!("llm_error: {e}"))),
         };
-        let (answer, cited, invalid) = check_citations(&response.text, &package.source_labels);
+        let (answer, mut cited, invalid) = check_citations(&response.text, &package.source_labels);
+        let attributed = cited.is_empty() && invalid.is_empty();
+        if attributed {
+            let given: Vec<&Source> = package
+                .candidates
+                .iter()
+                .filter(|s| package.source_labels.contains_key(&s.label))
+                .collect();
+            cited = citations::attribute(&answer, &given);
+        }
+        let citations_attributed = attributed && !cited.is_empty();
         let citations = cited
             .iter()
             .filter_map(|label| {
@@ -313,6 +324,7 @@ impl Pipeline {
             package,
             citations,
             invalid_citations: invalid,
+            citations_attributed,
             fallback: None,
             response_id: response.response_id,
         })

@@ -148,6 +148,10 @@ pub struct QueryResponse {
     pub citations: Vec<Citation>,
     /// Labels the answer cited that are not sources (dropped from the answer).
     pub invalid_citations: Vec<String>,
+    /// The answer wrote no `[S#]` marker and `citations` are the sources it repeats, matched
+    /// by its words ([`super::citations::attribute`]), not sources it named.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub citations_attributed: bool,
     /// Why the answer is a fallback (no LLM answer), if it is.
     pub fallback: Option<String>,
     /// The conversation id.
