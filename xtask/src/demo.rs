@@ -9,10 +9,12 @@
 //!    local provider, and runs the general agent on a file task there with `--yes` (the
 //!    sandbox confines every tool to that folder), streaming its progress.
 //! 4. Prints what the agent wrote and where the run's records are.
-//! 5. The knowledge base, with the same model: `lsm ingest` of the repository's `docs/` into
-//!    an index in the temporary folder with hybrid retrieval (the local embedder plus the
-//!    lexical index), then `lsm query` — a plain-text answer citing `[S#]` sources, and the
-//!    sources it cites.
+//! 5. The knowledge base, with the same model: `lsm ingest` of `examples/kb-notes/` (three
+//!    short notes on budgets, permissions and records: a 135M model answers from a short
+//!    excerpt, and loses its way in the project's long reference documents) into an index
+//!    in the temporary folder with hybrid retrieval (the local embedder plus the lexical
+//!    index), then `lsm query` — a plain-text answer and the sources it cites, or, when it
+//!    writes no `[S#]` marker, the sources that hold its words.
 //!
 //! The agent run counts as completed when it ends by itself — the model said DONE (exit 0),
 //! blocked (5), stalled (7), or used up its iterations (6) or budget (3); the demo says
@@ -34,7 +36,9 @@ const SCRIPTED_TASK: &str = "Summarize notes.md into summary.md";
 /// LLM calls the local run may make: enough to read, write and finish (and to recover from
 /// one mistake), few enough to end soon when the model loops instead.
 const MAX_ITERATIONS: u32 = crate::eval_local::MAX_ITERATIONS;
-/// The question the knowledge-base part asks about the repository's own documentation.
+/// The notes the knowledge-base part ingests.
+const KB_NOTES: &str = "examples/kb-notes";
+/// The question the knowledge-base part asks of [`KB_NOTES`].
 const QUESTION: &str = "What happens when an agent runs out of its token budget?";
 
 /// Run the demo: with the local model, or the recorded script when `scripted`.
@@ -113,10 +117,10 @@ fn build(root: &Path, features: &[&str]) -> Result<PathBuf> {
     Ok(lsm)
 }
 
-/// Ingest the repository's `docs/` (hybrid: the local embedder and the lexical index) and
-/// ask [`QUESTION`] of it with the local model.
+/// Ingest [`KB_NOTES`] (hybrid: the local embedder and the lexical index) and ask
+/// [`QUESTION`] of it with the local model.
 fn knowledge_base(root: &Path, lsm: &Path, work: &Path, config_path: &Path) -> Result<()> {
-    let docs = root.join("docs");
+    let docs = root.join(KB_NOTES);
     let steps: [(&str, Vec<std::ffi::OsString>); 2] = [
         ("ingest", vec!["ingest".into(), docs.into_os_string()]),
         ("query", vec!["query".into(), QUESTION.into()]),
@@ -144,8 +148,8 @@ fn knowledge_base(root: &Path, lsm: &Path, work: &Path, config_path: &Path) -> R
     }
     eprintln!(
         "\nxtask: [demo] the answer above is the 135M model's, written from the excerpts hybrid \
-         retrieval found (the [S#] labels are its citations, listed under Sources). The index \
-         is in {}. With a real provider (README, \"Switching to a real model\") the same \
+         retrieval found in {KB_NOTES}; under Sources are the ones it cites (or, when it wrote \
+         no [S#] label, the ones that hold its words). The index is in {}. With a real provider (README, \"Switching to a real model\") the same \
          commands give better answers.",
         work.join("kb").display()
     );
