@@ -51,7 +51,9 @@ pub struct Step {
 /// `query_and_synthesize` is too short), as the task's word or one of its inflections
 /// (`reads`, `appended`, `wrote`).
 pub fn steps(tools: &[ToolDefinition], task: &str) -> Vec<Step> {
-    let lower = task.to_lowercase();
+    // ASCII lowercasing keeps every byte offset, so offsets found in `lower` cut `task` at
+    // character boundaries (full Unicode lowercasing can change lengths: `İ`).
+    let lower = task.to_ascii_lowercase();
     let words = words_at(&lower);
     let mut shared: HashMap<&str, usize> = HashMap::new();
     for t in tools {
@@ -61,7 +63,7 @@ pub fn steps(tools: &[ToolDefinition], task: &str) -> Vec<Step> {
     }
     let mut found: Vec<Step> = Vec::new();
     for t in tools.iter().filter(|t| !is_control(&t.name)) {
-        let full = lower.find(&t.name.to_lowercase());
+        let full = lower.find(&t.name.to_ascii_lowercase());
         let by_word = t
             .name
             .split('_')
@@ -335,6 +337,16 @@ mod tests {
         let s = steps(&general(), "Append the line milk to shopping.txt.");
         assert_eq!(s[0].tool, "append_file");
         assert_eq!(s[0].file.as_deref(), Some("shopping.txt"));
+    }
+
+    #[test]
+    fn text_beyond_ascii_is_read_without_breaking_a_character() {
+        let task = "İİİ Read ünïcødé.md, then write İstanbul notes to çé.txt — ok.";
+        let s = steps(&general(), task);
+        assert_eq!(s[0].tool, "read_file");
+        assert_eq!(s[0].file.as_deref(), Some("ünïcødé.md"));
+        let w = s.iter().find(|s| s.tool == "write_file").unwrap();
+        assert_eq!(w.files, ["çé.txt"]);
     }
 
     #[test]
