@@ -61,9 +61,7 @@ pub use models::{
     DEFAULT_LOCAL_MODEL_FILE, MODEL_CACHE_ENV, default_local_model_path, model_cache_dir,
 };
 pub use pricing::Pricing;
-pub use protocol_prompt::{
-    example_decision, next_example, protocol_instructions, protocol_tool_list,
-};
+pub use protocol_prompt::{next_example, protocol_tool_list};
 pub use scripted::{ScriptedProvider, ScriptedResponse, ScriptedToolCall};
 pub use strict_json::{DONE_ACTION, StrictJsonProvider, from_protocol_answer, to_protocol_request};
 pub use types::*;

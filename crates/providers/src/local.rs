@@ -751,3 +751,82 @@ impl Worker {
         Ok(Generated { text, stats })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task_steps::tests::tool;
+    use crate::{Message, ToolCall};
+    use serde_json::json;
+
+    fn request(task: &str, tools: &[&str], history: Vec<Message>) -> LlmRequest {
+        let mut messages = vec![Message::system("Be careful."), Message::user(task)];
+        messages.extend(history);
+        LlmRequest {
+            messages,
+            tools: tools.iter().map(|t| tool(t)).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn names(r: &LlmRequest) -> Vec<&str> {
+        r.tools.iter().map(|t| t.name.as_str()).collect()
+    }
+
+    const GENERAL: &[&str] = &[
+        "append_file",
+        "ask_user",
+        "edit_file",
+        "find_file",
+        "hash_file",
+        "read_file",
+        "read_folder",
+        "write_file",
+        "complete",
+    ];
+
+    #[test]
+    fn a_small_model_is_offered_the_tools_its_task_names_with_their_files() {
+        let task = "Read notes.md, then write a one-line summary of it to summary.md.";
+        let r = small_model_request(&request(task, GENERAL, Vec::new()));
+        assert_eq!(names(&r), ["read_file", "read_folder", "write_file"]);
+        let path_enum = |name: &str| {
+            r.tools.iter().find(|t| t.name == name).unwrap().parameters["properties"]["path"]
+                ["enum"]
+                .clone()
+        };
+        assert_eq!(path_enum("read_file"), json!(["notes.md"]));
+        assert_eq!(path_enum("write_file"), json!(["summary.md"]));
+        // The conversation itself is untouched.
+        assert_eq!(r.messages.len(), 2);
+    }
+
+    #[test]
+    fn a_tool_that_succeeded_stays_offered_and_control_tools_never_are() {
+        let history = vec![
+            Message::assistant(
+                "",
+                vec![ToolCall {
+                    id: "c1".into(),
+                    name: "hash_file".into(),
+                    arguments: json!({"path": "a.txt"}),
+                }],
+            ),
+            Message::tool_result("c1", "abc123"),
+        ];
+        let r = small_model_request(&request(
+            "Append the line milk to list.txt.",
+            GENERAL,
+            history,
+        ));
+        assert_eq!(names(&r), ["append_file", "hash_file"]);
+        // Only control tools offered: none is left, so the call is a plain-text answer.
+        let r = small_model_request(&request("Finish.", &["complete", "ask_user"], Vec::new()));
+        assert!(r.tools.is_empty());
+        assert!(
+            model_messages(&r)
+                .iter()
+                .all(|(_, m)| !m.contains("Example answer"))
+        );
+    }
+}

@@ -20,20 +20,8 @@ const MAX_DESCRIPTION: usize = 240;
 /// The tool an example prefers when it is offered: reading is the safest first step.
 const PREFERRED_EXAMPLE: &[&str] = &["read_file", "query_and_synthesize", "find_file"];
 
-/// The protocol's instructions for `tools` (not empty), to append to the system prompt:
-/// the tool list and one example decision. `task` is the conversation's first user message
-/// (the example's file name comes from it).
-pub fn protocol_instructions(tools: &[ToolDefinition], task: &str) -> String {
-    let mut s = protocol_tool_list(tools);
-    if let Some(example) = example_decision(tools, first_file_name(task)) {
-        s.push_str("\nExample answer:\n");
-        s.push_str(&example);
-        s.push('\n');
-    }
-    s
-}
-
-/// The protocol's rules and the tool list, without an example (see [`next_example`]).
+/// The protocol's rules and the tool list for the system prompt (`tools` not empty); the
+/// example decision goes at the end of the conversation ([`next_example`]).
 pub fn protocol_tool_list(tools: &[ToolDefinition]) -> String {
     let mut s = format!(
         "Answer with exactly one JSON object: \"action\" is the name of one tool below, or \
@@ -58,7 +46,7 @@ pub fn next_example(tools: &[ToolDefinition], task: &str, done: &[&str]) -> Opti
         Next::Step(step) => tools
             .iter()
             .find(|t| t.name == step.tool)
-            .map(|t| decision_for(t, step.file.as_deref())),
+            .map(|t| decision_for(t, step.file())),
         Next::Finished => Some(done_decision()),
         Next::Unknown => match first_file_name(task) {
             Some(file) if done.is_empty() => example_decision(tools, Some(file)),
@@ -172,9 +160,8 @@ pub fn first_file_name(text: &str) -> Option<&str> {
 }
 
 /// One decision calling a preferred offered tool (else the first one that is not `block`)
-/// with example values for its required arguments (a path-like one: `file`, else
-/// `example.txt`), keys in the grammar's order.
-pub fn example_decision(tools: &[ToolDefinition], file: Option<&str>) -> Option<String> {
+/// with the argument values an example can know ([`decision_for`]; the path: `file`).
+fn example_decision(tools: &[ToolDefinition], file: Option<&str>) -> Option<String> {
     let tool = PREFERRED_EXAMPLE
         .iter()
         .find_map(|name| tools.iter().find(|t| t.name == *name))
@@ -301,6 +288,21 @@ mod tests {
         ]
     }
 
+    /// Everything the model reads of a first call on `task` with `tools` offered.
+    fn protocol_text(tools: &[ToolDefinition], task: &str) -> String {
+        let request = crate::LlmRequest {
+            messages: vec![
+                crate::Message::system("Be careful."),
+                crate::Message::user(task),
+            ],
+            tools: tools.to_vec(),
+            ..Default::default()
+        };
+        let sent = crate::to_protocol_request(&request);
+        let texts: Vec<&str> = sent.messages.iter().map(|m| m.content.as_str()).collect();
+        texts.join("\n")
+    }
+
     /// Every `description` string anywhere in a schema.
     fn descriptions(v: &Value, out: &mut Vec<String>) {
         match v {
@@ -322,7 +324,7 @@ mod tests {
     #[test]
     fn no_schema_description_appears_in_the_prompt() {
         let tools = tools();
-        let prompt = protocol_instructions(&tools, "Read notes.md.");
+        let prompt = protocol_text(&tools, "Read notes.md.");
         let mut found = Vec::new();
         for t in &tools {
             descriptions(&t.parameters, &mut found);
@@ -350,10 +352,10 @@ mod tests {
     #[test]
     fn one_example_decision_valid_for_its_tool_in_grammar_order() {
         let tools = tools();
-        let prompt = protocol_instructions(&tools, "Summarize the notes.");
+        let prompt = protocol_text(&tools, "Read notes.md.");
         assert_eq!(prompt.matches("Example answer:").count(), 1, "{prompt}");
+        assert!(prompt.contains(&example_decision(&tools, Some("notes.md")).unwrap()));
         let example = example_decision(&tools, None).unwrap();
-        assert!(prompt.contains(&example));
         assert!(
             example.starts_with("{\"action\": \"read_file\", \"action_arguments\": {"),
             "{example}"
@@ -374,7 +376,7 @@ mod tests {
         }];
         assert_eq!(example_decision(&block_only, None), None);
         // The task's first file name is the example's path.
-        let prompt = protocol_instructions(&tools, "Read notes.md, then write summary.md.");
+        let prompt = protocol_text(&tools, "Read notes.md, then write summary.md.");
         assert!(prompt.contains(r#"{"path": "notes.md"}"#), "{prompt}");
     }
 

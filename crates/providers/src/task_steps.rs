@@ -1,6 +1,6 @@
 //! What a task asks for, read from its words: which offered tools it names (by the words
 //! of their names: "Read notes.md, then write …" names `read_file` and `write_file`) and
-//! which file each step is about (the first file name after the step's word).
+//! which files each step is about (those named between the step's word and the next's).
 //!
 //! Small models are helped by two things this makes possible (see
 //! [`crate::protocol_prompt`] and the local provider): a short tool list — the tools the
@@ -35,8 +35,6 @@ const IRREGULAR: &[(&str, &str)] = &[
 pub struct Step {
     /// The tool's name.
     pub tool: String,
-    /// The first file name after the word that named the step, if any.
-    pub file: Option<String>,
     /// Every file named between the step's word and the next step's ("Read a.txt and
     /// b.txt, then write c.txt": `a.txt`, `b.txt` for the reading step).
     pub files: Vec<String>,
@@ -78,10 +76,8 @@ pub fn steps(tools: &[ToolDefinition], task: &str) -> Vec<Step> {
         let Some(at) = [full, by_word].into_iter().flatten().min() else {
             continue;
         };
-        let file = first_file_name(&task[at.min(task.len())..]).map(str::to_string);
         found.push(Step {
             tool: t.name.clone(),
-            file,
             files: Vec::new(),
             at,
         });
@@ -97,6 +93,13 @@ pub fn steps(tools: &[ToolDefinition], task: &str) -> Vec<Step> {
         step.files = file_names(&task[step.at.min(end)..end]);
     }
     found
+}
+
+impl Step {
+    /// The step's file: the first one named for it.
+    pub fn file(&self) -> Option<&str> {
+        self.files.first().map(String::as_str)
+    }
 }
 
 /// What a small model's example decision shows next.
@@ -129,7 +132,7 @@ pub fn next_step(tools: &[ToolDefinition], task: &str, done: &[&str]) -> Next {
         }
         let pick = group
             .iter()
-            .find(|s| s.file.is_none() || s.tool.ends_with("_file"))
+            .find(|s| s.files.is_empty() || s.tool.ends_with("_file"))
             .unwrap_or(first);
         return Next::Step(pick.clone());
     }
@@ -280,11 +283,12 @@ pub fn pin_paths(mut tool: ToolDefinition, files: &[String]) -> ToolDefinition {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
-    fn tool(name: &str) -> ToolDefinition {
+    /// A tool with one required `path` argument (also used by the local provider's tests).
+    pub(crate) fn tool(name: &str) -> ToolDefinition {
         ToolDefinition {
             name: name.into(),
             description: format!("The {name} tool."),
@@ -322,10 +326,8 @@ mod tests {
             &general(),
             "Read notes.md, then write a one-line summary of it to summary.md.",
         );
-        let got: Vec<(&str, Option<&str>)> = s
-            .iter()
-            .map(|s| (s.tool.as_str(), s.file.as_deref()))
-            .collect();
+        let got: Vec<(&str, Option<&str>)> =
+            s.iter().map(|s| (s.tool.as_str(), s.file())).collect();
         assert_eq!(
             got,
             [
@@ -336,7 +338,7 @@ mod tests {
         );
         let s = steps(&general(), "Append the line milk to shopping.txt.");
         assert_eq!(s[0].tool, "append_file");
-        assert_eq!(s[0].file.as_deref(), Some("shopping.txt"));
+        assert_eq!(s[0].file(), Some("shopping.txt"));
     }
 
     #[test]
@@ -344,7 +346,7 @@ mod tests {
         let task = "İİİ Read ünïcødé.md, then write İstanbul notes to çé.txt — ok.";
         let s = steps(&general(), task);
         assert_eq!(s[0].tool, "read_file");
-        assert_eq!(s[0].file.as_deref(), Some("ünïcødé.md"));
+        assert_eq!(s[0].file(), Some("ünïcødé.md"));
         let w = s.iter().find(|s| s.tool == "write_file").unwrap();
         assert_eq!(w.files, ["çé.txt"]);
     }
@@ -379,15 +381,12 @@ mod tests {
         let Next::Step(s) = next_step(&t, task, &[]) else {
             panic!("no first step")
         };
-        assert_eq!(
-            (s.tool.as_str(), s.file.as_deref()),
-            ("read_file", Some("notes.md"))
-        );
+        assert_eq!((s.tool.as_str(), s.file()), ("read_file", Some("notes.md")));
         let Next::Step(s) = next_step(&t, task, &["read_file"]) else {
             panic!("no second step")
         };
         assert_eq!(
-            (s.tool.as_str(), s.file.as_deref()),
+            (s.tool.as_str(), s.file()),
             ("write_file", Some("summary.md"))
         );
         assert_eq!(

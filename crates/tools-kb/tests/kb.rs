@@ -733,6 +733,44 @@ fn answers_cite_sources_and_unknown_citations_are_dropped_and_reported() {
 }
 
 #[test]
+fn an_answer_without_markers_is_credited_to_the_source_holding_its_words_and_says_so() {
+    let f = Fixture::new();
+    f.corpus();
+    let kb = f.kb(None);
+    f.ingest(&kb);
+    let provider = Arc::new(ScriptedProvider::new(vec![
+        ScriptedResponse::text(
+            "Flutter is an aeroelastic instability where the wing oscillates with growing amplitude.",
+        ),
+        ScriptedResponse::text("Flutter is caused by purple moon dragons singing loudly."),
+        ScriptedResponse::text("Flutter is an aeroelastic instability [S1]."),
+    ]));
+    let p = pipeline(kb, Some(provider));
+    let resp = run(&p, request("What is flutter?", "lexical"));
+    assert!(resp.citations_attributed);
+    assert_eq!(resp.citations.len(), 1);
+    assert!(resp.citations[0].path.ends_with("wings.md"));
+    // The answer itself is left as the model wrote it.
+    assert!(!resp.answer.contains("[S"), "{}", resp.answer);
+    let json = serde_json::to_value(&resp).unwrap();
+    assert_eq!(json["citations_attributed"], true);
+    // Words the sources do not hold: no source is credited.
+    let resp = run(&p, request("What is flutter?", "lexical"));
+    assert!(!resp.citations_attributed);
+    assert!(resp.citations.is_empty());
+    // An answer that cites: its own citations, not attributed ones (the field is left out).
+    let resp = run(&p, request("What is flutter?", "lexical"));
+    assert!(!resp.citations_attributed);
+    assert_eq!(resp.citations.len(), 1);
+    assert!(
+        serde_json::to_value(&resp)
+            .unwrap()
+            .get("citations_attributed")
+            .is_none()
+    );
+}
+
+#[test]
 fn an_llm_failure_gives_a_fallback_listing_the_closest_excerpts() {
     let f = Fixture::new();
     f.corpus();
