@@ -49,8 +49,9 @@ fn parse_tier(s: &str) -> Result<LlmTier, String> {
 pub fn ping_request() -> LlmRequest {
     LlmRequest {
         messages: vec![
-            Message::system("This is a connectivity check. Reply with the single word: pong"),
-            Message::user("ping"),
+            Message::system("This is a connectivity check. Reply with the single word: pong")
+                .into(),
+            Message::user("ping").into(),
         ],
         tools: Vec::new(),
         options: CallOptions {

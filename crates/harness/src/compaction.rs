@@ -24,6 +24,8 @@
 //! and a resumed run continues from it. Rewrites happen only at ladder steps, never on every
 //! call, so the stable prefix (and the providers' prompt caches) keep hitting between them.
 
+use std::sync::Arc;
+
 use lsm_providers::{Message, Role};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -193,7 +195,7 @@ pub struct Layout {
 }
 
 /// The layout of `history`, whose current phase opened at `phase_start`.
-pub fn layout(history: &[Message], phase_start: Option<usize>) -> Layout {
+pub fn layout(history: &[Arc<Message>], phase_start: Option<usize>) -> Layout {
     let mut pinned = Vec::new();
     if history.first().is_some_and(|m| m.role == Role::User) {
         pinned.push(0);
@@ -219,7 +221,7 @@ pub fn layout(history: &[Message], phase_start: Option<usize>) -> Layout {
 
 /// The elided form of a tool result's body: one line naming the call, its size, and what to
 /// do to see it again.
-pub fn stub(history: &[Message], index: usize) -> String {
+pub fn stub(history: &[Arc<Message>], index: usize) -> String {
     let Some(message) = history.get(index) else {
         return String::new();
     };
@@ -270,7 +272,11 @@ fn is_stub(message: &Message) -> bool {
 
 /// Rung (a)'s candidates: tool results before the tail, at least `min_bytes` long, not yet
 /// elided, oldest first (index and call id).
-pub fn elidable(history: &[Message], layout: &Layout, min_bytes: usize) -> Vec<(usize, String)> {
+pub fn elidable(
+    history: &[Arc<Message>],
+    layout: &Layout,
+    min_bytes: usize,
+) -> Vec<(usize, String)> {
     history[..layout.tail]
         .iter()
         .enumerate()
@@ -284,7 +290,7 @@ pub fn elidable(history: &[Message], layout: &Layout, min_bytes: usize) -> Vec<(
 /// with a tool result, never ends between a call and its result). `keep_turns` turns at its
 /// end are left out. `None` when there is nothing.
 pub fn oldest_run(
-    history: &[Message],
+    history: &[Arc<Message>],
     layout: &Layout,
     keep_turns: usize,
 ) -> Option<(usize, usize)> {
@@ -320,7 +326,7 @@ pub fn oldest_run(
 }
 
 /// The messages of `from..to` as text for the summarization call.
-pub fn transcript_of(history: &[Message], from: usize, to: usize) -> String {
+pub fn transcript_of(history: &[Arc<Message>], from: usize, to: usize) -> String {
     let mut out = String::new();
     for m in &history[from..to.min(history.len())] {
         let who = match m.role {
@@ -352,7 +358,7 @@ fn dropped_count(message: &Message) -> Option<usize> {
 
 /// Apply `step` to `history` (the fold's part of compaction). Returns how many messages were
 /// removed before the end of `from..to` minus the ones added (for indices that follow).
-pub fn apply(history: &mut Vec<Message>, step: &Step) -> isize {
+pub fn apply(history: &mut Vec<Arc<Message>>, step: &Step) -> isize {
     match step {
         Step::ElideToolResults { call_ids } => {
             for i in 0..history.len() {
@@ -364,7 +370,7 @@ pub fn apply(history: &mut Vec<Message>, step: &Step) -> isize {
                     && !is_stub(&history[i])
                 {
                     let stubbed = stub(history, i);
-                    history[i].content = stubbed;
+                    Arc::make_mut(&mut history[i]).content = stubbed;
                 }
             }
             0
@@ -376,7 +382,7 @@ pub fn apply(history: &mut Vec<Message>, step: &Step) -> isize {
             }
             history.splice(
                 from..to,
-                [Message::user(format!("{SUMMARY_HEADER}\n{text}"))],
+                [Message::user(format!("{SUMMARY_HEADER}\n{text}")).into()],
             );
             (to - from) as isize - 1
         }
@@ -386,13 +392,16 @@ pub fn apply(history: &mut Vec<Message>, step: &Step) -> isize {
                 return 0;
             }
             // Messages already standing for dropped ones are counted, not kept.
-            let earlier: usize = history[from..to].iter().filter_map(dropped_count).sum();
+            let earlier: usize = history[from..to]
+                .iter()
+                .filter_map(|m| dropped_count(m))
+                .sum();
             let notes = history[from..to]
                 .iter()
                 .filter(|m| dropped_count(m).is_some())
                 .count();
             let n = to - from - notes + earlier;
-            history.splice(from..to, [Message::user(drop_note(n))]);
+            history.splice(from..to, [Message::user(drop_note(n)).into()]);
             (to - from) as isize - 1
         }
     }

@@ -1,5 +1,7 @@
 //! Named conversation contexts and the history strategies.
 
+use std::sync::Arc;
+
 use lsm_providers::{Message, Role};
 use serde::{Deserialize, Serialize};
 
@@ -11,8 +13,9 @@ pub(crate) const DEFAULT_LABEL: &str = "__default__";
 /// One conversation: its history and chain ids.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ContextState {
-    /// The messages so far (as stored: `compact` rewrites it).
-    pub history: Vec<Message>,
+    /// The messages so far (as stored: `compact` rewrites it). Each is shared with the
+    /// requests that send it (serialized as plain messages).
+    pub history: Vec<Arc<Message>>,
     /// The conversation's id.
     pub conversation_id: String,
     /// The last response id the provider returned (chaining).
@@ -72,7 +75,10 @@ pub(crate) fn label_name(label: &Option<String>) -> &str {
 /// The history part of a request under `strategy`: everything, or (`fresh`) the last six
 /// messages. Nothing here rewrites the stored history: compaction does, at its ladder steps,
 /// through recorded events ([`crate::compaction`]).
-pub(crate) fn sent_messages(strategy: ContextStrategy, history: &[Message]) -> Vec<Message> {
+pub(crate) fn sent_messages(
+    strategy: ContextStrategy,
+    history: &[Arc<Message>],
+) -> Vec<Arc<Message>> {
     match strategy {
         ContextStrategy::Compact | ContextStrategy::Full => history.to_vec(),
         ContextStrategy::Fresh => {
@@ -85,7 +91,7 @@ pub(crate) fn sent_messages(strategy: ContextStrategy, history: &[Message]) -> V
 
 /// Move `start` forward past tool results whose call would be cut off: a tool message must
 /// follow the assistant message that asked for it.
-fn clean_start(history: &[Message], mut start: usize) -> usize {
+fn clean_start(history: &[Arc<Message>], mut start: usize) -> usize {
     while start < history.len() && history[start].role == Role::Tool {
         start += 1;
     }
@@ -96,7 +102,7 @@ fn clean_start(history: &[Message], mut start: usize) -> usize {
 mod tests {
     use super::*;
 
-    fn conversation(n: usize) -> Vec<Message> {
+    fn conversation(n: usize) -> Vec<Arc<Message>> {
         (0..n)
             .map(|i| {
                 if i % 3 == 2 {
@@ -105,6 +111,7 @@ mod tests {
                     Message::user(format!("m{i}"))
                 }
             })
+            .map(Arc::new)
             .collect()
     }
 
@@ -127,7 +134,7 @@ mod tests {
     #[test]
     fn reset_changes_the_conversation_id_and_clears_the_chain() {
         let mut c = ContextState::new(new_conversation_id());
-        c.history.push(Message::user("x"));
+        c.history.push(Message::user("x").into());
         c.last_response_id = Some("r1".into());
         let before = c.conversation_id.clone();
         c.reset(new_conversation_id());

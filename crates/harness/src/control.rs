@@ -17,6 +17,8 @@
 //! Hooks are not asked about control tools: they are the harness's own vocabulary, not
 //! actions on the world.
 
+use std::sync::{Arc, LazyLock};
+
 use lsm_providers::ToolDefinition;
 use serde_json::json;
 
@@ -44,6 +46,18 @@ pub fn control_tool_names() -> Vec<&'static str> {
     let mut names = vec![BLOCK_TOOL, COMPLETE_TOOL, WORK_COMPLETE_TOOL];
     names.extend(WORK_ITEM_TOOLS);
     names
+}
+
+/// A control tool's definition, made once and shared by every request that offers it.
+pub(crate) fn shared_control_tool_definition(name: &str) -> Option<Arc<ToolDefinition>> {
+    static SHARED: LazyLock<Vec<Arc<ToolDefinition>>> = LazyLock::new(|| {
+        control_tool_names()
+            .into_iter()
+            .filter_map(control_tool_definition)
+            .map(Arc::new)
+            .collect()
+    });
+    SHARED.iter().find(|t| t.name == name).cloned()
 }
 
 /// A control tool's definition.

@@ -20,9 +20,7 @@ use serde_json::Value;
 use crate::budget::{BudgetLimits, BudgetSnapshot, Grant, exhausted, gate};
 use crate::contexts::{label_name, sent_messages};
 use crate::contract::{Coverage, Evidence, FileFact, TaskContract, evaluate};
-use crate::control::{
-    BLOCK_TOOL, COMPLETE_TOOL, WORK_COMPLETE_TOOL, control_tool_definition, is_control_tool,
-};
+use crate::control::{BLOCK_TOOL, COMPLETE_TOOL, WORK_COMPLETE_TOOL, is_control_tool};
 use crate::event::{
     Decision, PhaseMode, RepairAction, RunEvent, RunLaunch, ToolSideEffect, summarize,
     without_reserved,
@@ -49,8 +47,9 @@ pub struct CoreConfig {
     pub allowlist: HashSet<String>,
     /// The allowlist in the agent's order (for the record).
     pub allowlist_order: Vec<String>,
-    /// Every registered tool's definition (the sandbox's registry).
-    pub tools: Vec<ToolDefinition>,
+    /// Every registered tool's definition (the sandbox's registry), shared with the
+    /// requests that offer it.
+    pub tools: Vec<std::sync::Arc<ToolDefinition>>,
     /// Offer the `block` control tool.
     pub offer_block_tool: bool,
     /// Offer the `complete` control tool.
@@ -248,6 +247,9 @@ pub struct Step {
 #[derive(Debug)]
 pub struct Core {
     config: CoreConfig,
+    /// The system prompt as the message every request starts with: one shared message for
+    /// the whole run (a provider remembers its wire form).
+    system_message: std::sync::Arc<lsm_providers::Message>,
 }
 
 /// Apply `event` to `state` and keep it for the journal.
@@ -259,7 +261,20 @@ fn emit(state: &mut RunState, out: &mut Vec<RunEvent>, event: RunEvent) {
 impl Core {
     /// A core for one run.
     pub fn new(config: CoreConfig) -> Self {
-        Core { config }
+        let system_message = lsm_providers::Message::system(config.system_prompt.clone()).into();
+        Core {
+            config,
+            system_message,
+        }
+    }
+
+    /// The system prompt's message: the shared one, unless the prompt was changed since.
+    pub(crate) fn system_message(&self) -> std::sync::Arc<lsm_providers::Message> {
+        if self.system_message.content == self.config.system_prompt {
+            std::sync::Arc::clone(&self.system_message)
+        } else {
+            lsm_providers::Message::system(self.config.system_prompt.clone()).into()
+        }
     }
 
     /// The run's fixed settings.

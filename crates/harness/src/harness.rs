@@ -184,10 +184,12 @@ impl AgentHarness {
         let tools = sandbox
             .registry()
             .iter()
-            .map(|t| ToolDefinition {
-                name: t.name().to_string(),
-                description: t.description().to_string(),
-                parameters: t.parameters(),
+            .map(|t| {
+                Arc::new(ToolDefinition {
+                    name: t.name().to_string(),
+                    description: t.description().to_string(),
+                    parameters: t.parameters(),
+                })
             })
             .collect();
         let call_identity = sandbox

@@ -134,7 +134,7 @@ impl Tool for AskModel {
     }
     async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         let request = LlmRequest {
-            messages: vec![Message::user(ctx.str_arg("text")?)],
+            messages: vec![Message::user(ctx.str_arg("text")?).into()],
             tools: Vec::new(),
             options: CallOptions {
                 max_output_tokens: Some(ctx.opt_u64_arg("max_output_tokens").unwrap_or(1024)),

@@ -25,8 +25,8 @@ fn prompt() -> LlmRequest {
     text.push('\n');
     LlmRequest {
         messages: vec![
-            Message::system("You are a test agent."),
-            Message::user(text),
+            Message::system("You are a test agent.").into(),
+            Message::user(text).into(),
         ],
         ..Default::default()
     }

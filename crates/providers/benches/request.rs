@@ -21,7 +21,7 @@ use serde_json::json;
 /// Iterations of the history.
 const CALLS: usize = 200;
 
-fn tools() -> Vec<ToolDefinition> {
+fn tools() -> Vec<std::sync::Arc<ToolDefinition>> {
     let names = [
         "read_file",
         "write_file",
@@ -48,6 +48,7 @@ fn tools() -> Vec<ToolDefinition> {
                 "additionalProperties": false,
             }),
         })
+        .map(std::sync::Arc::new)
         .collect()
 }
 
@@ -71,7 +72,7 @@ fn history() -> LlmRequest {
         messages.push(Message::tool_result(format!("call_{k}"), file.clone()));
     }
     LlmRequest {
-        messages,
+        messages: messages.into_iter().map(std::sync::Arc::new).collect(),
         tools: tools(),
         ..Default::default()
     }

@@ -11,7 +11,11 @@ use serde_json::{Map, Value};
 
 use crate::http::{HttpProvider, StreamAssembler, StreamError, excerpt, parse_arguments};
 use crate::sse::SseEvent;
-use crate::{CallObserver, LlmRequest, LlmResponse, ProviderEvent, Role, ToolCall, Usage};
+use crate::wire::WireCache;
+use crate::{
+    CallObserver, LlmRequest, LlmResponse, Message, ProviderEvent, Role, ToolCall, ToolDefinition,
+    Usage,
+};
 
 /// `max_tokens` is required by this API; used when the harness sets no cap.
 pub(crate) const DEFAULT_MAX_TOKENS: u64 = 4096;
@@ -61,12 +65,6 @@ impl Serialize for Input<'_> {
 }
 
 #[derive(Serialize)]
-struct Turn<'a> {
-    role: &'static str,
-    content: Vec<WireBlock<'a>>,
-}
-
-#[derive(Serialize)]
 struct Tool<'a> {
     name: &'a str,
     description: &'a str,
@@ -86,9 +84,6 @@ struct Body<'a> {
     max_tokens: u64,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     system: Vec<WireBlock<'a>>,
-    messages: Vec<Turn<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<Tool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_choice: Option<ToolChoice>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -112,84 +107,131 @@ pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool) -> Vec<
         *cache_control = Some(EPHEMERAL);
     }
 
-    let mut turns: Vec<Turn<'_>> = Vec::new();
-    for m in &request.messages {
-        let (role, blocks): (&'static str, Vec<WireBlock<'_>>) = match m.role {
-            Role::System => continue,
-            Role::User => (
-                "user",
-                if m.content.is_empty() {
-                    vec![]
-                } else {
-                    vec![WireBlock::Text {
-                        text: &m.content,
-                        cache_control: None,
-                    }]
-                },
-            ),
-            Role::Assistant => {
-                let mut b = Vec::with_capacity(m.tool_calls.len() + 1);
-                if !m.content.is_empty() {
-                    b.push(WireBlock::Text {
-                        text: &m.content,
-                        cache_control: None,
-                    });
-                }
-                for c in &m.tool_calls {
-                    b.push(WireBlock::ToolUse {
-                        id: &c.id,
-                        name: &c.name,
-                        input: Input(&c.arguments),
-                    });
-                }
-                ("assistant", b)
-            }
-            Role::Tool => (
-                "user",
-                vec![WireBlock::ToolResult {
-                    tool_use_id: m.tool_call_id.as_deref().unwrap_or(""),
-                    content: &m.content,
-                    // The harness feeds refusals and failures back as "Error: ...".
-                    is_error: m.content.starts_with("Error: "),
-                }],
-            ),
-        };
-        if blocks.is_empty() {
-            continue;
-        }
-        match turns.last_mut() {
-            Some(last) if last.role == role => last.content.extend(blocks),
-            _ => turns.push(Turn {
-                role,
-                content: blocks,
-            }),
-        }
-    }
-
     let n = request.tools.len();
-    let tools = request
-        .tools
-        .iter()
-        .enumerate()
-        .map(|(i, t)| Tool {
-            name: &t.name,
-            description: &t.description,
-            input_schema: &t.parameters,
-            cache_control: (i + 1 == n).then_some(EPHEMERAL),
-        })
-        .collect();
-    crate::wire::to_bytes(&Body {
+    let rest = crate::wire::to_bytes(&Body {
         model: &p.model,
         max_tokens: request
             .options
             .max_output_tokens
             .unwrap_or(DEFAULT_MAX_TOKENS),
         system,
-        messages: turns,
-        tools,
         tool_choice: (n > 0).then_some(ToolChoice { r#type: "auto" }),
         stream,
-    })
+    });
+    let mut cache = WireCache::lock(&p.wire);
+    let mut head = Vec::with_capacity(p.body_capacity() + rest.len());
+    head.extend_from_slice(b"{\"messages\":[");
+    // Consecutive messages of one role are one turn (tool results answer as the user).
+    let mut turn: Option<&'static str> = None;
+    for m in &request.messages {
+        let role = match m.role {
+            Role::System => continue,
+            Role::User | Role::Tool => "user",
+            Role::Assistant => "assistant",
+        };
+        let mark = head.len();
+        if turn == Some(role) {
+            head.push(b',');
+        } else {
+            if turn.is_some() {
+                head.extend_from_slice(b"]},");
+            }
+            head.extend_from_slice(b"{\"role\":\"");
+            head.extend_from_slice(role.as_bytes());
+            head.extend_from_slice(b"\",\"content\":[");
+        }
+        if cache.message(m, &mut head, write_blocks) {
+            turn = Some(role);
+        } else {
+            head.truncate(mark);
+        }
+    }
+    if turn.is_some() {
+        head.extend_from_slice(b"]}");
+    }
+    head.push(b']');
+    if n > 0 {
+        head.extend_from_slice(b",\"tools\":[");
+        for (i, t) in request.tools.iter().enumerate() {
+            if i > 0 {
+                head.push(b',');
+            }
+            if i + 1 == n {
+                // The last tool carries the cache marker: made fresh, not kept.
+                crate::wire::write(&mut head, &wire_tool(t, Some(EPHEMERAL)));
+            } else {
+                cache.tool(t, &mut head, |t, json| {
+                    crate::wire::write(json, &wire_tool(t, None));
+                });
+            }
+        }
+        head.push(b']');
+    }
+    drop(cache);
+    p.remember_body_len(head.len() + rest.len());
+    crate::wire::join_object(head, &rest)
+}
+
+fn wire_tool(t: &ToolDefinition, cache_control: Option<Ephemeral>) -> Tool<'_> {
+    Tool {
+        name: &t.name,
+        description: &t.description,
+        input_schema: &t.parameters,
+        cache_control,
+    }
+}
+
+/// Append `m`'s content blocks to `out`, joined by commas (none for an empty text).
+fn write_blocks(m: &Message, out: &mut Vec<u8>) {
+    let block = |out: &mut Vec<u8>, b: WireBlock<'_>| {
+        if !out.is_empty() {
+            out.push(b',');
+        }
+        crate::wire::write(out, &b);
+    };
+    match m.role {
+        Role::System => {}
+        Role::User => {
+            if !m.content.is_empty() {
+                block(
+                    out,
+                    WireBlock::Text {
+                        text: &m.content,
+                        cache_control: None,
+                    },
+                );
+            }
+        }
+        Role::Assistant => {
+            if !m.content.is_empty() {
+                block(
+                    out,
+                    WireBlock::Text {
+                        text: &m.content,
+                        cache_control: None,
+                    },
+                );
+            }
+            for c in &m.tool_calls {
+                block(
+                    out,
+                    WireBlock::ToolUse {
+                        id: &c.id,
+                        name: &c.name,
+                        input: Input(&c.arguments),
+                    },
+                );
+            }
+        }
+        Role::Tool => block(
+            out,
+            WireBlock::ToolResult {
+                tool_use_id: m.tool_call_id.as_deref().unwrap_or(""),
+                content: &m.content,
+                is_error: m.content.starts_with("Error: "),
+            },
+        ),
+    }
 }
 
 /// Usage: `input_tokens` here is the uncached part; ours includes cache reads and writes.

@@ -195,6 +195,8 @@ impl ProviderConfig {
             settings: self.http.clone(),
             estimator: Estimator::for_model(&self.model, openai_family),
             client,
+            wire: std::sync::Mutex::default(),
+            last_body_len: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 

@@ -21,6 +21,8 @@
 //!
 //! This module needs no model and no feature: its tests run in every build.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value, json};
 
 use crate::{DONE_ACTION, ToolDefinition};
@@ -65,7 +67,7 @@ const MAX_REF_DEPTH: usize = 16;
 /// The schema of one decision over `tools`: a `oneOf` with a branch per tool and one for
 /// [`DONE_ACTION`]. As a JSON map it has no key order; [`decision_schema_text`] writes the
 /// keys in [`DECISION_KEY_ORDER`].
-pub fn decision_schema(tools: &[ToolDefinition]) -> Value {
+pub fn decision_schema(tools: &[Arc<ToolDefinition>]) -> Value {
     let mut branches: Vec<Value> = tools
         .iter()
         .map(|t| branch(&t.name, grammar_ready_schema(&t.parameters)))
@@ -95,7 +97,7 @@ fn branch(action: &str, arguments: Value) -> Value {
 /// [`decision_schema`] as JSON text whose decision `properties` are in [`DECISION_KEY_ORDER`]
 /// whatever order the JSON map keeps: the grammar generates properties in the order the text
 /// lists them.
-pub fn decision_schema_text(tools: &[ToolDefinition]) -> String {
+pub fn decision_schema_text(tools: &[Arc<ToolDefinition>]) -> String {
     ordered_text(&decision_schema(tools))
 }
 
@@ -226,12 +228,12 @@ fn clean(node: &Value, root: &Value, depth: usize) -> Value {
 mod tests {
     use super::*;
 
-    fn tool(name: &str, parameters: Value) -> ToolDefinition {
-        ToolDefinition {
+    fn tool(name: &str, parameters: Value) -> Arc<ToolDefinition> {
+        std::sync::Arc::new(ToolDefinition {
             name: name.into(),
             description: format!("The {name} tool."),
             parameters,
-        }
+        })
     }
 
     #[test]

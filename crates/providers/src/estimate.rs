@@ -9,7 +9,8 @@
 use tiktoken_rs::CoreBPE;
 use tiktoken_rs::tokenizer::{Tokenizer, get_tokenizer};
 
-use crate::LlmRequest;
+use crate::wire::WireCache;
+use crate::{LlmRequest, Message, ToolDefinition};
 
 /// Tokens the chat format adds around each message (role, separators).
 const PER_MESSAGE: u64 = 4;
@@ -55,38 +56,91 @@ impl Estimator {
 
     /// The estimated prompt tokens of `request`.
     pub fn estimate(&self, request: &LlmRequest) -> u64 {
+        let units = request
+            .messages
+            .iter()
+            .map(|m| self.message_units(m))
+            .sum::<u64>()
+            + request
+                .tools
+                .iter()
+                .map(|t| self.tool_units(t))
+                .sum::<u64>();
+        self.total(units)
+    }
+
+    /// As [`Estimator::estimate`], with each message's and tool's count taken from `cache`
+    /// when it was counted before (a tokenizer's count of a long history is costly; it is
+    /// made once per message, not once per call).
+    pub(crate) fn estimate_cached(&self, request: &LlmRequest, cache: &mut WireCache) -> u64 {
+        let units = request
+            .messages
+            .iter()
+            .map(|m| cache.message_tokens(m, || self.message_units(m)))
+            .sum::<u64>()
+            + request
+                .tools
+                .iter()
+                .map(|t| cache.tool_tokens(t, || self.tool_units(t)))
+                .sum::<u64>();
+        self.total(units)
+    }
+
+    /// What one message adds: tokens with a tokenizer, bytes for the conservative estimate.
+    fn message_units(&self, m: &Message) -> u64 {
         match self {
-            Estimator::Conservative => estimate_tokens_conservatively(request),
-            Estimator::Tiktoken(t) => {
-                let bpe: &CoreBPE = match t {
-                    Tokenizer::Cl100kBase => tiktoken_rs::cl100k_base_singleton(),
-                    _ => tiktoken_rs::o200k_base_singleton(),
-                };
-                count_with(|text| bpe.encode_ordinary(text).len() as u64, request)
+            Estimator::Conservative => {
+                let calls: usize = m
+                    .tool_calls
+                    .iter()
+                    .map(|c| c.name.len() + json_len(&c.arguments))
+                    .sum();
+                (m.content.len() + 4 + calls) as u64
             }
+            Estimator::Tiktoken(t) => {
+                let count = tokenizer_count(*t);
+                let mut json = String::new();
+                let mut total = PER_MESSAGE + count(&m.content);
+                for c in &m.tool_calls {
+                    json.clear();
+                    let _ = write_json(&mut json, &c.arguments);
+                    total += PER_MESSAGE + count(&c.name) + count(&json);
+                }
+                total
+            }
+        }
+    }
+
+    /// What one tool definition adds, in the same units as [`Estimator::message_units`].
+    fn tool_units(&self, t: &ToolDefinition) -> u64 {
+        match self {
+            Estimator::Conservative => {
+                (t.name.len() + t.description.len() + json_len(&t.parameters)) as u64
+            }
+            Estimator::Tiktoken(k) => {
+                let count = tokenizer_count(*k);
+                let mut json = String::new();
+                let _ = write_json(&mut json, &t.parameters);
+                PER_TOOL + count(&t.name) + count(&t.description) + count(&json)
+            }
+        }
+    }
+
+    fn total(&self, units: u64) -> u64 {
+        match self {
+            Estimator::Conservative => units.div_ceil(3),
+            Estimator::Tiktoken(_) => PRIMING + units,
         }
     }
 }
 
-fn count_with(count: impl Fn(&str) -> u64, request: &LlmRequest) -> u64 {
-    let mut total = PRIMING;
-    // One buffer for every JSON text counted (arguments, schemas), not one per value.
-    let mut json = String::new();
-    let mut count_json = |v: &serde_json::Value| {
-        json.clear();
-        let _ = write_json(&mut json, v);
-        count(&json)
+/// Counts the tokens of a text with `tokenizer`'s BPE.
+fn tokenizer_count(tokenizer: Tokenizer) -> impl Fn(&str) -> u64 {
+    let bpe: &CoreBPE = match tokenizer {
+        Tokenizer::Cl100kBase => tiktoken_rs::cl100k_base_singleton(),
+        _ => tiktoken_rs::o200k_base_singleton(),
     };
-    for m in &request.messages {
-        total += PER_MESSAGE + count(&m.content);
-        for c in &m.tool_calls {
-            total += PER_MESSAGE + count(&c.name) + count_json(&c.arguments);
-        }
-    }
-    for t in &request.tools {
-        total += PER_TOOL + count(&t.name) + count(&t.description) + count_json(&t.parameters);
-    }
-    total
+    move |text| bpe.encode_ordinary(text).len() as u64
 }
 
 /// `v`'s compact JSON text into `out` (what `to_string` gives, without a new allocation).
@@ -115,36 +169,28 @@ fn json_len(v: &serde_json::Value) -> usize {
 /// One token per three bytes of message text and tool definitions, rounded up: an
 /// over-estimate for every tokenizer we know of on English text and code.
 pub fn estimate_tokens_conservatively(request: &LlmRequest) -> u64 {
-    let mut bytes: usize = 0;
-    for m in &request.messages {
-        bytes += m.content.len() + 4;
-        for c in &m.tool_calls {
-            bytes += c.name.len() + json_len(&c.arguments);
-        }
-    }
-    for t in &request.tools {
-        bytes += t.name.len() + t.description.len() + json_len(&t.parameters);
-    }
-    (bytes as u64).div_ceil(3)
+    Estimator::Conservative.estimate(request)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Message, ToolDefinition};
     use serde_json::json;
 
     fn request() -> LlmRequest {
         LlmRequest {
             messages: vec![
-                Message::system("You are a careful assistant. Answer briefly."),
-                Message::user("Summarize the notes in notes.md into summary.md, please."),
+                Message::system("You are a careful assistant. Answer briefly.").into(),
+                Message::user("Summarize the notes in notes.md into summary.md, please.").into(),
             ],
-            tools: vec![ToolDefinition {
-                name: "read_file".into(),
-                description: "Read a text file.".into(),
-                parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-            }],
+            tools: vec![
+                ToolDefinition {
+                    name: "read_file".into(),
+                    description: "Read a text file.".into(),
+                    parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+                }
+                .into(),
+            ],
             ..Default::default()
         }
     }
@@ -192,5 +238,19 @@ mod tests {
         let conservative = Estimator::Conservative.estimate(&r);
         assert!(exact > 20, "{exact}");
         assert!(exact < conservative, "{exact} vs {conservative}");
+    }
+
+    #[test]
+    fn cached_estimates_equal_fresh_ones() {
+        let r = request();
+        for e in [
+            Estimator::for_model("gpt-4o", true),
+            Estimator::Conservative,
+        ] {
+            let mut cache = WireCache::default();
+            let fresh = e.estimate(&r);
+            assert_eq!(e.estimate_cached(&r, &mut cache), fresh);
+            assert_eq!(e.estimate_cached(&r, &mut cache), fresh, "from the cache");
+        }
     }
 }

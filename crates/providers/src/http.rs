@@ -3,7 +3,8 @@
 //! backoff, error mapping, streaming and accounting. The flavour modules only build request
 //! bodies and read responses.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
@@ -15,6 +16,7 @@ use serde_json::Value;
 use crate::config::ProviderKind;
 use crate::estimate::Estimator;
 use crate::sse::{SseEvent, SseParser};
+use crate::wire::WireCache;
 use crate::{
     CallObserver, LlmRequest, LlmResponse, Pricing, Provider, ProviderError, ProviderEvent, Usage,
     anthropic, openai_chat, openai_responses,
@@ -61,6 +63,22 @@ pub struct HttpProvider {
     pub(crate) settings: HttpSettings,
     pub(crate) estimator: Estimator,
     pub(crate) client: reqwest::Client,
+    /// Each message's and tool's wire JSON and token estimate, made once (see [`WireCache`]).
+    pub(crate) wire: Mutex<WireCache>,
+    /// The length of the last body built: the next one is allocated at once at about its
+    /// size (one allocation, not a doubling series over a long history).
+    pub(crate) last_body_len: AtomicUsize,
+}
+
+impl HttpProvider {
+    /// The capacity to allocate for the next body: the last body's length and some room.
+    pub(crate) fn body_capacity(&self) -> usize {
+        self.last_body_len.load(Ordering::Relaxed) + 4096
+    }
+
+    pub(crate) fn remember_body_len(&self, len: usize) {
+        self.last_body_len.store(len, Ordering::Relaxed);
+    }
 }
 
 impl std::fmt::Debug for HttpProvider {
@@ -449,7 +467,9 @@ impl HttpProvider {
                     .map(|c| c.name.len() + c.arguments.to_string().len())
                     .sum::<usize>();
             response.usage = Usage {
-                input_tokens: self.estimator.estimate(request),
+                input_tokens: self
+                    .estimator
+                    .estimate_cached(request, &mut WireCache::lock(&self.wire)),
                 output_tokens: (answer as u64).div_ceil(3),
                 ..Usage::default()
             };
@@ -477,7 +497,8 @@ impl Provider for HttpProvider {
     }
 
     fn estimate_prompt_tokens(&self, request: &LlmRequest) -> u64 {
-        self.estimator.estimate(request)
+        self.estimator
+            .estimate_cached(request, &mut WireCache::lock(&self.wire))
     }
 
     async fn complete(&self, request: &LlmRequest) -> Result<LlmResponse, ProviderError> {

@@ -381,7 +381,7 @@ fn model_messages(request: &LlmRequest) -> Vec<(String, String)> {
                 Role::Assistant => "assistant",
                 Role::User | Role::Tool => "user",
             };
-            (role.to_string(), m.content)
+            (role.to_string(), m.content.clone())
         })
         .collect()
 }
@@ -763,7 +763,7 @@ mod tests {
         let mut messages = vec![Message::system("Be careful."), Message::user(task)];
         messages.extend(history);
         LlmRequest {
-            messages,
+            messages: messages.into_iter().map(std::sync::Arc::new).collect(),
             tools: tools.iter().map(|t| tool(t)).collect(),
             ..Default::default()
         }

@@ -12,22 +12,21 @@ use serde_json::Value;
 use crate::config::ProviderKind;
 use crate::http::{HttpProvider, StreamAssembler, StreamError, parse_arguments};
 use crate::sse::SseEvent;
-use crate::wire::JsonString;
+use crate::wire::{JsonString, WireCache};
 use crate::{
     CallObserver, LlmRequest, LlmResponse, Message, ProviderEvent, Role, ToolCall, ToolDefinition,
     Usage,
 };
 
 /// The request body, serialized straight from the request: nothing of the history is
-/// copied or turned into a `serde_json::Value` tree on the way (a call's CPU cost is mostly
-/// this, once per model call, over the whole history).
+/// copied or turned into a `serde_json::Value` tree on the way, and each message's and
+/// tool's JSON is made once and then copied from the provider's [`WireCache`] (a call over a
+/// long history was mostly this serialization, repeated for every message at every call).
 pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool) -> Vec<u8> {
     let openai = p.kind == ProviderKind::OpenAi;
     let max = request.options.max_output_tokens;
-    let body = Body {
+    let rest = crate::wire::to_bytes(&Body {
         model: &p.model,
-        messages: Messages(&request.messages),
-        tools: (!request.tools.is_empty()).then_some(Tools(&request.tools)),
         tool_choice: (!request.tools.is_empty()).then_some("auto"),
         // OpenAI's current name; compatible servers know the older one.
         max_completion_tokens: max.filter(|_| openai),
@@ -47,16 +46,28 @@ pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool) -> Vec<
         stream_options: stream.then_some(StreamOptions {
             include_usage: true,
         }),
-    };
-    crate::wire::to_bytes(&body)
+    });
+    let mut cache = WireCache::lock(&p.wire);
+    let mut head = Vec::with_capacity(p.body_capacity() + rest.len());
+    head.extend_from_slice(b"{\"messages\":");
+    crate::wire::array(&mut head, &request.messages, |m, out| {
+        cache.message(m, out, |m, json| crate::wire::write(json, &WireMessage(m)))
+    });
+    if !request.tools.is_empty() {
+        head.extend_from_slice(b",\"tools\":");
+        crate::wire::array(&mut head, &request.tools, |t, out| {
+            cache.tool(t, out, |t, json| crate::wire::write(json, &WireTool(t)))
+        });
+    }
+    drop(cache);
+    p.remember_body_len(head.len() + rest.len());
+    crate::wire::join_object(head, &rest)
 }
 
+/// The fields of a body other than its messages and tools.
 #[derive(Serialize)]
 struct Body<'a> {
     model: &'a str,
-    messages: Messages<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tools: Option<Tools<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_choice: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -76,14 +87,6 @@ struct Body<'a> {
 #[derive(Serialize)]
 struct StreamOptions {
     include_usage: bool,
-}
-
-struct Messages<'a>(&'a [Message]);
-
-impl Serialize for Messages<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.0.iter().map(WireMessage))
-    }
 }
 
 struct WireMessage<'a>(&'a Message);
@@ -149,9 +152,10 @@ impl Serialize for WireCalls<'_> {
     }
 }
 
-struct Tools<'a>(&'a [ToolDefinition]);
+/// One tool as Chat Completions offers it.
+struct WireTool<'a>(&'a ToolDefinition);
 
-impl Serialize for Tools<'_> {
+impl Serialize for WireTool<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         #[derive(Serialize)]
         struct Function<'a> {
@@ -164,14 +168,16 @@ impl Serialize for Tools<'_> {
             r#type: &'static str,
             function: Function<'a>,
         }
-        s.collect_seq(self.0.iter().map(|t| Tool {
+        let t = self.0;
+        Tool {
             r#type: "function",
             function: Function {
                 name: &t.name,
                 description: &t.description,
                 parameters: &t.parameters,
             },
-        }))
+        }
+        .serialize(s)
     }
 }
 

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::http::{HttpProvider, StreamAssembler, StreamError, excerpt, parse_arguments};
 use crate::sse::SseEvent;
-use crate::wire::JsonString;
+use crate::wire::{JsonString, WireCache};
 use crate::{CallObserver, LlmRequest, LlmResponse, Message, ProviderEvent, Role, ToolCall, Usage};
 
 /// The API's smallest accepted `max_output_tokens`.
@@ -39,39 +39,55 @@ enum Item<'a> {
     },
 }
 
-fn items(messages: &[Message]) -> Vec<Item<'_>> {
-    let mut out = Vec::with_capacity(messages.len());
-    for m in messages {
-        match m.role {
-            Role::System => {}
-            Role::User => out.push(Item::Message {
+/// Append `m`'s input items to `out`, joined by commas; none for a system message (it goes
+/// in `instructions`) and none for an empty assistant text.
+fn write_items(m: &Message, out: &mut Vec<u8>) {
+    let item = |out: &mut Vec<u8>, i: Item<'_>| {
+        if !out.is_empty() {
+            out.push(b',');
+        }
+        crate::wire::write(out, &i);
+    };
+    match m.role {
+        Role::System => {}
+        Role::User => item(
+            out,
+            Item::Message {
                 role: "user",
                 content: &m.content,
-            }),
-            Role::Assistant => {
-                if !m.content.is_empty() {
-                    out.push(Item::Message {
+            },
+        ),
+        Role::Assistant => {
+            if !m.content.is_empty() {
+                item(
+                    out,
+                    Item::Message {
                         role: "assistant",
                         content: &m.content,
-                    });
-                }
-                for c in &m.tool_calls {
-                    out.push(Item::Call {
+                    },
+                );
+            }
+            for c in &m.tool_calls {
+                item(
+                    out,
+                    Item::Call {
                         r#type: "function_call",
                         call_id: &c.id,
                         name: &c.name,
                         arguments: JsonString(&c.arguments),
-                    });
-                }
+                    },
+                );
             }
-            Role::Tool => out.push(Item::Output {
+        }
+        Role::Tool => item(
+            out,
+            Item::Output {
                 r#type: "function_call_output",
                 call_id: m.tool_call_id.as_deref().unwrap_or(""),
                 output: &m.content,
-            }),
-        }
+            },
+        ),
     }
-    out
 }
 
 #[derive(Serialize)]
@@ -83,16 +99,14 @@ struct Tool<'a> {
     strict: bool,
 }
 
+/// The fields of a body other than its input and tools.
 #[derive(Serialize)]
 struct Body<'a> {
     model: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     instructions: Option<String>,
-    input: Vec<Item<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     previous_response_id: Option<&'a str>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<Tool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_choice: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -106,8 +120,9 @@ struct Body<'a> {
 }
 
 /// The request body, serialized straight from the request (borrowed, never copied into a
-/// `serde_json::Value` tree). With `chained` and a `previous_response_id`, only the messages
-/// after the last assistant message are sent.
+/// `serde_json::Value` tree; each message's items and each tool made once, then copied from
+/// the provider's [`WireCache`]). With `chained` and a `previous_response_id`, only the
+/// messages after the last assistant message are sent.
 pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool, chained: bool) -> Vec<u8> {
     let instructions: Vec<&str> = request
         .messages
@@ -120,35 +135,19 @@ pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool, chained
         .previous_response_id
         .as_deref()
         .filter(|_| chained);
-    let input = match previous {
-        Some(_) => {
-            let start = request
-                .messages
-                .iter()
-                .rposition(|m| m.role == Role::Assistant)
-                .map_or(0, |i| i + 1);
-            items(&request.messages[start..])
-        }
-        None => items(&request.messages),
+    let start = match previous {
+        Some(_) => request
+            .messages
+            .iter()
+            .rposition(|m| m.role == Role::Assistant)
+            .map_or(0, |i| i + 1),
+        None => 0,
     };
-    let tools: Vec<Tool<'_>> = request
-        .tools
-        .iter()
-        .map(|t| Tool {
-            r#type: "function",
-            name: &t.name,
-            description: &t.description,
-            parameters: &t.parameters,
-            strict: false,
-        })
-        .collect();
-    crate::wire::to_bytes(&Body {
+    let rest = crate::wire::to_bytes(&Body {
         model: &p.model,
         instructions: (!instructions.is_empty()).then(|| instructions.join("\n\n")),
-        input,
         previous_response_id: previous,
-        tool_choice: (!tools.is_empty()).then_some("auto"),
-        tools,
+        tool_choice: (!request.tools.is_empty()).then_some("auto"),
         max_output_tokens: request
             .options
             .max_output_tokens
@@ -160,7 +159,33 @@ pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool, chained
             .as_deref()
             .or(p.prompt_cache_retention.as_deref()),
         stream,
-    })
+    });
+    let mut cache = WireCache::lock(&p.wire);
+    let mut head = Vec::with_capacity(p.body_capacity() + rest.len());
+    head.extend_from_slice(b"{\"input\":");
+    crate::wire::array(&mut head, &request.messages[start..], |m, out| {
+        cache.message(m, out, write_items)
+    });
+    if !request.tools.is_empty() {
+        head.extend_from_slice(b",\"tools\":");
+        crate::wire::array(&mut head, &request.tools, |t, out| {
+            cache.tool(t, out, |t, json| {
+                crate::wire::write(
+                    json,
+                    &Tool {
+                        r#type: "function",
+                        name: &t.name,
+                        description: &t.description,
+                        parameters: &t.parameters,
+                        strict: false,
+                    },
+                );
+            })
+        });
+    }
+    drop(cache);
+    p.remember_body_len(head.len() + rest.len());
+    crate::wire::join_object(head, &rest)
 }
 
 fn usage(v: &Value) -> Usage {

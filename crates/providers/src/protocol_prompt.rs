@@ -9,6 +9,8 @@
 //! names the first file the task mentions: a small model copies the example's value, so an
 //! invented name (`example.txt`) sends it to a file that does not exist.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value, json};
 
 use crate::task_steps::{self, Next};
@@ -22,7 +24,7 @@ const PREFERRED_EXAMPLE: &[&str] = &["read_file", "query_and_synthesize", "find_
 
 /// The protocol's rules and the tool list for the system prompt (`tools` not empty); the
 /// example decision goes at the end of the conversation ([`next_example`]).
-pub fn protocol_tool_list(tools: &[ToolDefinition]) -> String {
+pub fn protocol_tool_list(tools: &[Arc<ToolDefinition>]) -> String {
     let mut s = format!(
         "Answer with exactly one JSON object: \"action\" is the name of one tool below, or \
          {DONE_ACTION} when the task is finished; \"action_arguments\" are that tool's \
@@ -41,7 +43,7 @@ pub fn protocol_tool_list(tools: &[ToolDefinition]) -> String {
 /// gives for it, or `DONE` once every step it names has succeeded. A task that names no
 /// tool gets [`example_decision`] on the first file it mentions, or `DONE` when it mentions
 /// none or a tool has already succeeded.
-pub fn next_example(tools: &[ToolDefinition], task: &str, done: &[&str]) -> Option<String> {
+pub fn next_example(tools: &[Arc<ToolDefinition>], task: &str, done: &[&str]) -> Option<String> {
     match task_steps::next_step(tools, task, done) {
         Next::Step(step) => tools
             .iter()
@@ -161,7 +163,7 @@ pub fn first_file_name(text: &str) -> Option<&str> {
 
 /// One decision calling a preferred offered tool (else the first one that is not `block`)
 /// with the argument values an example can know ([`decision_for`]; the path: `file`).
-fn example_decision(tools: &[ToolDefinition], file: Option<&str>) -> Option<String> {
+fn example_decision(tools: &[Arc<ToolDefinition>], file: Option<&str>) -> Option<String> {
     let tool = PREFERRED_EXAMPLE
         .iter()
         .find_map(|name| tools.iter().find(|t| t.name == *name))
@@ -245,7 +247,7 @@ fn spaced(value: &Value) -> String {
 mod tests {
     use super::*;
 
-    fn tools() -> Vec<ToolDefinition> {
+    fn tools() -> Vec<std::sync::Arc<ToolDefinition>> {
         vec![
             ToolDefinition {
                 name: "write_file".into(),
@@ -258,7 +260,7 @@ mod tests {
                     },
                     "required": ["path", "content"]
                 }),
-            },
+            }.into(),
             ToolDefinition {
                 name: "read_file".into(),
                 description: "Read a text file.".into(),
@@ -271,7 +273,7 @@ mod tests {
                     "required": ["path"],
                     "$defs": {"Unused": {"description": "Never shown either."}}
                 }),
-            },
+            }.into(),
             ToolDefinition {
                 name: "find_file".into(),
                 description: "Find files.".into(),
@@ -284,16 +286,16 @@ mod tests {
                     "required": ["mode"],
                     "$defs": {"Mode": {"type": "string", "enum": ["name", "content"], "description": "How to match."}}
                 }),
-            },
+            }.into(),
         ]
     }
 
     /// Everything the model reads of a first call on `task` with `tools` offered.
-    fn protocol_text(tools: &[ToolDefinition], task: &str) -> String {
+    fn protocol_text(tools: &[Arc<ToolDefinition>], task: &str) -> String {
         let request = crate::LlmRequest {
             messages: vec![
-                crate::Message::system("Be careful."),
-                crate::Message::user(task),
+                crate::Message::system("Be careful.").into(),
+                crate::Message::user(task).into(),
             ],
             tools: tools.to_vec(),
             ..Default::default()
@@ -369,11 +371,11 @@ mod tests {
         let v: Value = serde_json::from_str(&example_decision(&others, None).unwrap()).unwrap();
         assert_eq!(v["action"], "find_file");
         assert_eq!(v["action_arguments"], json!({"mode": "name"}));
-        let block_only = [ToolDefinition {
+        let block_only = [Arc::new(ToolDefinition {
             name: "block".into(),
             description: "Stop.".into(),
             parameters: json!({"type": "object"}),
-        }];
+        })];
         assert_eq!(example_decision(&block_only, None), None);
         // The task's first file name is the example's path.
         let prompt = protocol_text(&tools, "Read notes.md, then write summary.md.");
@@ -403,10 +405,14 @@ mod tests {
         let file = next_example(&tools, "Fix the typo in main.rs.", &[]).unwrap();
         assert!(file.contains(r#"{"path": "main.rs"}"#), "{file}");
         // A path pinned to the task's files still shows the step's own file.
-        let pinned: Vec<ToolDefinition> = tools
+        let pinned: Vec<std::sync::Arc<ToolDefinition>> = tools
             .iter()
-            .cloned()
-            .map(|t| crate::task_steps::pin_paths(t, &["notes.md".into(), "summary.md".into()]))
+            .map(|t| {
+                Arc::new(crate::task_steps::pin_paths(
+                    (**t).clone(),
+                    &["notes.md".into(), "summary.md".into()],
+                ))
+            })
             .collect();
         let second = next_example(&pinned, task, &["read_file"]).unwrap();
         assert!(second.contains(r#""path": "summary.md""#), "{second}");

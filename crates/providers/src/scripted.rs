@@ -342,7 +342,7 @@ mod tests {
 
     fn req(text: &str) -> LlmRequest {
         LlmRequest {
-            messages: vec![Message::user(text)],
+            messages: vec![Message::user(text).into()],
             ..Default::default()
         }
     }

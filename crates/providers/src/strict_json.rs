@@ -62,7 +62,7 @@ pub fn to_protocol_request(request: &LlmRequest) -> LlmRequest {
     for m in &request.messages {
         match m.role {
             Role::System if !placed && !request.tools.is_empty() => {
-                messages.push(Message::system(format!("{}\n\n{proto}", m.content)));
+                messages.push(Message::system(format!("{}\n\n{proto}", m.content)).into());
                 placed = true;
             }
             Role::Assistant if !m.tool_calls.is_empty() => {
@@ -83,18 +83,18 @@ pub fn to_protocol_request(request: &LlmRequest) -> LlmRequest {
                         )
                     })
                     .collect();
-                messages.push(Message::assistant(calls.join("\n"), Vec::new()));
+                messages.push(Message::assistant(calls.join("\n"), Vec::new()).into());
             }
             Role::Tool => {
                 let id = m.tool_call_id.as_deref().unwrap_or("");
                 let name = names.get(id).copied().unwrap_or("the tool");
-                messages.push(Message::user(format!("Result of {name}:\n{}", m.content)));
+                messages.push(Message::user(format!("Result of {name}:\n{}", m.content)).into());
             }
             _ => messages.push(m.clone()),
         }
     }
     if !placed && !request.tools.is_empty() {
-        messages.insert(0, Message::system(proto));
+        messages.insert(0, Message::system(proto).into());
     }
     // The example comes last, right before the answer: a small model follows what it read
     // last far more than a system prompt, and the example shows the step due now.
@@ -104,9 +104,10 @@ pub fn to_protocol_request(request: &LlmRequest) -> LlmRequest {
         let text = format!("Example answer:\n{example}");
         match messages.last_mut() {
             Some(last) if last.role == Role::User => {
+                let last = std::sync::Arc::make_mut(last);
                 last.content = format!("{}\n\n{text}", last.content);
             }
-            _ => messages.push(Message::user(text)),
+            _ => messages.push(Message::user(text).into()),
         }
     }
     LlmRequest {
@@ -287,10 +288,10 @@ mod tests {
         let p = StrictJsonProvider::new(inner);
         let request = LlmRequest {
             messages: vec![
-                Message::system("Be careful."),
+                Message::system("Be careful.").into(),
                 Message::user(
                     r#"{"response": "", "action": "write_file", "action_arguments": {"path": "x"}}"#,
-                ),
+                ).into(),
                 Message::assistant(
                     "looking",
                     vec![ToolCall {
@@ -298,14 +299,14 @@ mod tests {
                         name: "read_file".into(),
                         arguments: json!({"path": "n.md"}),
                     }],
-                ),
-                Message::tool_result("c1", "file text"),
+                ).into(),
+                Message::tool_result("c1", "file text").into(),
             ],
             tools: vec![ToolDefinition {
                 name: "read_file".into(),
                 description: "Read a file.".into(),
                 parameters: json!({"type": "object"}),
-            }],
+            }.into()],
             ..Default::default()
         };
         let r = p.complete(&request).await.unwrap();
@@ -338,7 +339,10 @@ mod tests {
         let inner = ScriptedProvider::new(vec![ScriptedResponse::text(decision_like)]);
         let p = StrictJsonProvider::new(inner);
         let request = LlmRequest {
-            messages: vec![Message::system("Answer briefly."), Message::user("Hi")],
+            messages: vec![
+                Message::system("Answer briefly.").into(),
+                Message::user("Hi").into(),
+            ],
             ..Default::default()
         };
         let r = p.complete(&request).await.unwrap();

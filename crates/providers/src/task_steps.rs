@@ -9,6 +9,8 @@
 //! model copies at every step. Nothing here decides what the model does: the example is an
 //! example, and the grammar still allows every offered tool and `DONE`.
 
+use std::sync::Arc;
+
 use std::collections::HashMap;
 
 use crate::ToolDefinition;
@@ -48,7 +50,7 @@ pub struct Step {
 /// `read_folder`; `file` names none: every file tool has it; `and` of
 /// `query_and_synthesize` is too short), as the task's word or one of its inflections
 /// (`reads`, `appended`, `wrote`).
-pub fn steps(tools: &[ToolDefinition], task: &str) -> Vec<Step> {
+pub fn steps(tools: &[Arc<ToolDefinition>], task: &str) -> Vec<Step> {
     // ASCII lowercasing keeps every byte offset, so offsets found in `lower` cut `task` at
     // character boundaries (full Unicode lowercasing can change lengths: `İ`).
     let lower = task.to_ascii_lowercase();
@@ -117,7 +119,7 @@ pub enum Next {
 /// Steps named by one word are alternatives (`read` names `read_file` and `read_folder`):
 /// one of them done is the step done, and the example prefers a `*_file` tool when the
 /// step has a file.
-pub fn next_step(tools: &[ToolDefinition], task: &str, done: &[&str]) -> Next {
+pub fn next_step(tools: &[Arc<ToolDefinition>], task: &str, done: &[&str]) -> Next {
     let all = steps(tools, task);
     if all.is_empty() {
         return Next::Unknown;
@@ -180,11 +182,11 @@ fn words_at(text: &str) -> Vec<(usize, &str)> {
 /// a tool no step names, to every file the task names.
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 pub fn narrow_and_pin(
-    tools: &[ToolDefinition],
+    tools: &[Arc<ToolDefinition>],
     task: &str,
     called: &[&str],
     max: usize,
-) -> Vec<ToolDefinition> {
+) -> Vec<Arc<ToolDefinition>> {
     let all = file_names(task);
     let named = steps(tools, task);
     narrow(tools, task, called, max)
@@ -194,7 +196,7 @@ pub fn narrow_and_pin(
                 .iter()
                 .find(|s| s.tool == t.name && !s.files.is_empty())
                 .map_or(&all, |s| &s.files);
-            pin_paths(t.clone(), files)
+            Arc::new(pin_paths(t.clone(), files))
         })
         .collect()
 }
@@ -205,7 +207,7 @@ pub fn narrow_and_pin(
 /// Never a control tool (`complete`, `block`, `ask_user`).
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 fn narrow<'t>(
-    tools: &'t [ToolDefinition],
+    tools: &'t [Arc<ToolDefinition>],
     task: &str,
     called: &[&str],
     max: usize,
@@ -288,15 +290,15 @@ pub(crate) mod tests {
     use serde_json::json;
 
     /// A tool with one required `path` argument (also used by the local provider's tests).
-    pub(crate) fn tool(name: &str) -> ToolDefinition {
-        ToolDefinition {
+    pub(crate) fn tool(name: &str) -> Arc<ToolDefinition> {
+        std::sync::Arc::new(ToolDefinition {
             name: name.into(),
             description: format!("The {name} tool."),
             parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
-        }
+        })
     }
 
-    fn general() -> Vec<ToolDefinition> {
+    fn general() -> Vec<Arc<ToolDefinition>> {
         [
             "append_file",
             "ask_user",
@@ -401,12 +403,15 @@ pub(crate) mod tests {
         let task = "Read notes.md, then write a summary of notes.md to out/summary.md.";
         let files = file_names(task);
         assert_eq!(files, ["notes.md", "out/summary.md"]);
-        let pinned = pin_paths(tool("read_file"), &files);
+        let pinned = pin_paths((*tool("read_file")).clone(), &files);
         assert_eq!(
             pinned.parameters["properties"]["path"]["enum"],
             json!(["notes.md", "out/summary.md"])
         );
-        assert_eq!(pin_paths(tool("read_file"), &[]), tool("read_file"));
+        assert_eq!(
+            pin_paths((*tool("read_file")).clone(), &[]),
+            *tool("read_file")
+        );
     }
 
     #[test]
@@ -460,7 +465,7 @@ pub(crate) mod tests {
                 "query_and_synthesize"
             ]
         );
-        let only_control: Vec<ToolDefinition> =
+        let only_control: Vec<std::sync::Arc<ToolDefinition>> =
             ["complete", "block"].into_iter().map(tool).collect();
         assert!(narrow(&only_control, "Do it.", &[], 4).is_empty());
         let got = narrow(&t, "Call complete when you are done.", &["complete"], 4);

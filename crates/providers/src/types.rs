@@ -1,4 +1,11 @@
 //! The wire-neutral request and response types every provider speaks.
+//!
+//! A request *shares* its messages and tools with whoever made it (`Arc`): assembling the
+//! next call over a long history costs one reference count per message, not a copy of it,
+//! and a provider may remember what it derived from a message (its wire JSON, its token
+//! count) for as long as the message lives.
+
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -112,10 +119,11 @@ pub struct CallOptions {
 /// Everything a provider needs for one call.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LlmRequest {
-    /// The conversation, system messages first.
-    pub messages: Vec<Message>,
-    /// The tools offered for this call (may be empty).
-    pub tools: Vec<ToolDefinition>,
+    /// The conversation, system messages first; shared with the context it came from
+    /// (serialized as plain messages).
+    pub messages: Vec<Arc<Message>>,
+    /// The tools offered for this call (may be empty); shared with the configuration.
+    pub tools: Vec<Arc<ToolDefinition>>,
     /// Options.
     pub options: CallOptions,
 }

@@ -1,19 +1,29 @@
 //! Helpers shared by the request encoders: request bodies are serialized straight from the
-//! wire-neutral [`crate::LlmRequest`] by borrowing, never through a `serde_json::Value` copy.
+//! wire-neutral [`crate::LlmRequest`] by borrowing, never through a `serde_json::Value` copy,
+//! and each message's and tool's wire JSON is made once and kept ([`WireCache`]) while the
+//! message lives: a call over a long history copies bytes instead of serializing it again.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Serialize, Serializer};
 use serde_json::Value;
+
+use crate::{Message, ToolDefinition};
 
 /// Serialize a request body. Serializing borrowed strings and `Value`s into a `Vec` cannot
 /// fail (no map has non-string keys), so the error arm is unreachable in practice; it yields
 /// an empty body, which the server rejects with a clear error rather than a panic here.
 pub(crate) fn to_bytes(body: &impl Serialize) -> Vec<u8> {
-    match serde_json::to_vec(body) {
-        Ok(bytes) => bytes,
-        Err(e) => {
-            tracing::error!("a request body could not be serialized: {e}");
-            Vec::new()
-        }
+    let mut out = Vec::new();
+    write(&mut out, body);
+    out
+}
+
+/// Append `value`'s JSON to `out` (see [`to_bytes`] for the error arm).
+pub(crate) fn write(out: &mut Vec<u8>, value: &impl Serialize) {
+    if let Err(e) = serde_json::to_writer(&mut *out, value) {
+        tracing::error!("a request body could not be serialized: {e}");
     }
 }
 
@@ -23,5 +33,253 @@ pub(crate) struct JsonString<'a>(pub &'a Value);
 impl Serialize for JsonString<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.0.to_string())
+    }
+}
+
+/// What a provider derived from the messages and tools it was sent — each one's wire JSON
+/// and its estimated tokens — kept for as long as the message or tool lives.
+///
+/// Entries are keyed by the address of the shared value and hold a reference to it, so the
+/// address cannot be reused by another value while its entry exists: a message changed
+/// after it was sent is a new `Arc` (its old entry stays until swept), never a stale hit.
+/// An entry whose value nobody else holds any more (a compacted or finished history) is
+/// swept once the cache has doubled since the last sweep.
+#[derive(Default)]
+pub(crate) struct WireCache {
+    entries: HashMap<usize, Entry>,
+    kept_at_last_sweep: usize,
+}
+
+struct Entry {
+    owner: Owner,
+    /// The wire JSON (one flavour per provider, so one per entry); empty until made.
+    json: Option<Box<[u8]>>,
+    /// The estimated tokens; `None` until counted.
+    tokens: Option<u64>,
+}
+
+enum Owner {
+    Message(Arc<Message>),
+    Tool(Arc<ToolDefinition>),
+}
+
+impl Owner {
+    fn shared_elsewhere(&self) -> bool {
+        match self {
+            Owner::Message(m) => Arc::strong_count(m) > 1,
+            Owner::Tool(t) => Arc::strong_count(t) > 1,
+        }
+    }
+}
+
+/// Entries below this many are never swept (a short run never pays for a sweep).
+const SWEEP_FLOOR: usize = 256;
+
+impl WireCache {
+    /// The cache behind `lock`, even if a thread panicked while holding it (every entry is
+    /// complete or absent: nothing is half-written).
+    pub(crate) fn lock(lock: &Mutex<WireCache>) -> MutexGuard<'_, WireCache> {
+        lock.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn entry(&mut self, key: usize, owner: impl FnOnce() -> Owner) -> &mut Entry {
+        if !self.entries.contains_key(&key) {
+            self.sweep_if_grown();
+        }
+        self.entries.entry(key).or_insert_with(|| Entry {
+            owner: owner(),
+            json: None,
+            tokens: None,
+        })
+    }
+
+    fn sweep_if_grown(&mut self) {
+        if self.entries.len() < SWEEP_FLOOR.max(2 * self.kept_at_last_sweep) {
+            return;
+        }
+        self.entries.retain(|_, e| e.owner.shared_elsewhere());
+        self.kept_at_last_sweep = self.entries.len();
+    }
+
+    /// Append `m`'s wire JSON to `out`, made by `encode` the first time. Returns whether
+    /// anything was appended (a message may have no wire form, e.g. a system message sent
+    /// apart from the conversation).
+    pub(crate) fn message(
+        &mut self,
+        m: &Arc<Message>,
+        out: &mut Vec<u8>,
+        encode: impl FnOnce(&Message, &mut Vec<u8>),
+    ) -> bool {
+        let entry = self.entry(key(m), || Owner::Message(Arc::clone(m)));
+        append(entry, out, || {
+            let mut json = Vec::new();
+            encode(m, &mut json);
+            json
+        })
+    }
+
+    /// Append `t`'s wire JSON to `out`, made by `encode` the first time.
+    pub(crate) fn tool(
+        &mut self,
+        t: &Arc<ToolDefinition>,
+        out: &mut Vec<u8>,
+        encode: impl FnOnce(&ToolDefinition, &mut Vec<u8>),
+    ) -> bool {
+        let entry = self.entry(key(t), || Owner::Tool(Arc::clone(t)));
+        append(entry, out, || {
+            let mut json = Vec::new();
+            encode(t, &mut json);
+            json
+        })
+    }
+
+    /// `m`'s estimated tokens, counted by `count` the first time.
+    pub(crate) fn message_tokens(&mut self, m: &Arc<Message>, count: impl FnOnce() -> u64) -> u64 {
+        let entry = self.entry(key(m), || Owner::Message(Arc::clone(m)));
+        *entry.tokens.get_or_insert_with(count)
+    }
+
+    /// `t`'s estimated tokens, counted by `count` the first time.
+    pub(crate) fn tool_tokens(
+        &mut self,
+        t: &Arc<ToolDefinition>,
+        count: impl FnOnce() -> u64,
+    ) -> u64 {
+        let entry = self.entry(key(t), || Owner::Tool(Arc::clone(t)));
+        *entry.tokens.get_or_insert_with(count)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+}
+
+fn key<T>(shared: &Arc<T>) -> usize {
+    Arc::as_ptr(shared) as *const () as usize
+}
+
+fn append(entry: &mut Entry, out: &mut Vec<u8>, make: impl FnOnce() -> Vec<u8>) -> bool {
+    let json = entry.json.get_or_insert_with(|| make().into_boxed_slice());
+    out.extend_from_slice(json);
+    !json.is_empty()
+}
+
+/// A JSON array of the items `each` appends (each call appends one item, or several joined
+/// by commas, or nothing, and says whether it appended anything).
+pub(crate) fn array<T>(
+    out: &mut Vec<u8>,
+    items: impl IntoIterator<Item = T>,
+    mut each: impl FnMut(T, &mut Vec<u8>) -> bool,
+) {
+    out.push(b'[');
+    let mut any = false;
+    for item in items {
+        let mark = out.len();
+        if any {
+            out.push(b',');
+        }
+        if each(item, out) {
+            any = true;
+        } else {
+            out.truncate(mark);
+        }
+    }
+    out.push(b']');
+}
+
+/// A body made of `head` (`{` followed by fields already written, the cached arrays) and
+/// the fields of `rest` (a serialized JSON object): `{head..., rest's fields}`.
+pub(crate) fn join_object(mut head: Vec<u8>, rest: &[u8]) -> Vec<u8> {
+    match rest {
+        [b'{', b'}'] | [] => head.push(b'}'),
+        [b'{', fields @ ..] => {
+            if head.len() > 1 {
+                head.push(b',');
+            }
+            head.extend_from_slice(fields);
+        }
+        _ => {
+            tracing::error!("a request body's fields were not a JSON object");
+            head.push(b'}');
+        }
+    }
+    head
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encode(m: &Message, out: &mut Vec<u8>) {
+        write(out, &m.content);
+    }
+
+    #[test]
+    fn a_message_is_serialized_once_and_a_changed_one_again() {
+        let mut cache = WireCache::default();
+        let m = Arc::new(Message::user("hello"));
+        let mut calls = 0;
+        for _ in 0..3 {
+            let mut out = Vec::new();
+            cache.message(&m, &mut out, |m, o| {
+                calls += 1;
+                encode(m, o);
+            });
+            assert_eq!(out, b"\"hello\"");
+        }
+        assert_eq!(calls, 1, "made once, then copied");
+        // A changed message is a new Arc: a new entry, never the old bytes.
+        let mut changed = Arc::clone(&m);
+        Arc::make_mut(&mut changed).content = "bye".into();
+        let mut out = Vec::new();
+        cache.message(&changed, &mut out, encode);
+        assert_eq!(out, b"\"bye\"");
+    }
+
+    #[test]
+    fn entries_of_dropped_messages_are_swept() {
+        let mut cache = WireCache::default();
+        let kept: Vec<Arc<Message>> = (0..10)
+            .map(|i| Arc::new(Message::user(format!("k{i}"))))
+            .collect();
+        for m in &kept {
+            cache.message(m, &mut Vec::new(), encode);
+        }
+        for i in 0..(2 * SWEEP_FLOOR) {
+            // Sent once, then dropped by its history.
+            let m = Arc::new(Message::user(format!("d{i}")));
+            cache.message(&m, &mut Vec::new(), encode);
+        }
+        assert!(
+            cache.len() <= SWEEP_FLOOR + 10,
+            "{} entries kept",
+            cache.len()
+        );
+        for m in &kept {
+            let mut out = Vec::new();
+            cache.message(m, &mut out, |_, _| {
+                panic!("a live message is serialized again")
+            });
+            assert!(!out.is_empty());
+        }
+    }
+
+    #[test]
+    fn arrays_skip_items_without_a_wire_form_and_bodies_join() {
+        let mut out = b"{\"messages\":".to_vec();
+        array(&mut out, [1, 2, 3, 4], |i, o| {
+            if i % 2 == 0 {
+                return false;
+            }
+            o.extend_from_slice(i.to_string().as_bytes());
+            true
+        });
+        assert_eq!(
+            join_object(out, br#"{"model":"m"}"#),
+            br#"{"messages":[1,3],"model":"m"}"#
+        );
+        assert_eq!(join_object(b"{".to_vec(), b"{}"), b"{}");
     }
 }

@@ -377,20 +377,20 @@ async fn bodies(server: &MockServer) -> Vec<Value> {
         .collect()
 }
 
-fn tools() -> Vec<ToolDefinition> {
+fn tools() -> Vec<std::sync::Arc<ToolDefinition>> {
     vec![
-        ToolDefinition {
+        std::sync::Arc::new(ToolDefinition {
             name: "read_file".into(),
             description: "Read a text file.".into(),
             parameters: json!({"type": "object", "properties": {"path": {"type": "string"}},
                                "required": ["path"], "additionalProperties": false}),
-        },
-        ToolDefinition {
+        }),
+        std::sync::Arc::new(ToolDefinition {
             name: "write_file".into(),
             description: "Write a text file.".into(),
             parameters: json!({"type": "object", "properties": {"path": {"type": "string"},
                                "content": {"type": "string"}}, "required": ["path", "content"]}),
-        },
+        }),
     ]
 }
 
@@ -417,7 +417,10 @@ fn round_trip_request() -> LlmRequest {
             ),
             Message::tool_result("call_a", "hello notes"),
             Message::tool_result("call_b", "Error: no such file"),
-        ],
+        ]
+        .into_iter()
+        .map(Arc::new)
+        .collect(),
         tools: tools(),
         options: CallOptions {
             max_output_tokens: Some(1000),
@@ -430,7 +433,7 @@ fn round_trip_request() -> LlmRequest {
 
 fn simple_request() -> LlmRequest {
     LlmRequest {
-        messages: vec![Message::system("sys"), Message::user("hi")],
+        messages: vec![Message::system("sys").into(), Message::user("hi").into()],
         tools: tools(),
         options: CallOptions {
             max_output_tokens: Some(100),

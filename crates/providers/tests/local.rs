@@ -49,7 +49,7 @@ fn provider(path: &std::path::Path) -> LocalProvider {
     .expect("the model loads")
 }
 
-fn tools() -> Vec<ToolDefinition> {
+fn tools() -> Vec<std::sync::Arc<ToolDefinition>> {
     vec![
         ToolDefinition {
             name: "read_file".into(),
@@ -63,7 +63,8 @@ fn tools() -> Vec<ToolDefinition> {
                 "required": ["path"],
                 "additionalProperties": false
             }),
-        },
+        }
+        .into(),
         ToolDefinition {
             name: "write_file".into(),
             description: "Write text to a file, replacing it.".into(),
@@ -76,7 +77,8 @@ fn tools() -> Vec<ToolDefinition> {
                 "required": ["path", "content"],
                 "additionalProperties": false
             }),
-        },
+        }
+        .into(),
         ToolDefinition {
             name: "find_file".into(),
             description: "Find files by name or content.".into(),
@@ -91,7 +93,8 @@ fn tools() -> Vec<ToolDefinition> {
                 "required": ["query", "mode"],
                 "$defs": {"Mode": {"type": "string", "enum": ["name", "content"]}}
             }),
-        },
+        }
+        .into(),
         ToolDefinition {
             name: "block".into(),
             description: "Call this when you cannot proceed at all. Give the reason.".into(),
@@ -101,7 +104,8 @@ fn tools() -> Vec<ToolDefinition> {
                 "required": ["reason"],
                 "additionalProperties": false
             }),
-        },
+        }
+        .into(),
     ]
 }
 
@@ -131,8 +135,9 @@ const TASKS: [&str; 20] = [
 fn request(task: &str, max_output_tokens: u64) -> LlmRequest {
     LlmRequest {
         messages: vec![
-            Message::system("You are a careful assistant working on files in a small project."),
-            Message::user(task),
+            Message::system("You are a careful assistant working on files in a small project.")
+                .into(),
+            Message::user(task).into(),
         ],
         tools: tools(),
         options: CallOptions {
@@ -157,7 +162,7 @@ fn raw_text(observer: &CollectingObserver) -> String {
 /// Fails unless `raw` is one strict-JSON decision over `tools`: exactly `response`,
 /// `action` and `action_arguments`, the action an offered tool (arguments valid for its own
 /// schema) or DONE.
-fn assert_valid_decision(raw: &str, tools: &[ToolDefinition]) -> (String, Value) {
+fn assert_valid_decision(raw: &str, tools: &[std::sync::Arc<ToolDefinition>]) -> (String, Value) {
     let value: Value =
         serde_json::from_str(raw).unwrap_or_else(|e| panic!("not JSON ({e}): {raw}"));
     let obj = value
@@ -302,8 +307,8 @@ async fn a_stop_request_interrupts_generation() {
 fn plain_request(prompt: &str, max_output_tokens: u64) -> LlmRequest {
     LlmRequest {
         messages: vec![
-            Message::system("You are a helpful assistant."),
-            Message::user(prompt),
+            Message::system("You are a helpful assistant.").into(),
+            Message::user(prompt).into(),
         ],
         tools: Vec::new(),
         options: CallOptions {

@@ -57,8 +57,9 @@ pub async fn rerank_order(
             Message::system(
                 "You rank passages by how well they answer a question. Reply with only a \
                  JSON array of passage numbers, most relevant first, e.g. [3, 1, 2].",
-            ),
-            Message::user(format!("Question: {query}\n\nPassages:\n{listing}")),
+            )
+            .into(),
+            Message::user(format!("Question: {query}\n\nPassages:\n{listing}")).into(),
         ],
         tools: Vec::new(),
         options: CallOptions {

@@ -14,7 +14,7 @@ fn call(id: &str, name: &str, path: &str) -> ToolCall {
 }
 
 /// task, then `turns` turns of (assistant read_file call, 2 KB result), then `tail`.
-fn history(turns: usize, open_call: bool) -> Vec<Message> {
+fn history(turns: usize, open_call: bool) -> Vec<Arc<Message>> {
     let mut h = vec![Message::user("Summarize the notes.")];
     for t in 0..turns {
         h.push(Message::assistant(
@@ -32,7 +32,7 @@ fn history(turns: usize, open_call: bool) -> Vec<Message> {
     } else {
         h.push(Message::assistant("done", Vec::new()));
     }
-    h
+    h.into_iter().map(Arc::new).collect()
 }
 
 #[test]
@@ -91,7 +91,7 @@ fn the_task_and_the_current_exchange_are_protected() {
     );
     // A later phase's opening message is pinned too.
     let mut h = history(2, false);
-    h.push(Message::user("Phase: WRITE."));
+    h.push(Message::user("Phase: WRITE.").into());
     let l = layout(&h, Some(h.len() - 1));
     assert_eq!(l.pinned, [0, h.len() - 1]);
 }
@@ -147,12 +147,9 @@ fn the_oldest_run_keeps_turn_boundaries_and_recent_turns() {
     );
     // A run stops at the next pinned message.
     let mut h = history(2, false);
-    h.push(Message::user("Phase: WRITE."));
-    h.push(Message::assistant(
-        "",
-        vec![call("w", "write_file", "out.md")],
-    ));
-    h.push(Message::tool_result("w", "ok"));
+    h.push(Message::user("Phase: WRITE.").into());
+    h.push(Message::assistant("", vec![call("w", "write_file", "out.md")]).into());
+    h.push(Message::tool_result("w", "ok").into());
     let l = layout(&h, Some(6));
     assert_eq!(oldest_run(&h, &l, 0), Some((1, 6)));
 }

@@ -5,6 +5,8 @@
 //! Every decision is a function of the state and the estimator, so a resumed run (whose fold
 //! holds the rungs applied so far and the rung to try next) takes the same steps.
 
+use std::sync::Arc;
+
 use lsm_providers::{CallOptions, LlmRequest, LlmResponse, Message};
 
 use super::{Core, Effect, Env, current_label, emit};
@@ -52,7 +54,7 @@ impl Core {
     }
 
     /// The estimate of the next call's prompt with the context's history as `history`.
-    fn estimate_with(&self, st: &RunState, history: Option<&[Message]>, env: &Env<'_>) -> u64 {
+    fn estimate_with(&self, st: &RunState, history: Option<&[Arc<Message>]>, env: &Env<'_>) -> u64 {
         let (request, _, _) = self.assemble_with(st, history);
         (env.estimate)(&request)
     }
@@ -194,7 +196,7 @@ impl Core {
     fn summary_call(
         &self,
         st: &RunState,
-        history: &[Message],
+        history: &[Arc<Message>],
         layout: &Layout,
         env: &Env<'_>,
     ) -> Option<(usize, usize, LlmRequest, crate::Grant)> {
@@ -236,7 +238,7 @@ impl Core {
     fn drop_range(
         &self,
         st: &RunState,
-        history: &[Message],
+        history: &[Arc<Message>],
         layout: &Layout,
         env: &Env<'_>,
     ) -> Option<(usize, usize, u64)> {
@@ -399,11 +401,11 @@ impl Core {
 
 /// The summarization request of `history[from..to]`: the fixed instructions and the
 /// messages as text; no tools.
-fn summary_request(history: &[Message], from: usize, to: usize) -> LlmRequest {
+fn summary_request(history: &[Arc<Message>], from: usize, to: usize) -> LlmRequest {
     LlmRequest {
         messages: vec![
-            Message::system(SUMMARY_PROMPT),
-            Message::user(transcript_of(history, from, to)),
+            Message::system(SUMMARY_PROMPT).into(),
+            Message::user(transcript_of(history, from, to)).into(),
         ],
         tools: Vec::new(),
         options: CallOptions::default(),
@@ -411,7 +413,7 @@ fn summary_request(history: &[Message], from: usize, to: usize) -> LlmRequest {
 }
 
 /// Where the most recent `turns` turns before the tail begin (the tail itself when none).
-fn recent_turns_start(history: &[Message], layout: &Layout, turns: usize) -> usize {
+fn recent_turns_start(history: &[Arc<Message>], layout: &Layout, turns: usize) -> usize {
     let starts: Vec<usize> = (0..layout.tail.min(history.len()))
         .filter(|&i| history[i].role == lsm_providers::Role::Assistant)
         .collect();
@@ -421,7 +423,7 @@ fn recent_turns_start(history: &[Message], layout: &Layout, turns: usize) -> usi
     starts[starts.len().saturating_sub(turns)]
 }
 
-fn current_history(st: &RunState) -> Vec<Message> {
+fn current_history(st: &RunState) -> Vec<Arc<Message>> {
     st.current
         .as_ref()
         .and_then(|p| st.context(p.label()))
@@ -429,7 +431,7 @@ fn current_history(st: &RunState) -> Vec<Message> {
         .unwrap_or_default()
 }
 
-fn current_layout(st: &RunState, history: &[Message]) -> Layout {
+fn current_layout(st: &RunState, history: &[Arc<Message>]) -> Layout {
     let phase_start = st
         .current
         .as_ref()

@@ -118,7 +118,7 @@ impl Core {
     pub(super) fn assemble_with(
         &self,
         st: &RunState,
-        history: Option<&[lsm_providers::Message]>,
+        history: Option<&[std::sync::Arc<lsm_providers::Message>]>,
     ) -> (LlmRequest, bool, bool) {
         let Some(pos) = st.current.as_ref() else {
             return (LlmRequest::default(), false, false);
@@ -127,11 +127,11 @@ impl Core {
         let tools = self.offered_tools(&pos.request, st.stop_mode);
         let mut messages = Vec::new();
         if !self.config.system_prompt.is_empty() {
-            messages.push(Message::system(self.config.system_prompt.clone()));
+            messages.push(self.system_message());
         }
         let has_standing = st.last_standing.is_some();
         if let Some(block) = &st.last_standing {
-            messages.push(Message::system(block.clone()));
+            messages.push(Message::system(block.clone()).into());
         }
         let (sent, previous_response_id) = st.context(label).map_or_else(
             || (Vec::new(), None),
@@ -148,7 +148,7 @@ impl Core {
         let reminder = work_items::reminder(&st.work_items);
         let has_reminder = reminder.is_some();
         if let Some(text) = reminder {
-            messages.push(Message::user(text));
+            messages.push(Message::user(text).into());
         }
         let request = LlmRequest {
             messages,

@@ -46,7 +46,11 @@ fn core(max_tokens: u64) -> Core {
         system_prompt: "sys".into(),
         allowlist: ["tool_a", "tool_b"].into_iter().map(String::from).collect(),
         allowlist_order: vec!["tool_a".into(), "tool_b".into()],
-        tools: vec![def("tool_a"), def("tool_b"), def("tool_c")],
+        tools: vec![
+            def("tool_a").into(),
+            def("tool_b").into(),
+            def("tool_c").into(),
+        ],
         offer_block_tool: true,
         offer_complete_tool: false,
         strategy: Default::default(),
@@ -331,7 +335,7 @@ fn only_allowlisted_registered_tools_within_tool_names_are_offered_with_block() 
         };
         c.offered_tools(&request, StopMode::Interactive)
             .into_iter()
-            .map(|t| t.name)
+            .map(|t| t.name.clone())
             .collect()
     };
     assert_eq!(offered(None), ["tool_a", "tool_b", "block"]);

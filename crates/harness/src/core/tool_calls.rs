@@ -54,9 +54,13 @@ impl Core {
     /// Tool definitions offered in a phase of `request` under `mode`: allowlisted, registered,
     /// within `tool_names`; then the control tools offered ([`Core::control_offered`]),
     /// `block` last.
-    pub fn offered_tools(&self, request: &PhaseRequest, mode: StopMode) -> Vec<ToolDefinition> {
+    pub fn offered_tools(
+        &self,
+        request: &PhaseRequest,
+        mode: StopMode,
+    ) -> Vec<std::sync::Arc<ToolDefinition>> {
         let tool_names = request.tool_names.as_deref();
-        let mut tools: Vec<ToolDefinition> = self
+        let mut tools: Vec<std::sync::Arc<ToolDefinition>> = self
             .config
             .tools
             .iter()
@@ -69,7 +73,7 @@ impl Core {
             .iter()
             .chain(&[WORK_COMPLETE_TOOL, COMPLETE_TOOL, BLOCK_TOOL])
             .filter(|name| self.control_offered(name, request, mode))
-            .filter_map(|name| control_tool_definition(name));
+            .filter_map(|name| crate::control::shared_control_tool_definition(name));
         tools.extend(control);
         tools
     }

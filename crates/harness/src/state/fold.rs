@@ -57,7 +57,7 @@ impl RunState {
                         if !request.user_message.is_empty() {
                             ctx.phase_start = Some(ctx.history.len());
                             ctx.history
-                                .push(Message::user(request.user_message.clone()));
+                                .push(Message::user(request.user_message.clone()).into());
                         }
                     }
                 }
@@ -186,7 +186,7 @@ impl RunState {
                         ctx.last_response_id.clone_from(response_id);
                     }
                     ctx.history
-                        .push(Message::assistant(text.clone(), tool_calls.clone()));
+                        .push(Message::assistant(text.clone(), tool_calls.clone()).into());
                 }
                 if let Some(pos) = self.current.as_mut() {
                     pos.awaiting_model = false;
@@ -305,7 +305,7 @@ impl RunState {
                     pos.sent_back_at = Some(*iteration);
                 }
                 if let Some(ctx) = self.current_context_mut() {
-                    ctx.history.push(Message::user(message.clone()));
+                    ctx.history.push(Message::user(message.clone()).into());
                 }
             }
             RunEvent::HookDecision {
@@ -324,7 +324,7 @@ impl RunState {
                     pos.sent_back_at = Some(pos.iteration);
                 }
                 if let Some(ctx) = self.current_context_mut() {
-                    ctx.history.push(Message::user(message.clone()));
+                    ctx.history.push(Message::user(message.clone()).into());
                 }
             }
             RunEvent::WorkItemChanged { item, .. } => upsert(&mut self.work_items, item),
@@ -370,7 +370,7 @@ impl RunState {
                     pos.sent_back_at = Some(pos.iteration);
                 }
                 if let Some(ctx) = self.current_context_mut() {
-                    ctx.history.push(Message::user(message.clone()));
+                    ctx.history.push(Message::user(message.clone()).into());
                 }
             }
             RunEvent::StopAccepted { unmet, .. } => self.unmet_accepted.clone_from(unmet),

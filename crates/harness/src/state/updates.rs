@@ -93,7 +93,8 @@ impl RunState {
                 .observe(fingerprint(&pos.final_text, calls, &self.call_identity));
         }
         if llm && let Some(ctx) = self.current_context_mut() {
-            ctx.history.push(Message::tool_result(call_id, for_model));
+            ctx.history
+                .push(Message::tool_result(call_id, for_model).into());
         }
     }
 
@@ -130,6 +131,7 @@ impl RunState {
                         .rev()
                         .find(|m| m.tool_call_id.as_deref() == Some(id))
                 }) {
+                    let msg = std::sync::Arc::make_mut(msg);
                     for note in notes {
                         msg.content
                             .push_str(&format!("\n\n[note from a post_tool hook] {note}"));
@@ -149,7 +151,7 @@ impl RunState {
         let llm = pos.mode == PhaseMode::Llm;
         if llm && let Some(ctx) = self.current_context_mut() {
             for call in skipped {
-                ctx.history.push(Message::tool_result(call.id, text));
+                ctx.history.push(Message::tool_result(call.id, text).into());
             }
         }
     }

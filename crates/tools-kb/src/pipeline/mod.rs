@@ -269,7 +269,10 @@ impl Pipeline {
             ));
         };
         let request = LlmRequest {
-            messages: synthesis_messages(question, &package),
+            messages: synthesis_messages(question, &package)
+                .into_iter()
+                .map(std::sync::Arc::new)
+                .collect(),
             tools: Vec::new(),
             options: CallOptions {
                 max_output_tokens: Some(self.kb.config().max_answer_tokens),

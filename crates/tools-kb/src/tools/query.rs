@@ -223,9 +223,9 @@ impl QueryLlm {
         };
         let mut messages = Vec::new();
         if let Some(s) = a.system_prompt.filter(|s| !s.is_empty()) {
-            messages.push(Message::system(s));
+            messages.push(Message::system(s).into());
         }
-        messages.push(Message::user(a.prompt));
+        messages.push(Message::user(a.prompt).into());
         let request = LlmRequest {
             messages,
             tools: Vec::new(),
