@@ -183,12 +183,7 @@ fn wire_tool(t: &ToolDefinition, cache_control: Option<Ephemeral>) -> Tool<'_> {
 
 /// Append `m`'s content blocks to `out`, joined by commas (none for an empty text).
 fn write_blocks(m: &Message, out: &mut Vec<u8>) {
-    let block = |out: &mut Vec<u8>, b: WireBlock<'_>| {
-        if !out.is_empty() {
-            out.push(b',');
-        }
-        crate::wire::write(out, &b);
-    };
+    let block = |out: &mut Vec<u8>, b: WireBlock<'_>| crate::wire::push_item(out, &b);
     match m.role {
         Role::System => {}
         Role::User => {

@@ -42,12 +42,7 @@ enum Item<'a> {
 /// Append `m`'s input items to `out`, joined by commas; none for a system message (it goes
 /// in `instructions`) and none for an empty assistant text.
 fn write_items(m: &Message, out: &mut Vec<u8>) {
-    let item = |out: &mut Vec<u8>, i: Item<'_>| {
-        if !out.is_empty() {
-            out.push(b',');
-        }
-        crate::wire::write(out, &i);
-    };
+    let item = |out: &mut Vec<u8>, i: Item<'_>| crate::wire::push_item(out, &i);
     match m.role {
         Role::System => {}
         Role::User => item(

@@ -112,11 +112,7 @@ impl WireCache {
         encode: impl FnOnce(&Message, &mut Vec<u8>),
     ) -> bool {
         let entry = self.entry(key(m), || Owner::Message(Arc::clone(m)));
-        append(entry, out, || {
-            let mut json = Vec::new();
-            encode(m, &mut json);
-            json
-        })
+        append(entry, out, |json| encode(m, json))
     }
 
     /// Append `t`'s wire JSON to `out`, made by `encode` the first time.
@@ -127,11 +123,7 @@ impl WireCache {
         encode: impl FnOnce(&ToolDefinition, &mut Vec<u8>),
     ) -> bool {
         let entry = self.entry(key(t), || Owner::Tool(Arc::clone(t)));
-        append(entry, out, || {
-            let mut json = Vec::new();
-            encode(t, &mut json);
-            json
-        })
+        append(entry, out, |json| encode(t, json))
     }
 
     /// `m`'s estimated tokens, counted by `count` the first time.
@@ -160,10 +152,25 @@ fn key<T>(shared: &Arc<T>) -> usize {
     Arc::as_ptr(shared) as *const () as usize
 }
 
-fn append(entry: &mut Entry, out: &mut Vec<u8>, make: impl FnOnce() -> Vec<u8>) -> bool {
-    let json = entry.json.get_or_insert_with(|| make().into_boxed_slice());
+/// Append `entry`'s wire JSON to `out`, made by `encode` the first time; whether it is
+/// non-empty.
+fn append(entry: &mut Entry, out: &mut Vec<u8>, encode: impl FnOnce(&mut Vec<u8>)) -> bool {
+    let json = entry.json.get_or_insert_with(|| {
+        let mut json = Vec::new();
+        encode(&mut json);
+        json.into_boxed_slice()
+    });
     out.extend_from_slice(json);
     !json.is_empty()
+}
+
+/// Append `item`'s JSON to `out`, after a comma when `out` already holds an item (one
+/// message's several wire items, joined for its cache entry).
+pub(crate) fn push_item(out: &mut Vec<u8>, item: &impl Serialize) {
+    if !out.is_empty() {
+        out.push(b',');
+    }
+    write(out, item);
 }
 
 /// A JSON array of the items `each` appends (each call appends one item, or several joined
