@@ -141,7 +141,8 @@ impl From<OutputFormat> for Output {
 
 /// Run; returns the exit code.
 pub fn run(cfg: &crate::config::ConfigArgs, args: RunArgs) -> u8 {
-    exit::block_on_command(run_async(cfg, args))
+    let cfg = cfg.clone();
+    exit::spawn_command(async move { run_async(&cfg, args).await })
 }
 
 async fn run_async(cfg: &crate::config::ConfigArgs, args: RunArgs) -> Result<u8> {

@@ -84,6 +84,31 @@ where
     finish(runtime.block_on(command))
 }
 
+/// Like [`block_on_command`], but the command runs as a task on the runtime's workers rather
+/// than on the main thread: the HTTP connections, timers and the command then share worker
+/// threads, so a model call's answer wakes the command where it was received instead of
+/// handing it across threads (measured: fewer context switches per call, docs/PERFORMANCE.md).
+/// A panic in the command is resumed here, as if it had run on this thread.
+pub fn spawn_command<F>(command: F) -> u8
+where
+    F: std::future::Future<Output = anyhow::Result<u8>> + Send + 'static,
+{
+    let runtime = match runtime(None) {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ERROR;
+        }
+    };
+    finish(runtime.block_on(async move {
+        match tokio::spawn(command).await {
+            Ok(result) => result,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => Err(anyhow::anyhow!("the command was cancelled: {e}")),
+        }
+    }))
+}
+
 /// The exit code for a run that ended with `reason`.
 pub fn for_stop_reason(reason: StopReason) -> u8 {
     match reason {

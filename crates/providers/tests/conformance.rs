@@ -480,6 +480,27 @@ async fn request_bodies_match_the_snapshots() {
     }
 }
 
+#[test]
+fn a_body_built_again_from_the_cache_is_byte_equal_to_a_fresh_one() {
+    for f in ALL {
+        let mut c = ProviderConfig::new(f.kind(), f.model());
+        c.base_url = Some("http://127.0.0.1:9/v1".into());
+        let warm = build(&c);
+        let request = round_trip_request();
+        let first = warm.request_body(&request, false);
+        let again = warm.request_body(&request, false);
+        assert_eq!(first, again, "{f:?}: second build from cached fragments");
+        // A longer request sharing the same messages: the cached ones are reused, the new
+        // one made, and the whole equals what a provider that never saw any of them sends.
+        let mut longer = request.clone();
+        longer.messages.push(Message::user("and one more").into());
+        let cached = warm.request_body(&longer, false);
+        let fresh = build(&c).request_body(&longer, false);
+        assert_eq!(cached, fresh, "{f:?}: cached fragments against fresh ones");
+        assert_ne!(cached, first, "{f:?}: the new message is sent");
+    }
+}
+
 #[tokio::test]
 async fn tool_results_go_back_with_their_call_ids() {
     for f in ALL {

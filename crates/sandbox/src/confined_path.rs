@@ -186,6 +186,11 @@ impl ConfinedPath {
     /// # Errors
     /// When it is missing, escapes its root, or is not a regular file.
     pub fn open_read(&self) -> Result<File, ToolError> {
+        self.open_read_sized().map(|(file, _)| file)
+    }
+
+    /// [`ConfinedPath::open_read`], with the file's size when it was opened.
+    fn open_read_sized(&self) -> Result<(File, u64), ToolError> {
         if let Ok(meta) = self.root.metadata(self.rel()) {
             refuse_kind(info_of(&meta).kind, &self.shown)?;
         }
@@ -196,8 +201,8 @@ impl ConfinedPath {
             .open_with(self.rel(), &opts)
             .map_err(|e| self.io(e))?
             .into_std();
-        ready_regular(&file, &self.shown)?;
-        Ok(file)
+        let size = ready_regular(&file, &self.shown)?;
+        Ok((file, size))
     }
 
     /// Read at most `limit` bytes of a regular file, off the async runtime.
@@ -206,18 +211,28 @@ impl ConfinedPath {
     /// As [`ConfinedPath::open_read`], or a read failure.
     pub async fn read_bytes(&self, limit: u64) -> Result<Vec<u8>, ToolError> {
         let this = self.clone();
-        let task = tokio::task::spawn_blocking(move || {
-            let file = this.open_read()?;
-            let mut bytes = Vec::new();
-            file.take(limit)
-                .read_to_end(&mut bytes)
-                .map_err(|e| this.io(e))?;
-            Ok(bytes)
-        });
+        let task = tokio::task::spawn_blocking(move || this.read_capped(limit).map(|(b, _)| b));
         match task.await {
             Ok(result) => result,
             Err(e) => Err(ToolError::Failed(format!("reading was interrupted: {e}"))),
         }
+    }
+
+    /// Read at most `limit` bytes of a regular file; blocking (call it off the async
+    /// runtime). Returns the bytes and the file's size when it was opened.
+    ///
+    /// # Errors
+    /// As [`ConfinedPath::open_read`], or a read failure.
+    pub fn read_capped(&self, limit: u64) -> Result<(Vec<u8>, u64), ToolError> {
+        let (file, size) = self.open_read_sized()?;
+        // Room for the whole file and the read that sees its end: two reads, not a doubling
+        // series of small ones.
+        let room = size.min(limit).saturating_add(1);
+        let mut bytes = Vec::with_capacity(usize::try_from(room).unwrap_or(0));
+        file.take(limit)
+            .read_to_end(&mut bytes)
+            .map_err(|e| self.io(e))?;
+        Ok((bytes, size))
     }
 
     /// Open the folder itself (following links beneath the root).
@@ -351,7 +366,7 @@ fn identity(fd: impl rustix::fd::AsFd) -> io::Result<(u64, u64)> {
 }
 
 /// Refuse an opened handle that is not a regular file, then clear `O_NONBLOCK`.
-fn ready_regular(file: &File, shown: &Path) -> Result<(), ToolError> {
+fn ready_regular(file: &File, shown: &Path) -> Result<u64, ToolError> {
     let stat = rustix::fs::fstat(file).map_err(|e| ToolError::io(shown, e.into()))?;
     let kind = match FileType::from_raw_mode(stat.st_mode) {
         FileType::RegularFile => EntryKind::File,
@@ -363,7 +378,7 @@ fn ready_regular(file: &File, shown: &Path) -> Result<(), ToolError> {
     let flags = rustix::fs::fcntl_getfl(file).map_err(|e| ToolError::io(shown, e.into()))?;
     rustix::fs::fcntl_setfl(file, flags - OFlags::NONBLOCK)
         .map_err(|e| ToolError::io(shown, e.into()))?;
-    Ok(())
+    Ok(u64::try_from(stat.st_size).unwrap_or(0))
 }
 
 /// Err unless `kind` is a regular file.

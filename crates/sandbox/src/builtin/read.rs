@@ -92,15 +92,7 @@ impl Tool for ReadFile {
 
 /// Blocking: run it with [`run_blocking`].
 fn read_whole(path: &ConfinedPath) -> Result<String, ToolError> {
-    let file = path.open_read()?;
-    let size = file
-        .metadata()
-        .map_err(|e| ToolError::io(path.shown(), e))?
-        .len();
-    let mut bytes = Vec::new();
-    file.take(MAX_READ_BYTES)
-        .read_to_end(&mut bytes)
-        .map_err(|e| ToolError::io(path.shown(), e))?;
+    let (bytes, size) = path.read_capped(MAX_READ_BYTES)?;
     let mut text = String::from_utf8_lossy(&bytes).into_owned();
     if size > MAX_READ_BYTES {
         text.push_str(&format!(
