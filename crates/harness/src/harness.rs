@@ -33,7 +33,7 @@ mod handles;
 mod worker_waves;
 
 pub use handles::{EventSink, RecordHandle, RunHandle};
-use handles::{lock_recorder, record_to};
+use handles::{lock_recorder, record_all};
 
 /// Checks a tool call's arguments before the sandbox runs it — for example a knowledge-base
 /// mode an agent composed, against the allowed retrieval profiles and URL access (seed 002
@@ -373,11 +373,9 @@ impl AgentHarness {
     }
 
     /// Record events the core already applied to the state: journal first, then the sink.
+    /// Journal a step's events (one write for all of them), then show them.
     fn commit(&self, events: Vec<RunEvent>) -> Result<(), HarnessError> {
-        for event in events {
-            record_to(&self.recorder, self.events.as_ref(), event)?;
-        }
-        Ok(())
+        record_all(&self.recorder, self.events.as_ref(), events)
     }
 
     /// Record an event the driver produces itself (applied, then journaled).

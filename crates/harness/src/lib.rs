@@ -85,6 +85,6 @@ pub use records::{
 pub use resume::{ResumePoint, StartedRun};
 pub use stall::StallConfig;
 pub use state::{RunState, RunUsage};
-pub use store::{FileStore, JournalWriter, RunKey, RunStore};
+pub use store::{FileStore, JournalLine, JournalWriter, RunKey, RunStore};
 pub use work_items::{WorkItem, WorkStatus};
 pub use workers::{WorkerJob, WorkerReporter, WorkerSpawner};

@@ -10,7 +10,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{EventEnvelope, RunEvent, SCHEMA_VERSION};
-use crate::store::{FileStore, JournalWriter, RunKey, RunStore};
+use crate::store::{FileStore, JournalLine, JournalWriter, RunKey, RunStore};
 use crate::{HarnessError, JournalFsync};
 
 /// Counts of approvals and denials for one tool.
@@ -346,9 +346,9 @@ impl Recorder {
     }
 
     /// Append one event as a JSON line: `{"seq", "ts", "run_id", "schema_version", "event",
-    /// ...fields}`. The one place a transcript line is written; one `write` call per line,
-    /// so a crash loses at most the line in flight. The sequence number is used only when
-    /// the line is written.
+    /// ...fields}`, one `write` (a step's several lines: [`Recorder::append_all`], one
+    /// `write` for them all), so a crash loses at most the line or step in flight. The
+    /// sequence number is used only when the line is written.
     #[cfg(test)]
     pub fn append(&mut self, event: RunEvent) -> Result<EventEnvelope, HarnessError> {
         self.append_shown(event, false)
@@ -364,7 +364,61 @@ impl Recorder {
         shown: bool,
     ) -> Result<EventEnvelope, HarnessError> {
         let sync = self.must_sync(&event);
-        let mut record = self.envelope(event, self.seq + 1);
+        let seq = self.seq + 1;
+        let (record, line) = self.prepare(event, seq, shown)?;
+        if let Some(line) = line {
+            self.open()?.append(seq, &record.event, &line, sync)?;
+        }
+        self.seq = seq;
+        Ok(record)
+    }
+
+    /// Append the events one step committed, in order, as one batch
+    /// ([`JournalWriter::append_lines`]: one `write` in the file store), durable before it
+    /// returns when any of them must be. Otherwise as [`Recorder::append_shown`] for each.
+    pub fn append_all(
+        &mut self,
+        events: Vec<RunEvent>,
+        shown: bool,
+    ) -> Result<Vec<EventEnvelope>, HarnessError> {
+        let mut sync = false;
+        let mut records = Vec::with_capacity(events.len());
+        let mut lines = Vec::with_capacity(events.len());
+        let mut seq = self.seq;
+        for event in events {
+            sync |= self.must_sync(&event);
+            seq += 1;
+            let (record, line) = self.prepare(event, seq, shown)?;
+            records.push(record);
+            lines.push(line);
+        }
+        if self.enabled && !records.is_empty() {
+            let batch: Vec<JournalLine<'_>> = records
+                .iter()
+                .zip(&lines)
+                .filter_map(|(record, line)| {
+                    line.as_deref().map(|line| JournalLine {
+                        seq: record.seq,
+                        event: &record.event,
+                        line,
+                    })
+                })
+                .collect();
+            self.open()?.append_lines(&batch, sync)?;
+        }
+        self.seq = seq;
+        Ok(records)
+    }
+
+    /// `event`'s envelope as line `seq`, and its JSON line (redacted, with its newline) when
+    /// records are on. An envelope that is neither written nor shown is not serialized.
+    fn prepare(
+        &self,
+        event: RunEvent,
+        seq: u64,
+        shown: bool,
+    ) -> Result<(EventEnvelope, Option<Vec<u8>>), HarnessError> {
+        let mut record = self.envelope(event, seq);
         let serialize = |e: serde_json::Error| HarnessError::Serialize {
             what: "a transcript event",
             reason: e.to_string(),
@@ -373,8 +427,7 @@ impl Recorder {
         // secret values the program registered and the usual key shapes); what event sinks
         // print and stream is the redacted line too.
         if !self.enabled && !shown {
-            self.seq += 1;
-            return Ok(record);
+            return Ok((record, None));
         }
         // The line straight from the record; only when it might hold a secret does it go
         // the slow way (a JSON tree, every string redacted, the record rebuilt from it).
@@ -386,13 +439,11 @@ impl Recorder {
                 line = serde_json::to_vec(&value).map_err(serialize)?;
             }
         }
-        if self.enabled {
-            line.push(b'\n');
-            let seq = self.seq + 1;
-            self.open()?.append(seq, &record.event, &line, sync)?;
+        if !self.enabled {
+            return Ok((record, None));
         }
-        self.seq += 1;
-        Ok(record)
+        line.push(b'\n');
+        Ok((record, Some(line)))
     }
 
     /// Write the summary atomically (temp file + rename), so a reader never sees half of it.

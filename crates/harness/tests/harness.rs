@@ -2126,6 +2126,14 @@ impl lsm_harness::EventSink for Sink {
 }
 
 fn eventful_harness(dir: &std::path::Path, fail: bool, sink: Arc<Sink>) -> AgentHarness {
+    eventful_harness_with(dir, fail, sink)
+}
+
+fn eventful_harness_with(
+    dir: &std::path::Path,
+    fail: bool,
+    sink: Arc<dyn lsm_harness::EventSink>,
+) -> AgentHarness {
     let sandbox =
         Arc::new(Sandbox::new(SandboxConfig::default(), ToolRegistry::new(), None).unwrap());
     AgentHarness::new(
@@ -2368,3 +2376,69 @@ mod compaction;
 
 #[path = "harness/workers.rs"]
 mod workers;
+
+/// Counts the journal's lines on disk each time a line is about to be written.
+struct LineWatcher {
+    each_line: bool,
+    transcript: std::sync::Mutex<Option<std::path::PathBuf>>,
+    /// (the line about to be written, how many lines were on disk then)
+    seen: std::sync::Mutex<Vec<(u64, usize)>>,
+}
+
+impl lsm_harness::EventSink for LineWatcher {
+    fn event(&self, _event: &lsm_harness::EventEnvelope) {}
+
+    fn before_journal(&self, seq: u64, _event: &lsm_harness::RunEvent) {
+        let path = self.transcript.lock().unwrap().clone().unwrap();
+        let on_disk = std::fs::read_to_string(path)
+            .map(|t| t.lines().count())
+            .unwrap_or(0);
+        self.seen.lock().unwrap().push((seq, on_disk));
+    }
+
+    fn watches_each_line(&self) -> bool {
+        self.each_line
+    }
+}
+
+async fn watch_lines(each_line: bool) -> (Vec<(u64, usize)>, Vec<u64>) {
+    let dir = tempfile::tempdir().unwrap();
+    let watcher = Arc::new(LineWatcher {
+        each_line,
+        transcript: std::sync::Mutex::new(None),
+        seen: std::sync::Mutex::new(Vec::new()),
+    });
+    let mut h = eventful_harness_with(dir.path(), false, watcher.clone());
+    *watcher.transcript.lock().unwrap() = Some(h.run_dir().join("transcript.jsonl"));
+    h.run_bounded(PhaseRequest::new("x")).await;
+    h.finish(RunOutcome::Completed).await;
+    let journal = lsm_harness::read_journal(&h.run_dir().join("transcript.jsonl")).unwrap();
+    let seqs = journal.events.iter().map(|e| e.seq).collect();
+    let seen = watcher.seen.lock().unwrap().clone();
+    (seen, seqs)
+}
+
+#[tokio::test]
+async fn a_steps_lines_are_written_at_once_unless_a_sink_watches_each_line() {
+    let (batched, seqs) = watch_lines(false).await;
+    let n = seqs.len() as u64;
+    assert_eq!(seqs, (1..=n).collect::<Vec<_>>(), "every line, in order");
+    assert_eq!(
+        batched.len() as u64,
+        n,
+        "told of every line before it is written"
+    );
+    assert!(batched.iter().all(|&(seq, on_disk)| (on_disk as u64) < seq));
+    assert!(
+        batched
+            .iter()
+            .any(|&(seq, on_disk)| (on_disk as u64) < seq - 1),
+        "some step wrote several lines at once: {batched:?}"
+    );
+    let (each, seqs) = watch_lines(true).await;
+    assert_eq!(seqs.len() as u64, n);
+    assert!(
+        each.iter().all(|&(seq, on_disk)| on_disk as u64 == seq - 1),
+        "a watching sink sees every earlier line on disk: {each:?}"
+    );
+}

@@ -17,6 +17,15 @@ pub trait EventSink: Send + Sync {
     fn before_journal(&self, seq: u64, event: &RunEvent) {
         let _ = (seq, event);
     }
+
+    /// Whether this sink needs each line written before it hears of the next
+    /// ([`EventSink::before_journal`] of line `n` called with every line before `n` already
+    /// written, and [`EventSink::event`] of line `n` before line `n + 1` is written). Off by
+    /// default: the lines one step commits are then written at once, after
+    /// `before_journal` of each and before `event` of each. Crash tests turn it on.
+    fn watches_each_line(&self) -> bool {
+        false
+    }
 }
 
 /// Appends events to one run's transcript from outside its loop; cheap to clone. Events are
@@ -96,6 +105,40 @@ pub(super) fn record_to(
         sink.event(&written);
     }
     Ok(written)
+}
+
+/// Record the events one step committed, in order: one batch
+/// ([`Recorder::append_all`]), unless the sink watches each line (then one at a time, as
+/// [`record_to`]).
+pub(super) fn record_all(
+    recorder: &Mutex<Recorder>,
+    events: Option<&Arc<dyn EventSink>>,
+    batch: Vec<RunEvent>,
+) -> Result<(), HarnessError> {
+    if batch.len() < 2 || events.is_some_and(|sink| sink.watches_each_line()) {
+        for event in batch {
+            record_to(recorder, events, event)?;
+        }
+        return Ok(());
+    }
+    let written = {
+        let mut recorder = lock_recorder(recorder);
+        if let Some(sink) = events {
+            let first = recorder.next_seq();
+            for (seq, event) in (first..).zip(&batch) {
+                if event.is_journaled() {
+                    sink.before_journal(seq, event);
+                }
+            }
+        }
+        recorder.append_all(batch, events.is_some())?
+    };
+    if let Some(sink) = events {
+        for envelope in &written {
+            sink.event(envelope);
+        }
+    }
+    Ok(())
 }
 
 /// The owner's view of one run, filled in by its harness: the run's id and folder once the

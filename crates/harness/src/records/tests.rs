@@ -199,3 +199,120 @@ fn unwritable_folder_is_a_clear_error() {
         .to_string();
     assert!(e.contains("cannot create the run's log folder"), "{e}");
 }
+
+/// One write to a journal: the line numbers written, and whether it was synced.
+type WriteCall = (Vec<u64>, bool);
+
+/// A journal that remembers how it was written to: single lines and batches.
+#[derive(Debug, Default, Clone)]
+struct Calls(Arc<std::sync::Mutex<Vec<WriteCall>>>);
+
+#[derive(Debug)]
+struct CountingWriter(Calls);
+
+impl JournalWriter for CountingWriter {
+    fn append(
+        &mut self,
+        seq: u64,
+        _event: &RunEvent,
+        line: &[u8],
+        sync: bool,
+    ) -> Result<(), HarnessError> {
+        assert!(line.ends_with(b"\n"));
+        self.0.0.lock().unwrap().push((vec![seq], sync));
+        Ok(())
+    }
+
+    fn append_lines(&mut self, lines: &[JournalLine<'_>], sync: bool) -> Result<(), HarnessError> {
+        for l in lines {
+            let v: Value = serde_json::from_slice(l.line).unwrap();
+            assert_eq!(v["seq"], l.seq, "each line carries its own number");
+        }
+        let seqs = lines.iter().map(|l| l.seq).collect();
+        self.0.0.lock().unwrap().push((seqs, sync));
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<(), HarnessError> {
+        Ok(())
+    }
+
+    fn finished(&mut self, _summary: &Value) -> Result<(), HarnessError> {
+        Ok(())
+    }
+
+    fn release(self: Box<Self>) {}
+
+    fn location(&self) -> String {
+        "memory".into()
+    }
+}
+
+#[test]
+fn a_steps_events_are_written_as_one_batch_synced_when_any_must_be() {
+    let calls = Calls::default();
+    let mut r = Recorder::new(PathBuf::new(), "r1".into(), "a".into(), true)
+        .with_fsync(JournalFsync::Batched, ["write".to_string()].into())
+        .continuing(0, Box::new(CountingWriter(calls.clone())));
+    let started = |tool: &str| RunEvent::ToolCallStarted {
+        label: None,
+        call_id: "c".into(),
+        tool: tool.into(),
+        arguments: Value::Null,
+    };
+    let written = r
+        .append_all(
+            vec![RunEvent::Artifact { path: "a".into() }, started("read")],
+            true,
+        )
+        .unwrap();
+    assert_eq!(written.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2]);
+    r.append_all(
+        vec![RunEvent::Artifact { path: "b".into() }, started("write")],
+        false,
+    )
+    .unwrap();
+    r.append(RunEvent::Artifact { path: "c".into() }).unwrap();
+    assert_eq!(
+        *calls.0.lock().unwrap(),
+        [
+            (vec![1, 2], false),
+            (vec![3, 4], true), // a side effect's start must be durable before it runs
+            (vec![5], false),
+        ]
+    );
+    assert_eq!(r.next_seq(), 6);
+}
+
+#[test]
+fn a_batch_in_the_file_store_reads_back_line_by_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = Recorder::new(dir.path().join("run"), "r1".into(), "a".into(), true);
+    r.append(RunEvent::Artifact { path: "a".into() }).unwrap();
+    r.append_all(
+        vec![
+            RunEvent::Artifact { path: "b".into() },
+            RunEvent::Artifact { path: "c".into() },
+        ],
+        false,
+    )
+    .unwrap();
+    let j = read_journal(&r.transcript_path()).unwrap();
+    assert_eq!(j.warning, None);
+    let got: Vec<(u64, RunEvent)> = j.events.into_iter().map(|e| (e.seq, e.event)).collect();
+    assert_eq!(
+        got,
+        [
+            (1, RunEvent::Artifact { path: "a".into() }),
+            (2, RunEvent::Artifact { path: "b".into() }),
+            (3, RunEvent::Artifact { path: "c".into() }),
+        ]
+    );
+    // Without records nothing is written, and the numbering goes on all the same.
+    let mut off = Recorder::new(dir.path().join("off"), "r2".into(), "a".into(), false);
+    let shown = off
+        .append_all(vec![RunEvent::Artifact { path: "x".into() }; 2], true)
+        .unwrap();
+    assert_eq!(shown.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2]);
+    assert!(!off.transcript_path().exists());
+}
