@@ -86,6 +86,10 @@ pub struct CoreConfig {
     pub compaction: crate::compaction::CompactionConfig,
     /// The model's window and compaction's marks (from the settings and the provider).
     pub window: crate::compaction::Window,
+    /// Whether a memory source gives the calls standing context. Without one the next call
+    /// is prepared in the same step (no [`Effect::FetchStanding`], whose answer could only
+    /// be "nothing").
+    pub standing_memory: bool,
 }
 
 impl std::fmt::Debug for CoreConfig {

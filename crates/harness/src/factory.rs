@@ -10,8 +10,8 @@ use tokio_util::sync::CancellationToken;
 use crate::contract::TaskContract;
 use crate::hooks::Hook;
 use crate::{
-    AgentHarness, EventSink, HarnessConfig, MemoryProvider, NoMemory, ResumePoint, RunBudget,
-    RunHandle, RunLaunch, StallConfig, ToolCallGuard,
+    AgentHarness, EventSink, HarnessConfig, MemoryProvider, ResumePoint, RunBudget, RunHandle,
+    RunLaunch, StallConfig, ToolCallGuard,
 };
 
 /// Called with every harness a factory builds, before its first phase.
@@ -24,7 +24,8 @@ pub struct HarnessFactory {
     config: HarnessConfig,
     provider: Arc<dyn Provider>,
     sandbox: Arc<Sandbox>,
-    memory: Arc<dyn MemoryProvider>,
+    /// The memory provider, when one was given (`None`: no standing context).
+    memory: Option<Arc<dyn MemoryProvider>>,
     stop: CancellationToken,
     events: Option<Arc<dyn EventSink>>,
     guards: Vec<Arc<dyn ToolCallGuard>>,
@@ -60,7 +61,7 @@ impl HarnessFactory {
             config,
             provider,
             sandbox,
-            memory: Arc::new(NoMemory),
+            memory: None,
             stop: CancellationToken::new(),
             events: None,
             guards: Vec::new(),
@@ -122,7 +123,7 @@ impl HarnessFactory {
 
     /// Standing memory for every harness.
     pub fn with_memory(mut self, memory: Arc<dyn MemoryProvider>) -> Self {
-        self.memory = memory;
+        self.memory = Some(memory);
         self
     }
 
@@ -227,8 +228,10 @@ impl HarnessFactory {
         let mut h = h
             .with_stall(self.stall)
             .with_agent_stop_max_blocks(self.agent_stop_max_blocks)
-            .with_memory(Arc::clone(&self.memory))
             .with_stop_token(self.stop.clone());
+        if let Some(memory) = &self.memory {
+            h = h.with_memory(Arc::clone(memory));
+        }
         if let Some(sink) = &self.events {
             h = h.with_event_sink(Arc::clone(sink));
         }

@@ -231,6 +231,8 @@ impl AgentHarness {
             window: config
                 .compaction
                 .window(provider.context_window(), config.max_output_tokens),
+            // No memory until `with_memory` gives one.
+            standing_memory: false,
         });
         AgentHarness {
             identity,

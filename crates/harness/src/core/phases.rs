@@ -299,6 +299,9 @@ impl Core {
             }
             Verdict::Stop(ending) => return self.end_with(st, ending, label, repeats, env, out),
         }
+        if !self.config.standing_memory {
+            return self.prepare_call(st, None, env, out);
+        }
         let topic = st
             .current
             .as_ref()

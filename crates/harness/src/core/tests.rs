@@ -69,6 +69,7 @@ fn core(max_tokens: u64) -> Core {
         work_items: false,
         compaction: crate::compaction::CompactionConfig::default(),
         window: crate::compaction::CompactionConfig::default().window(None, Some(4096)),
+        standing_memory: true,
     })
 }
 
@@ -341,6 +342,26 @@ fn only_allowlisted_registered_tools_within_tool_names_are_offered_with_block() 
     assert_eq!(offered(None), ["tool_a", "tool_b", "block"]);
     assert_eq!(offered(Some(&["tool_b".to_string()])), ["tool_b", "block"]);
     assert_eq!(offered(Some(&[])), ["block"]);
+}
+
+#[test]
+fn without_a_memory_source_the_next_call_is_prepared_in_the_same_step() {
+    let mut c = core(1000);
+    c.config_mut().standing_memory = false;
+    let mut st = RunState::default();
+    let s = start(&c, &mut st, PhaseRequest::new("hello"), &env(0, false));
+    assert_eq!(names(&s), ["run_started", "phase_started", "llm_request"]);
+    assert!(matches!(s.effect, Effect::CallModel { .. }), "{s:?}");
+    let s = c.step(
+        &mut st,
+        answer("", &[("tool_a", json!({}))]),
+        &env(15, false),
+    );
+    assert!(matches!(s.effect, Effect::RunTool { .. }), "{s:?}");
+    let s = c.step(&mut st, ok("out"), &env(15, false));
+    // The tool's result and the next request: one step, so one journal write.
+    assert_eq!(names(&s), ["tool_result", "llm_request"]);
+    assert!(matches!(s.effect, Effect::CallModel { .. }), "{s:?}");
 }
 
 #[test]

@@ -41,6 +41,7 @@ impl AgentHarness {
     /// Use this memory provider for standing context.
     pub fn with_memory(mut self, memory: Arc<dyn MemoryProvider>) -> Self {
         self.memory = memory;
+        self.core.config_mut().standing_memory = true;
         self
     }
 
