@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use lsm_harness::{
-    HarnessError, Journal, JournalWriter, RunEvent, RunKey, RunStore, parse_journal,
+    HarnessError, Journal, JournalLine, JournalWriter, RunEvent, RunKey, RunStore, parse_journal,
 };
 use lsm_store_pg::{Db, Heartbeat, PgRuns, TakeOutcome};
 use tokio_util::sync::CancellationToken;
@@ -129,13 +129,31 @@ impl JournalWriter for PgJournal {
         line: &[u8],
         _sync: bool,
     ) -> Result<(), HarnessError> {
-        let line = String::from_utf8_lossy(line.strip_suffix(b"\n").unwrap_or(line));
+        let line = journal_text(line);
         let topic = match event {
             RunEvent::RunStarted { topic, .. } => Some(topic.as_str()),
             _ => None,
         };
         self.runs
             .append(&self.run_id, seq, &line, topic)
+            .map_err(|e| HarnessError::Append {
+                path: location(&self.run_id),
+                reason: e.to_string(),
+            })
+    }
+
+    fn append_lines(&mut self, lines: &[JournalLine<'_>], _sync: bool) -> Result<(), HarnessError> {
+        // A step's lines in one statement and one commit.
+        let topic = lines.iter().find_map(|l| match l.event {
+            RunEvent::RunStarted { topic, .. } => Some(topic.as_str()),
+            _ => None,
+        });
+        let rows: Vec<(u64, String)> = lines
+            .iter()
+            .map(|l| (l.seq, journal_text(l.line)))
+            .collect();
+        self.runs
+            .append_lines(&self.run_id, &rows, topic)
             .map_err(|e| HarnessError::Append {
                 path: location(&self.run_id),
                 reason: e.to_string(),
@@ -170,6 +188,11 @@ impl JournalWriter for PgJournal {
     fn location(&self) -> String {
         location(&self.run_id)
     }
+}
+
+/// A journal line as the database keeps it: text, without its closing newline.
+fn journal_text(line: &[u8]) -> String {
+    String::from_utf8_lossy(line.strip_suffix(b"\n").unwrap_or(line)).into_owned()
 }
 
 /// The store every run of `runs` keeps its journal in.

@@ -365,49 +365,96 @@ impl PgRuns {
         line: &str,
         topic: Option<&str>,
     ) -> Result<(), StoreError> {
-        let seq = i64::try_from(seq).map_err(|_| StoreError::Query {
+        self.append_lines(run_id, &[(seq, line.to_string())], topic)
+    }
+
+    /// Append consecutive lines of `run_id`'s journal (`(seq, line)`, in order) in one
+    /// statement and one commit, if this process holds its lease: all of them or none.
+    /// `topic` as in [`PgRuns::append`]; safe to repeat likewise.
+    ///
+    /// # Errors
+    /// As [`PgRuns::append`].
+    pub fn append_lines(
+        &self,
+        run_id: &str,
+        lines: &[(u64, String)],
+        topic: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let Some(last) = lines.last().map(|(seq, _)| *seq) else {
+            return Ok(());
+        };
+        let too_large = |seq: u64| StoreError::Query {
             what: "appending a journal line",
             reason: format!("line number {seq} is too large"),
-        })?;
-        let (run_id, owner, line, topic) = (
+        };
+        let seqs = lines
+            .iter()
+            .map(|(seq, _)| i64::try_from(*seq).map_err(|_| too_large(*seq)))
+            .collect::<Result<Vec<i64>, _>>()?;
+        let last = i64::try_from(last).map_err(|_| too_large(last))?;
+        let texts: Vec<String> = lines.iter().map(|(_, line)| line.clone()).collect();
+        let (run_id, owner, topic) = (
             run_id.to_string(),
             self.owner.clone(),
-            line.to_string(),
             topic.map(str::to_string),
         );
-        self.db.blocking("appending a journal line", move |c| {
-            let (run_id, owner, line, topic) =
-                (run_id.clone(), owner.clone(), line.clone(), topic.clone());
+        let count = u64::try_from(lines.len()).unwrap_or(u64::MAX);
+        self.db.blocking("appending to a journal", move |c| {
+            let (run_id, owner, topic, seqs, texts) = (
+                run_id.clone(),
+                owner.clone(),
+                topic.clone(),
+                seqs.clone(),
+                texts.clone(),
+            );
             async move {
                 let written = c
                     .execute(
                         "WITH held AS ( \
-                           UPDATE lsm_runs SET last_seq = $3, topic = coalesce($5, topic) \
+                           UPDATE lsm_runs SET last_seq = $3, topic = coalesce($4, topic) \
                            WHERE run_id = $1 AND lease_owner = $2 RETURNING run_id) \
                          INSERT INTO lsm_run_events (run_id, seq, line) \
-                         SELECT run_id, $3, $4 FROM held",
-                        &[&run_id, &owner, &seq, &line, &topic],
+                         SELECT held.run_id, l.seq, l.line \
+                         FROM held, unnest($5::bigint[], $6::text[]) AS l(seq, line)",
+                        &[&run_id, &owner, &last, &topic, &seqs, &texts],
                     )
                     .await;
                 match written {
-                    Ok(1) => Ok(()),
+                    Ok(n) if n == count => Ok(()),
                     Ok(_) => Err(lease_lost(&c, &run_id).await.into()),
                     Err(e)
                         if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) =>
                     {
+                        // One statement: an earlier attempt stored all the lines or none.
                         let stored = c
-                            .query_opt(
-                                "SELECT line FROM lsm_run_events WHERE run_id = $1 AND seq = $2",
-                                &[&run_id, &seq],
+                            .query(
+                                "SELECT seq, line FROM lsm_run_events \
+                                 WHERE run_id = $1 AND seq = ANY($2) ORDER BY seq",
+                                &[&run_id, &seqs],
                             )
                             .await?;
-                        match stored {
-                            Some(r) if r.get::<_, String>(0) == line => Ok(()),
-                            _ => Err(StoreError::LeaseLost {
+                        let same = stored.len() == seqs.len()
+                            && stored.iter().zip(seqs.iter().zip(&texts)).all(
+                                |(r, (seq, line))| {
+                                    r.get::<_, i64>(0) == *seq && r.get::<_, String>(1) == *line
+                                },
+                            );
+                        if same {
+                            Ok(())
+                        } else {
+                            let detail = match seqs.as_slice() {
+                                [seq] => format!("line {seq} was written by another process"),
+                                _ => format!(
+                                    "lines {}–{} were written by another process",
+                                    seqs.first().copied().unwrap_or_default(),
+                                    seqs.last().copied().unwrap_or_default()
+                                ),
+                            };
+                            Err(StoreError::LeaseLost {
                                 run_id: run_id.clone(),
-                                detail: format!("line {seq} was written by another process"),
+                                detail,
                             }
-                            .into()),
+                            .into())
                         }
                     }
                     Err(e) => Err(e.into()),

@@ -90,6 +90,42 @@ async fn a_run_whose_lease_ran_out_is_taken_over_and_the_old_driver_is_fenced_of
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_steps_lines_are_appended_together_all_or_none_and_fenced_by_the_lease() {
+    let Some((a, _db)) = runs("batch", "worker-a", Duration::from_secs(60)) else {
+        return;
+    };
+    let b = other(&a, "worker-b", Duration::from_secs(60));
+    a.submit("r3", "general", "t", json!({})).await.unwrap();
+    a.claim(&[]).await.unwrap().expect("claimed");
+    let step = |from: u64, texts: &[&str]| -> Vec<(u64, String)> {
+        (from..).zip(texts.iter().map(|t| t.to_string())).collect()
+    };
+    a.append_lines("r3", &step(1, &["one", "two"]), Some("the topic"))
+        .unwrap();
+    // Repeated (an answer lost with the connection): already written, fine.
+    a.append_lines("r3", &step(1, &["one", "two"]), None)
+        .unwrap();
+    // A batch that collides with a different stored line is refused whole.
+    assert!(matches!(
+        a.append_lines("r3", &step(2, &["other", "three"]), None)
+            .unwrap_err(),
+        StoreError::LeaseLost { .. }
+    ));
+    assert!(matches!(
+        b.append_lines("r3", &step(3, &["three", "four"]), None)
+            .unwrap_err(),
+        StoreError::LeaseLost { .. }
+    ));
+    a.append_lines("r3", &step(3, &["three", "four"]), None)
+        .unwrap();
+    a.append_lines("r3", &[], None).unwrap();
+    assert_eq!(a.read("r3").unwrap(), vec!["one", "two", "three", "four"]);
+    let row = a.get("r3").await.unwrap().unwrap();
+    assert_eq!(row.last_seq, 4);
+    assert_eq!(row.topic, "the topic");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn cancel_ends_a_queued_run_at_once_and_asks_a_driven_one_through_its_heartbeat() {
     let Some((a, _db)) = runs("cancel", "worker-a", Duration::from_secs(60)) else {
         return;
