@@ -93,20 +93,13 @@ pub fn spawn_command<F>(command: F) -> u8
 where
     F: std::future::Future<Output = anyhow::Result<u8>> + Send + 'static,
 {
-    let runtime = match runtime(None) {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ERROR;
-        }
-    };
-    finish(runtime.block_on(async move {
+    block_on_command(async move {
         match tokio::spawn(command).await {
             Ok(result) => result,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             Err(e) => Err(anyhow::anyhow!("the command was cancelled: {e}")),
         }
-    }))
+    })
 }
 
 /// The exit code for a run that ended with `reason`.

@@ -363,19 +363,18 @@ impl Recorder {
         event: RunEvent,
         shown: bool,
     ) -> Result<EventEnvelope, HarnessError> {
-        let sync = self.must_sync(&event);
-        let seq = self.seq + 1;
-        let (record, line) = self.prepare(event, seq, shown)?;
-        if let Some(line) = line {
-            self.open()?.append(seq, &record.event, &line, sync)?;
-        }
-        self.seq = seq;
-        Ok(record)
+        self.append_all(vec![event], shown)?
+            .pop()
+            .ok_or_else(|| HarnessError::Serialize {
+                what: "a transcript event",
+                reason: "no line was made for it".into(),
+            })
     }
 
     /// Append the events one step committed, in order, as one batch
     /// ([`JournalWriter::append_lines`]: one `write` in the file store), durable before it
-    /// returns when any of them must be. Otherwise as [`Recorder::append_shown`] for each.
+    /// returns when any of them must be. An envelope that is neither written nor shown is
+    /// not serialized or redacted.
     pub fn append_all(
         &mut self,
         events: Vec<RunEvent>,

@@ -179,6 +179,19 @@ struct FileJournal {
     lock: Option<RunLock>,
 }
 
+impl FileJournal {
+    /// One `write` of `bytes` (whole lines), then `fdatasync` when `sync` is set.
+    fn write(&mut self, bytes: &[u8], sync: bool) -> Result<(), HarnessError> {
+        self.file
+            .write_all(bytes)
+            .and_then(|()| if sync { self.file.sync_data() } else { Ok(()) })
+            .map_err(|e| HarnessError::Append {
+                path: self.path.display().to_string(),
+                reason: e.to_string(),
+            })
+    }
+}
+
 impl JournalWriter for FileJournal {
     fn append(
         &mut self,
@@ -189,30 +202,18 @@ impl JournalWriter for FileJournal {
     ) -> Result<(), HarnessError> {
         // One `write` of the line and its newline, so a crash loses at most the line in
         // flight.
-        self.file
-            .write_all(line)
-            .and_then(|()| if sync { self.file.sync_data() } else { Ok(()) })
-            .map_err(|e| HarnessError::Append {
-                path: self.path.display().to_string(),
-                reason: e.to_string(),
-            })
+        self.write(line, sync)
     }
 
     fn append_lines(&mut self, lines: &[JournalLine<'_>], sync: bool) -> Result<(), HarnessError> {
         // A step's lines in one `write`: a crash loses at most the step in flight, whose
         // effect had not started (the loop performs it after this returns); a line torn at
         // the end is cut off when the run is resumed.
-        let mut batch = Vec::with_capacity(lines.iter().map(|l| l.line.len()).sum());
-        for l in lines {
-            batch.extend_from_slice(l.line);
+        if let [one] = lines {
+            return self.write(one.line, sync);
         }
-        self.file
-            .write_all(&batch)
-            .and_then(|()| if sync { self.file.sync_data() } else { Ok(()) })
-            .map_err(|e| HarnessError::Append {
-                path: self.path.display().to_string(),
-                reason: e.to_string(),
-            })
+        let batch = lines.iter().map(|l| l.line).collect::<Vec<_>>().concat();
+        self.write(&batch, sync)
     }
 
     fn sync(&mut self) -> Result<(), HarnessError> {

@@ -140,7 +140,7 @@ pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool) -> Vec<
             head.extend_from_slice(role.as_bytes());
             head.extend_from_slice(b"\",\"content\":[");
         }
-        if cache.message(m, &mut head, write_blocks) {
+        if cache.json(m, &mut head, write_blocks) {
             turn = Some(role);
         } else {
             head.truncate(mark);
@@ -160,7 +160,7 @@ pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool) -> Vec<
                 // The last tool carries the cache marker: made fresh, not kept.
                 crate::wire::write(&mut head, &wire_tool(t, Some(EPHEMERAL)));
             } else {
-                cache.tool(t, &mut head, |t, json| {
+                cache.json(t, &mut head, |t, json| {
                     crate::wire::write(json, &wire_tool(t, None));
                 });
             }

@@ -76,12 +76,12 @@ impl Estimator {
         let units = request
             .messages
             .iter()
-            .map(|m| cache.message_tokens(m, || self.message_units(m)))
+            .map(|m| cache.tokens(m, || self.message_units(m)))
             .sum::<u64>()
             + request
                 .tools
                 .iter()
-                .map(|t| cache.tool_tokens(t, || self.tool_units(t)))
+                .map(|t| cache.tokens(t, || self.tool_units(t)))
                 .sum::<u64>();
         self.total(units)
     }

@@ -51,12 +51,12 @@ pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool) -> Vec<
     let mut head = Vec::with_capacity(p.body_capacity() + rest.len());
     head.extend_from_slice(b"{\"messages\":");
     crate::wire::array(&mut head, &request.messages, |m, out| {
-        cache.message(m, out, |m, json| crate::wire::write(json, &WireMessage(m)))
+        cache.json(m, out, |m, json| crate::wire::write(json, &WireMessage(m)))
     });
     if !request.tools.is_empty() {
         head.extend_from_slice(b",\"tools\":");
         crate::wire::array(&mut head, &request.tools, |t, out| {
-            cache.tool(t, out, |t, json| crate::wire::write(json, &WireTool(t)))
+            cache.json(t, out, |t, json| crate::wire::write(json, &WireTool(t)))
         });
     }
     drop(cache);

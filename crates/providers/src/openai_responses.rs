@@ -159,12 +159,12 @@ pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool, chained
     let mut head = Vec::with_capacity(p.body_capacity() + rest.len());
     head.extend_from_slice(b"{\"input\":");
     crate::wire::array(&mut head, &request.messages[start..], |m, out| {
-        cache.message(m, out, write_items)
+        cache.json(m, out, write_items)
     });
     if !request.tools.is_empty() {
         head.extend_from_slice(b",\"tools\":");
         crate::wire::array(&mut head, &request.tools, |t, out| {
-            cache.tool(t, out, |t, json| {
+            cache.json(t, out, |t, json| {
                 crate::wire::write(
                     json,
                     &Tool {

@@ -59,7 +59,8 @@ struct Entry {
     tokens: Option<u64>,
 }
 
-enum Owner {
+/// The shared value an entry holds (so its address cannot be reused while cached).
+pub(crate) enum Owner {
     Message(Arc<Message>),
     Tool(Arc<ToolDefinition>),
 }
@@ -70,6 +71,24 @@ impl Owner {
             Owner::Message(m) => Arc::strong_count(m) > 1,
             Owner::Tool(t) => Arc::strong_count(t) > 1,
         }
+    }
+}
+
+/// What [`WireCache`] keeps entries for: messages and tool definitions.
+pub(crate) trait Cached: Sized {
+    /// The entry's hold on `shared`.
+    fn owner(shared: &Arc<Self>) -> Owner;
+}
+
+impl Cached for Message {
+    fn owner(shared: &Arc<Self>) -> Owner {
+        Owner::Message(Arc::clone(shared))
+    }
+}
+
+impl Cached for ToolDefinition {
+    fn owner(shared: &Arc<Self>) -> Owner {
+        Owner::Tool(Arc::clone(shared))
     }
 }
 
@@ -84,63 +103,48 @@ impl WireCache {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn entry(&mut self, key: usize, owner: impl FnOnce() -> Owner) -> &mut Entry {
-        if !self.entries.contains_key(&key) {
-            self.sweep_if_grown();
+    fn entry<T: Cached>(&mut self, shared: &Arc<T>) -> &mut Entry {
+        let key = key(shared);
+        // The length test first: a hit (most lookups) then costs one probe, not two.
+        if self.entries.len() >= self.sweep_at() && !self.entries.contains_key(&key) {
+            self.sweep();
         }
         self.entries.entry(key).or_insert_with(|| Entry {
-            owner: owner(),
+            owner: T::owner(shared),
             json: None,
             tokens: None,
         })
     }
 
-    fn sweep_if_grown(&mut self) {
-        if self.entries.len() < SWEEP_FLOOR.max(2 * self.kept_at_last_sweep) {
-            return;
-        }
+    /// The size at which a new entry first sweeps out the dead ones.
+    fn sweep_at(&self) -> usize {
+        SWEEP_FLOOR.max(2 * self.kept_at_last_sweep)
+    }
+
+    fn sweep(&mut self) {
         self.entries.retain(|_, e| e.owner.shared_elsewhere());
         self.kept_at_last_sweep = self.entries.len();
     }
 
-    /// Append `m`'s wire JSON to `out`, made by `encode` the first time. Returns whether
-    /// anything was appended (a message may have no wire form, e.g. a system message sent
-    /// apart from the conversation).
-    pub(crate) fn message(
+    /// Append `shared`'s wire JSON to `out`, made by `encode` the first time. Returns
+    /// whether anything was appended (a message may have no wire form, e.g. a system
+    /// message sent apart from the conversation).
+    pub(crate) fn json<T: Cached>(
         &mut self,
-        m: &Arc<Message>,
+        shared: &Arc<T>,
         out: &mut Vec<u8>,
-        encode: impl FnOnce(&Message, &mut Vec<u8>),
+        encode: impl FnOnce(&T, &mut Vec<u8>),
     ) -> bool {
-        let entry = self.entry(key(m), || Owner::Message(Arc::clone(m)));
-        append(entry, out, |json| encode(m, json))
+        append(self.entry(shared), out, |json| encode(shared, json))
     }
 
-    /// Append `t`'s wire JSON to `out`, made by `encode` the first time.
-    pub(crate) fn tool(
+    /// `shared`'s estimated tokens, counted by `count` the first time.
+    pub(crate) fn tokens<T: Cached>(
         &mut self,
-        t: &Arc<ToolDefinition>,
-        out: &mut Vec<u8>,
-        encode: impl FnOnce(&ToolDefinition, &mut Vec<u8>),
-    ) -> bool {
-        let entry = self.entry(key(t), || Owner::Tool(Arc::clone(t)));
-        append(entry, out, |json| encode(t, json))
-    }
-
-    /// `m`'s estimated tokens, counted by `count` the first time.
-    pub(crate) fn message_tokens(&mut self, m: &Arc<Message>, count: impl FnOnce() -> u64) -> u64 {
-        let entry = self.entry(key(m), || Owner::Message(Arc::clone(m)));
-        *entry.tokens.get_or_insert_with(count)
-    }
-
-    /// `t`'s estimated tokens, counted by `count` the first time.
-    pub(crate) fn tool_tokens(
-        &mut self,
-        t: &Arc<ToolDefinition>,
+        shared: &Arc<T>,
         count: impl FnOnce() -> u64,
     ) -> u64 {
-        let entry = self.entry(key(t), || Owner::Tool(Arc::clone(t)));
-        *entry.tokens.get_or_insert_with(count)
+        *self.entry(shared).tokens.get_or_insert_with(count)
     }
 
     #[cfg(test)]
@@ -275,7 +279,7 @@ mod tests {
         let mut calls = 0;
         for _ in 0..3 {
             let mut out = Vec::new();
-            cache.message(&m, &mut out, |m, o| {
+            cache.json(&m, &mut out, |m, o| {
                 calls += 1;
                 encode(m, o);
             });
@@ -286,7 +290,7 @@ mod tests {
         let mut changed = Arc::clone(&m);
         Arc::make_mut(&mut changed).content = "bye".into();
         let mut out = Vec::new();
-        cache.message(&changed, &mut out, encode);
+        cache.json(&changed, &mut out, encode);
         assert_eq!(out, b"\"bye\"");
     }
 
@@ -297,12 +301,12 @@ mod tests {
             .map(|i| Arc::new(Message::user(format!("k{i}"))))
             .collect();
         for m in &kept {
-            cache.message(m, &mut Vec::new(), encode);
+            cache.json(m, &mut Vec::new(), encode);
         }
         for i in 0..(2 * SWEEP_FLOOR) {
             // Sent once, then dropped by its history.
             let m = Arc::new(Message::user(format!("d{i}")));
-            cache.message(&m, &mut Vec::new(), encode);
+            cache.json(&m, &mut Vec::new(), encode);
         }
         assert!(
             cache.len() <= SWEEP_FLOOR + 10,
@@ -311,7 +315,7 @@ mod tests {
         );
         for m in &kept {
             let mut out = Vec::new();
-            cache.message(m, &mut out, |_, _| {
+            cache.json(m, &mut out, |_, _| {
                 panic!("a live message is serialized again")
             });
             assert!(!out.is_empty());
