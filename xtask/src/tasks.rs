@@ -184,6 +184,8 @@ pub fn ci(root: &Path, local: bool) -> Result<()> {
 /// and `eval-local --quick`, so that a regression of the local path shows in the log.
 fn local_checks(root: &Path, totals: &mut TestTotals) -> Result<()> {
     crate::models::fetch_models(&[])?;
+    // The native tool-call format's tests run against Qwen2.5 (`tests/local.rs`).
+    let native = crate::models::ensure(&crate::models::QWEN25)?;
     run_cargo(
         root,
         "clippy-local",
@@ -216,7 +218,10 @@ fn local_checks(root: &Path, totals: &mut TestTotals) -> Result<()> {
             "--test",
             "local",
         ],
-        &[("LOCAL_MODEL_REQUIRED", "1")],
+        &[
+            ("LOCAL_MODEL_REQUIRED", "1"),
+            ("LOCAL_NATIVE_MODEL_PATH", native.to_string_lossy().as_ref()),
+        ],
     )?;
     totals.passed += local.passed;
     totals.failed += local.failed;

@@ -1,10 +1,15 @@
 //! [`LocalProvider`]: a GGUF model run in-process by candle (the `local` feature; pure Rust,
 //! nothing to install).
 //!
-//! # Two kinds of answer
+//! # Three kinds of answer
 //!
-//! - **Tools offered: one decision under a grammar.** A local model has no native tool
-//!   calling, so this provider speaks the strict-JSON protocol itself, with the same two
+//! - **Tools offered, a model trained to call them: its own format.** A model whose chat
+//!   template calls tools with `<tool_call>` tokens (Qwen2.5) is given the tools and the
+//!   conversation in that format (`native`), and answers in prose or with one call; from the
+//!   call's first token on, the answer is generated under the call schema (llguidance): one
+//!   offered tool with valid arguments.
+//! - **Tools offered, any other model: one decision under a grammar.** A model with no
+//!   tool-call format of its own is spoken to in the strict-JSON protocol, with the same two
 //!   halves [`crate::StrictJsonProvider`] uses: the request is rewritten by
 //!   [`to_protocol_request`] (tools listed in the system prompt with one concrete example,
 //!   earlier calls and results replayed as text) and the answer is read by
@@ -35,6 +40,7 @@
 //! a full prompt costs about a second. `cached_tokens` is therefore always 0.
 
 mod constrain;
+mod native;
 mod requantize;
 mod sampling;
 mod tokenizer;
@@ -158,12 +164,23 @@ fn per_second(n: u64, d: Duration) -> f64 {
     }
 }
 
+/// What an answer may be.
+enum Mode {
+    /// Free text (no tools offered).
+    Text,
+    /// One strict-JSON decision valid under this schema (the whole answer is constrained).
+    Decision(String),
+    /// The model's own tool-call format (`native`): free text, or a `<tool_call>` token
+    /// followed by one call valid under this schema.
+    Native(String),
+}
+
 /// One call for the inference thread.
 struct Job {
     /// The conversation: (role, content).
     messages: Vec<(String, String)>,
-    /// The decision schema the answer must satisfy; `None`: free text.
-    schema: Option<String>,
+    /// What the answer may be.
+    mode: Mode,
     /// Most tokens to generate.
     max_tokens: u32,
     /// Set when the caller gave up.
@@ -214,7 +231,7 @@ impl LocalProvider {
     ///
     /// # Errors
     /// [`ProviderError::ModelFile`] when the file is missing or is not a model this provider
-    /// can run (architectures: llama, gemma3).
+    /// can run (architectures: qwen2, llama, gemma3).
     pub fn load(path: &Path, settings: LocalSettings) -> Result<Self, ProviderError> {
         let model_error = |message: String| ProviderError::ModelFile {
             path: path.display().to_string(),
@@ -336,7 +353,9 @@ const MAX_TOOLS: usize = 4;
 /// `request` with the tools a small model is offered: those the task names, then those
 /// that already succeeded, at most [`MAX_TOOLS`], never a control tool
 /// (`task_steps::narrow`), their `path` argument restricted to the files the task
-/// names for their step ([`crate::task_steps::narrow_and_pin`]). A long tool list is what a 135M model handles
+/// names for their step ([`crate::task_steps::narrow_and_pin`]); when the task names its
+/// steps, only the step due now, and no tool once every step has succeeded
+/// ([`crate::task_steps::due_tools`]). A long tool list is what a 135M model handles
 /// worst (it picks tools by their place in the list), and it invents paths. When no tool is
 /// left the call is a plain-text answer.
 fn small_model_request(request: &LlmRequest) -> LlmRequest {
@@ -349,7 +368,18 @@ fn small_model_request(request: &LlmRequest) -> LlmRequest {
     let tools = if request.tools.is_empty() {
         Vec::new()
     } else {
-        crate::task_steps::narrow_and_pin(&request.tools, task, &done, MAX_TOOLS)
+        let mut tools = crate::task_steps::narrow_and_pin(&request.tools, task, &done, MAX_TOOLS);
+        match crate::task_steps::due_tools(&request.tools, task, &done) {
+            // Every step the task names has succeeded: the model answers in text.
+            Some(due) if due.is_empty() => tools.clear(),
+            // The step due now, when it is among the tools kept (it is first: the task
+            // names it).
+            Some(due) if tools.iter().any(|t| due.contains(&t.name)) => {
+                tools.retain(|t| due.contains(&t.name));
+            }
+            _ => {}
+        }
+        tools
     };
     if tools.len() < request.tools.len() {
         tracing::debug!(
@@ -366,8 +396,14 @@ fn small_model_request(request: &LlmRequest) -> LlmRequest {
 }
 
 /// The conversation the model sees, as (role, content) pairs for the chat template: the
-/// strict-JSON protocol when tools are offered, the messages as they are otherwise.
-fn model_messages(request: &LlmRequest) -> Vec<(String, String)> {
+/// model's own tool-call format if it has one (`native`); else, when tools are offered,
+/// the strict-JSON protocol, and the messages as they are otherwise.
+fn model_messages(request: &LlmRequest, native: bool) -> Vec<(String, String)> {
+    if native {
+        // Also without tools (the final answer): earlier calls and results stay in the
+        // format the model knows.
+        return native::native_messages(request);
+    }
     let messages = if request.tools.is_empty() {
         request.messages.clone()
     } else {
@@ -407,9 +443,10 @@ impl Provider for LocalProvider {
 
     /// Exact: the prompt is templated and tokenized with the model's own tokenizer.
     fn estimate_prompt_tokens(&self, request: &LlmRequest) -> u64 {
-        let tokens = self
-            .chat
-            .render(&model_messages(&small_model_request(request)));
+        let tokens = self.chat.render(&model_messages(
+            &small_model_request(request),
+            self.chat.tool_call.is_some(),
+        ));
         u64::try_from(tokens.len()).unwrap_or(u64::MAX)
     }
 
@@ -432,10 +469,23 @@ impl Provider for LocalProvider {
         let _guard = CancelOnDrop(Arc::clone(&cancel));
         let (pieces_tx, mut pieces_rx) = mpsc::channel(1);
         let (reply_tx, reply_rx) = oneshot::channel();
-        let decision = !request.tools.is_empty();
+        let native = !request.tools.is_empty() && self.chat.tool_call.is_some();
+        let decision = !request.tools.is_empty() && !native;
+        let messages = model_messages(request, self.chat.tool_call.is_some());
+        if tracing::enabled!(tracing::Level::TRACE) {
+            for (role, content) in &messages {
+                tracing::trace!(role = %role, "prompt turn:\n{content}");
+            }
+        }
         self.send(Work::Generate(Box::new(Job {
-            messages: model_messages(request),
-            schema: decision.then(|| decision_schema_text(&request.tools)),
+            messages,
+            mode: if native {
+                Mode::Native(native::call_schema_text(&request.tools))
+            } else if decision {
+                Mode::Decision(decision_schema_text(&request.tools))
+            } else {
+                Mode::Text
+            },
             max_tokens,
             cancel,
             pieces: pieces_tx,
@@ -467,7 +517,9 @@ impl Provider for LocalProvider {
             },
             response_id: None,
         };
-        Ok(if decision {
+        Ok(if native {
+            native::from_native_answer(response, n)
+        } else if decision {
             from_protocol_answer(response, n)
         } else {
             response
@@ -526,14 +578,13 @@ impl Worker {
                 Work::Generate(job) => {
                     let Job {
                         messages,
-                        schema,
+                        mode,
                         max_tokens,
                         cancel,
                         pieces,
                         reply,
                     } = *job;
-                    let result =
-                        self.generate(&messages, schema.as_deref(), max_tokens, &cancel, &pieces);
+                    let result = self.generate(&messages, &mode, max_tokens, &cancel, &pieces);
                     drop(pieces);
                     if let Ok(g) = &result {
                         match self.last.lock() {
@@ -551,7 +602,7 @@ impl Worker {
     fn generate(
         &mut self,
         messages: &[(String, String)],
-        schema: Option<&str>,
+        mode: &Mode,
         max_tokens: u32,
         cancel: &AtomicBool,
         pieces: &mpsc::Sender<String>,
@@ -569,13 +620,22 @@ impl Worker {
                 context_size: u64::from(self.context_size),
             });
         }
-        let mut constraint = match schema {
-            Some(s) => Some(self.grammars.constraint(s).map_err(|e| {
+        let compile = |schema: &str| {
+            self.grammars.constraint(schema).map_err(|e| {
                 failed(format!(
                     "the offered tools' argument schemas could not be turned into a grammar ({e}); simplify the tool schemas"
                 ))
-            })?),
-            None => None,
+            })
+        };
+        let mut constraint = match mode {
+            Mode::Decision(s) => Some(compile(s)?),
+            Mode::Text | Mode::Native(_) => None,
+        };
+        // Native calls: the grammar starts at the `<tool_call>` token (compiled now, so a bad
+        // schema fails before any work).
+        let mut call_grammar = match (mode, self.chat.tool_call) {
+            (Mode::Native(s), Some((open, _))) => Some((open, compile(s)?)),
+            _ => None,
         };
         let started = Instant::now();
         let stats = |tokens: u64, finish, prompt_done: Instant| LocalCallStats {
@@ -598,7 +658,7 @@ impl Worker {
             .map_err(|e| failed(format!("candle could not evaluate the prompt: {e}")))?;
         let prompt_done = Instant::now();
 
-        let sampling = Sampling {
+        let mut sampling = Sampling {
             temperature: self.settings.temperature,
             repeat_penalty: if constraint.is_some() {
                 DECISION_REPEAT_PENALTY
@@ -677,7 +737,31 @@ impl Worker {
                     token
                 }
                 None => {
-                    let Some(token) = sampling::choose(&logits, None, sampling, &mut rng) else {
+                    // A native answer opens with the call token, with the call's JSON itself
+                    // (what a model does that writes its calls without the token), or with
+                    // prose: never with a code fence or other markup.
+                    let mut json_start = None;
+                    let opening = match call_grammar.as_mut() {
+                        Some((open, grammar)) if out.is_empty() => {
+                            let step = grammar
+                                .compute_mask()
+                                .map_err(|e| failed(format!("constrained decoding failed: {e}")))?;
+                            json_start = step.sample_mask.clone();
+                            Some(*open)
+                        }
+                        _ => None,
+                    };
+                    let starts_call = |t: u32| json_start.as_ref().is_some_and(|m| m.is_allowed(t));
+                    let starts_answer = |t: u32| {
+                        Some(t) == opening
+                            || starts_call(t)
+                            || native::opens_prose(tokenizer.text_bytes_of(t))
+                    };
+                    let allowed: Option<&dyn Fn(u32) -> bool> = match opening {
+                        Some(_) => Some(&starts_answer),
+                        None => None,
+                    };
+                    let Some(token) = sampling::choose(&logits, allowed, sampling, &mut rng) else {
                         break Outcome {
                             tokens: out,
                             finish: LocalFinish::Done,
@@ -689,11 +773,30 @@ impl Worker {
                             finish: LocalFinish::Done,
                         };
                     }
+                    if Some(token) != opening
+                        && starts_call(token)
+                        && let Some((_, mut grammar)) = call_grammar.take()
+                    {
+                        // The call without its token: the grammar holds the rest of it.
+                        grammar
+                            .commit_token(Some(token))
+                            .map_err(|e| failed(format!("constrained decoding failed: {e}")))?;
+                        constraint = Some(grammar);
+                        sampling.repeat_penalty = DECISION_REPEAT_PENALTY;
+                    }
                     token
                 }
             };
+            let opens_call = call_grammar
+                .as_ref()
+                .is_some_and(|(open, _)| *open == token);
             out.push(token);
-            text_bytes.extend_from_slice(tokenizer.text_bytes_of(token));
+            if opens_call {
+                let mut marker = [0u8; 4];
+                text_bytes.extend_from_slice(native::CALL_OPEN.encode_utf8(&mut marker).as_bytes());
+            } else {
+                text_bytes.extend_from_slice(tokenizer.text_bytes_of(token));
+            }
             if constraint.is_none()
                 && let Some(keep) = loops.check(&out)
             {
@@ -709,8 +812,8 @@ impl Worker {
                 Err(e) => e.valid_up_to(),
             };
             if complete > 0 {
-                let piece =
-                    String::from_utf8_lossy(&text_bytes[sent..sent + complete]).into_owned();
+                let piece = String::from_utf8_lossy(&text_bytes[sent..sent + complete])
+                    .replace(native::CALL_OPEN, "<tool_call>");
                 sent += complete;
                 if pieces.blocking_send(piece).is_err() {
                     // The caller is gone: nobody will read the answer.
@@ -725,6 +828,21 @@ impl Worker {
                 .weights
                 .forward(&[token], pos)
                 .map_err(|e| failed(format!("candle could not evaluate a token: {e}")))?;
+            if opens_call && let Some((_, grammar)) = call_grammar.take() {
+                // The trained layout puts the call's JSON on the next line: that newline is
+                // written for the model, then the grammar holds the rest.
+                for nl in tokenizer.encode("\n") {
+                    out.push(nl);
+                    text_bytes.extend_from_slice(tokenizer.text_bytes_of(nl));
+                    let pos = prompt.len() + out.len() - 1;
+                    logits = self
+                        .weights
+                        .forward(&[nl], pos)
+                        .map_err(|e| failed(format!("candle could not evaluate a token: {e}")))?;
+                }
+                constraint = Some(grammar);
+                sampling.repeat_penalty = DECISION_REPEAT_PENALTY;
+            }
         };
         let text: Vec<u8> = outcome
             .tokens
@@ -785,46 +903,67 @@ mod tests {
         "complete",
     ];
 
+    /// A call of `name` and its result.
+    fn called(id: &str, name: &str, arguments: serde_json::Value, result: &str) -> [Message; 2] {
+        [
+            Message::assistant(
+                "",
+                vec![ToolCall {
+                    id: id.into(),
+                    name: name.into(),
+                    arguments,
+                }],
+            ),
+            Message::tool_result(id, result),
+        ]
+    }
+
     #[test]
     fn a_small_model_is_offered_the_tools_its_task_names_with_their_files() {
         let task = "Read notes.md, then write a one-line summary of it to summary.md.";
-        let r = small_model_request(&request(task, GENERAL, Vec::new()));
-        assert_eq!(names(&r), ["read_file", "read_folder", "write_file"]);
-        let path_enum = |name: &str| {
+        let path_enum = |r: &LlmRequest, name: &str| {
             r.tools.iter().find(|t| t.name == name).unwrap().parameters["properties"]["path"]
                 ["enum"]
                 .clone()
         };
-        assert_eq!(path_enum("read_file"), json!(["notes.md"]));
-        assert_eq!(path_enum("write_file"), json!(["summary.md"]));
+        // First the reading step, on the file named for it.
+        let r = small_model_request(&request(task, GENERAL, Vec::new()));
+        assert_eq!(names(&r), ["read_file", "read_folder"]);
+        assert_eq!(path_enum(&r, "read_file"), json!(["notes.md"]));
         // The conversation itself is untouched.
         assert_eq!(r.messages.len(), 2);
+        // Once it succeeded, the writing step, on its own file.
+        let read = called("c1", "read_file", json!({"path": "notes.md"}), "# Notes").to_vec();
+        let r = small_model_request(&request(task, GENERAL, read.clone()));
+        assert_eq!(names(&r), ["write_file"]);
+        assert_eq!(path_enum(&r, "write_file"), json!(["summary.md"]));
+        // Once every step succeeded, no tool: the model answers in text.
+        let mut both = read;
+        both.extend(called(
+            "c2",
+            "write_file",
+            json!({"path": "summary.md", "content": "Notes."}),
+            "Wrote 6 bytes",
+        ));
+        let r = small_model_request(&request(task, GENERAL, both));
+        assert!(r.tools.is_empty(), "{:?}", names(&r));
     }
 
     #[test]
-    fn a_tool_that_succeeded_stays_offered_and_control_tools_never_are() {
-        let history = vec![
-            Message::assistant(
-                "",
-                vec![ToolCall {
-                    id: "c1".into(),
-                    name: "hash_file".into(),
-                    arguments: json!({"path": "a.txt"}),
-                }],
-            ),
-            Message::tool_result("c1", "abc123"),
-        ];
+    fn the_step_due_is_offered_and_control_tools_never_are() {
+        let history = called("c1", "hash_file", json!({"path": "a.txt"}), "abc123").to_vec();
         let r = small_model_request(&request(
             "Append the line milk to list.txt.",
             GENERAL,
             history,
         ));
-        assert_eq!(names(&r), ["append_file", "hash_file"]);
+        // The step due is the append: the other tool that succeeded is not offered now.
+        assert_eq!(names(&r), ["append_file"]);
         // Only control tools offered: none is left, so the call is a plain-text answer.
         let r = small_model_request(&request("Finish.", &["complete", "ask_user"], Vec::new()));
         assert!(r.tools.is_empty());
         assert!(
-            model_messages(&r)
+            model_messages(&r, false)
                 .iter()
                 .all(|(_, m)| !m.contains("Example answer"))
         );

@@ -226,7 +226,7 @@ fn example_value(name: &str, schema: &Value, file: Option<&str>) -> Option<Value
 }
 
 /// JSON with `", "` and `": "` between items, as the grammar writes it.
-fn spaced(value: &Value) -> String {
+pub(crate) fn spaced(value: &Value) -> String {
     match value {
         Value::Object(map) => {
             let parts: Vec<String> = map

@@ -141,6 +141,29 @@ pub fn next_step(tools: &[Arc<ToolDefinition>], task: &str, done: &[&str]) -> Ne
     Next::Finished
 }
 
+/// The tools a small model is offered now, when the task names its steps: those of the
+/// first step none of whose tools has succeeded (`done`), or none once every named step
+/// has succeeded (the model then answers in text). `None` when the task names no tool.
+///
+/// A small model picks among offered tools by little more than their place in the list:
+/// it re-reads a file it has read, or appends the same line again and again. Offering the
+/// step that is due leaves it only what it does well, the arguments (what to write).
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
+pub fn due_tools(tools: &[Arc<ToolDefinition>], task: &str, done: &[&str]) -> Option<Vec<String>> {
+    let due = match next_step(tools, task, done) {
+        Next::Unknown => return None,
+        Next::Finished => return Some(Vec::new()),
+        Next::Step(step) => step,
+    };
+    Some(
+        steps(tools, task)
+            .into_iter()
+            .filter(|s| s.at == due.at)
+            .map(|s| s.tool)
+            .collect(),
+    )
+}
+
 /// Whether the task's `word` is the tool-name word `stem` or an inflection of it.
 fn names(word: &str, stem: &str) -> bool {
     if word == stem {
@@ -396,6 +419,28 @@ pub(crate) mod tests {
             Next::Finished
         );
         assert_eq!(next_step(&t, "Answer DONE.", &[]), Next::Unknown);
+    }
+
+    #[test]
+    fn the_due_tools_are_the_steps_not_yet_done_then_none() {
+        let t = general();
+        let task = "Read notes.md, then write a one-line summary of it to summary.md.";
+        assert_eq!(
+            due_tools(&t, task, &[]),
+            Some(vec!["read_file".to_string(), "read_folder".to_string()])
+        );
+        assert_eq!(
+            due_tools(&t, task, &["read_file"]),
+            Some(vec!["write_file".to_string()])
+        );
+        assert_eq!(
+            due_tools(&t, task, &["read_file", "write_file"]),
+            Some(Vec::new())
+        );
+        // A repeated success changes nothing: the append is done once.
+        let append = "Append the line milk to shopping.txt.";
+        assert_eq!(due_tools(&t, append, &["append_file"]), Some(Vec::new()));
+        assert_eq!(due_tools(&t, "Answer DONE.", &[]), None);
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! The model is the default one `cargo xtask fetch-model` caches (or the GGUF file named by
 //! `LOCAL_MODEL_PATH`). When it is absent each test says so and passes, unless
 //! `LOCAL_MODEL_REQUIRED=1` is set (as `.ci/run` does after fetching it): then a missing
-//! model fails the test.
+//! model fails the test. The tests of the native tool-call format run against the model
+//! named by `LOCAL_NATIVE_MODEL_PATH` (Qwen2.5, `cargo xtask fetch-model qwen25`; CI sets it),
+//! under the same rule.
 #![cfg(feature = "local")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -377,6 +379,76 @@ async fn toolless_generation_is_plain_text_and_stops_on_repetition() {
             r.text
         );
     }
+}
+
+/// The model that calls tools in its own format, when one is named.
+fn native_model_path() -> Option<PathBuf> {
+    let required = std::env::var("LOCAL_MODEL_REQUIRED").is_ok_and(|v| v == "1");
+    match std::env::var_os("LOCAL_NATIVE_MODEL_PATH").map(PathBuf::from) {
+        Some(path) if path.is_file() => Some(path),
+        other => {
+            assert!(
+                !required,
+                "LOCAL_MODEL_REQUIRED=1 but LOCAL_NATIVE_MODEL_PATH names no model ({other:?}): \
+                 run `cargo xtask fetch-model qwen25` and set it to the printed path"
+            );
+            eprintln!("SKIPPED: LOCAL_NATIVE_MODEL_PATH names no model file");
+            None
+        }
+    }
+}
+
+/// Tasks whose first step is a tool call, and one that asks for no tool.
+const NATIVE_TASKS: [&str; 4] = [
+    "Read the file notes.md.",
+    "Write 'hello' into hello.txt.",
+    "Find the file named config.toml.",
+    "What is 2 + 2? Answer directly, without any tool.",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_native_model_answers_with_valid_calls_of_offered_tools_or_prose() {
+    let Some(path) = native_model_path() else {
+        return;
+    };
+    let p = provider(&path);
+    let offered = tools();
+    let mut calls = 0;
+    for task in NATIVE_TASKS {
+        let req = request(task, 256);
+        let observer = CollectingObserver::default();
+        let estimate = p.estimate_prompt_tokens(&req);
+        let r = p.complete_observed(&req, &observer).await.unwrap();
+        let raw = raw_text(&observer);
+        let stats = p.last_call_stats().unwrap();
+        eprintln!("{task} -> {raw:?} ({:?})", stats.finish);
+        assert_eq!(stats.finish, LocalFinish::Done, "{task}: {raw}");
+        assert_eq!(estimate, r.usage.input_tokens, "the estimate is the prompt");
+        assert!(
+            !raw.contains("\"action\""),
+            "the native format, not the strict-JSON protocol: {raw}"
+        );
+        match r.tool_calls.as_slice() {
+            [] => assert!(!r.text.trim().is_empty(), "{task}: an empty answer"),
+            [call] => {
+                calls += 1;
+                let tool = offered
+                    .iter()
+                    .find(|t| t.name == call.name)
+                    .unwrap_or_else(|| panic!("{} is not an offered tool: {raw}", call.name));
+                assert_ne!(tool.name, "block", "control tools are not offered: {raw}");
+                let validator = jsonschema::validator_for(&tool.parameters).unwrap();
+                assert!(
+                    validator.is_valid(&call.arguments),
+                    "{} arguments {} invalid: {raw}",
+                    call.name,
+                    call.arguments
+                );
+            }
+            more => panic!("one call at most per answer: {more:?}"),
+        }
+    }
+    assert!(calls >= 1, "no task was answered with a tool call");
 }
 
 #[test]

@@ -1,8 +1,10 @@
 //! The model's tokenizer, read from the GGUF file itself (no `tokenizer.json` is needed).
 //!
 //! Two kinds exist in the models we run:
-//! - `gpt2`: byte-level BPE with merges (SmolLM2). Built as a `tokenizers` BPE model with the
-//!   byte-level pre-tokenizer (digits split one by one, as SmolLM2's own tokenizer does).
+//! - `gpt2`: byte-level BPE with merges (SmolLM2, Qwen2.5). Built as a `tokenizers` BPE model
+//!   with the pre-tokenizer the file names in `tokenizer.ggml.pre`: Qwen2's split pattern for
+//!   `qwen2`, otherwise GPT-2's byte-level pattern with digits split one by one (as SmolLM2's
+//!   own tokenizer does).
 //! - `llama`: SentencePiece BPE, merges implied by token scores, with byte fallback (Gemma 3).
 //!   Implemented here: adjacent pieces are merged highest score first, and a piece that is not
 //!   in the vocabulary becomes its UTF-8 bytes (`<0xNN>` tokens).
@@ -17,7 +19,15 @@ use candle_core::quantized::gguf_file::{Content, Value};
 
 /// GGUF token types (`tokenizer.ggml.token_type`).
 const TYPE_CONTROL: i32 = 3;
+/// A token added to the vocabulary by the model's makers (Qwen2.5's `<tool_call>`).
+const TYPE_USER_DEFINED: i32 = 4;
+/// A padding slot of the vocabulary, never trained (Qwen2.5 has 271): never generated.
+const TYPE_UNUSED: i32 = 5;
 const TYPE_BYTE: i32 = 6;
+
+/// Qwen2's pre-tokenizer pattern (its `tokenizer.json`): contractions, letters with at most
+/// one leading non-letter, single digits, punctuation runs, newlines, other whitespace.
+const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 /// The piece SentencePiece writes for a space.
 const SPM_SPACE: char = '\u{2581}';
@@ -43,6 +53,8 @@ pub struct GgufTokenizer {
     token_bytes: Vec<Vec<u8>>,
     /// Control tokens by their text.
     control: HashMap<String, u32>,
+    /// User-defined tokens by their text (never produced from text either).
+    user_defined: HashMap<String, u32>,
     /// Beginning of sequence.
     pub bos: Option<u32>,
     /// End of sequence.
@@ -111,18 +123,27 @@ impl GgufTokenizer {
             .get("tokenizer.ggml.add_bos_token")
             .and_then(|v| v.to_bool().ok())
             .unwrap_or(false);
-        let control: HashMap<String, u32> = tokens
-            .iter()
-            .zip(&types)
-            .enumerate()
-            .filter(|(_, (_, t))| **t == TYPE_CONTROL)
-            .filter_map(|(i, (s, _))| u32::try_from(i).ok().map(|i| (s.clone(), i)))
-            .collect();
+        let of_type = |wanted: i32| -> HashMap<String, u32> {
+            tokens
+                .iter()
+                .zip(&types)
+                .enumerate()
+                .filter(|(_, (_, t))| **t == wanted)
+                .filter_map(|(i, (s, _))| u32::try_from(i).ok().map(|i| (s.clone(), i)))
+                .collect()
+        };
+        let control = of_type(TYPE_CONTROL);
+        let user_defined = of_type(TYPE_USER_DEFINED);
         let (encoder, token_bytes) = match kind.as_str() {
             "gpt2" => {
                 let merges = strings(content, "tokenizer.ggml.merges")?;
                 let bytes = byte_level_bytes(&tokens, &types);
-                (Encoder::Bpe(Box::new(bpe(&tokens, &merges)?)), bytes)
+                let pre = content
+                    .metadata
+                    .get("tokenizer.ggml.pre")
+                    .and_then(|v| v.to_string().ok())
+                    .map_or("default", String::as_str);
+                (Encoder::Bpe(Box::new(bpe(&tokens, &merges, pre)?)), bytes)
             }
             "llama" => {
                 let scores: Vec<f32> = meta(content, "tokenizer.ggml.scores")?
@@ -157,6 +178,7 @@ impl GgufTokenizer {
             encoder,
             token_bytes,
             control,
+            user_defined,
             bos,
             eos,
             add_bos,
@@ -180,6 +202,12 @@ impl GgufTokenizer {
     /// The id of a control token, by its text.
     pub fn control(&self, text: &str) -> Option<u32> {
         self.control.get(text).copied()
+    }
+
+    /// The id of a control or user-defined token (`<tool_call>`), by its text.
+    pub fn special(&self, text: &str) -> Option<u32> {
+        self.control(text)
+            .or_else(|| self.user_defined.get(text).copied())
     }
 
     /// Every token's bytes (control tokens marked with a leading 0xFF).
@@ -213,9 +241,15 @@ impl GgufTokenizer {
 }
 
 /// The byte-level BPE tokenizer of a `gpt2` GGUF.
-fn bpe(tokens: &[String], merges: &[String]) -> Result<tokenizers::Tokenizer, TokenizerError> {
+fn bpe(
+    tokens: &[String],
+    merges: &[String],
+    pre: &str,
+) -> Result<tokenizers::Tokenizer, TokenizerError> {
     use tokenizers::models::bpe::{BPE, Vocab};
+    use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
     use tokenizers::pre_tokenizers::{byte_level::ByteLevel, digits::Digits, sequence::Sequence};
+    use tokenizers::tokenizer::SplitDelimiterBehavior;
     let vocab: Vocab = tokens
         .iter()
         .enumerate()
@@ -233,10 +267,22 @@ fn bpe(tokens: &[String], merges: &[String]) -> Result<tokenizers::Tokenizer, To
         .build()
         .map_err(|e| err(format!("the BPE vocabulary is unusable: {e}")))?;
     let mut tokenizer = tokenizers::Tokenizer::new(model);
-    tokenizer.with_pre_tokenizer(Some(Sequence::new(vec![
-        Digits::new(true).into(),
-        ByteLevel::new(false, true, true).into(),
-    ])));
+    let steps = if pre == "qwen2" {
+        let split = Split::new(
+            SplitPattern::Regex(QWEN2_SPLIT.into()),
+            SplitDelimiterBehavior::Isolated,
+            false,
+        )
+        .map_err(|e| err(format!("the qwen2 pre-tokenizer pattern: {e}")))?;
+        // The pattern has split the text already: byte-level mapping only.
+        vec![split.into(), ByteLevel::new(false, false, false).into()]
+    } else {
+        vec![
+            Digits::new(true).into(),
+            ByteLevel::new(false, true, true).into(),
+        ]
+    };
+    tokenizer.with_pre_tokenizer(Some(Sequence::new(steps)));
     Ok(tokenizer)
 }
 
@@ -273,7 +319,7 @@ fn byte_level_bytes(tokens: &[String], types: &[i32]) -> Vec<Vec<u8>> {
         .iter()
         .zip(types.iter().chain(std::iter::repeat(&1)))
         .map(|(t, ty)| {
-            if *ty == TYPE_CONTROL {
+            if *ty == TYPE_CONTROL || *ty == TYPE_UNUSED {
                 return marked(t);
             }
             match t.chars().map(|c| decoder.get(&c).copied()).collect() {

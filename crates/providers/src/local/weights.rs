@@ -1,16 +1,18 @@
 //! The network: a quantized GGUF model run by candle on the CPU, and its chat format.
 //!
-//! Two architectures are supported, the two small models `cargo xtask fetch-model` knows:
-//! `llama` (SmolLM2, ChatML turns) and `gemma3` (Gemma 3, `<start_of_turn>` turns, no system
-//! role: the system text opens the first user turn).
+//! Three architectures are supported, those of the small models `cargo xtask fetch-model`
+//! knows: `qwen2` (Qwen2.5, ChatML turns), `llama` (SmolLM2, ChatML turns) and `gemma3`
+//! (Gemma 3, `<start_of_turn>` turns, no system role: the system text opens the first user
+//! turn).
 
 use std::path::Path;
 use std::sync::Arc;
 
 use candle_core::quantized::gguf_file;
 use candle_core::{Device, Tensor};
-use candle_transformers::models::{quantized_gemma3, quantized_llama};
+use candle_transformers::models::{quantized_gemma3, quantized_llama, quantized_qwen2};
 
+use super::native::{CALL_CLOSE, CALL_OPEN};
 use super::requantize;
 use super::tokenizer::GgufTokenizer;
 
@@ -21,7 +23,7 @@ impl<T: std::io::Read + std::io::Seek> ReadSeek for T {}
 /// How turns are written for the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChatFormat {
-    /// `<|im_start|>role\n…<|im_end|>\n` (SmolLM2).
+    /// `<|im_start|>role\n…<|im_end|>\n` (SmolLM2, Qwen2.5).
     ChatMl,
     /// `<start_of_turn>user\n…<end_of_turn>\n`, `model` for the assistant (Gemma).
     Gemma,
@@ -30,7 +32,12 @@ pub enum ChatFormat {
 enum Net {
     Llama(Box<quantized_llama::ModelWeights>),
     Gemma3(Box<quantized_gemma3::ModelWeights>),
+    Qwen2(Box<quantized_qwen2::ModelWeights>),
 }
+
+/// The most positions used with a Qwen2 model: candle computes its rotary tables for the
+/// whole training context (32k for Qwen2.5), more than a local run ever fills on a CPU.
+const QWEN2_MAX_POSITIONS: usize = 32_768;
 
 /// How a model's prompts are written and its answers end: shared by the inference thread
 /// and the caller (who estimates prompt sizes).
@@ -42,6 +49,10 @@ pub struct Chat {
     pub format: ChatFormat,
     /// The token that ends the model's turn (also accepted: `tokenizer.eos`).
     pub end_of_turn: u32,
+    /// The `<tool_call>` and `</tool_call>` tokens, when the model was trained to call tools
+    /// with them (its chat template uses them): such a model is spoken to in that format
+    /// (`native.rs`).
+    pub tool_call: Option<(u32, u32)>,
 }
 
 /// A loaded model: network, chat format, context limit.
@@ -75,6 +86,11 @@ impl Weights {
             .and_then(|n| usize::try_from(n).ok())
             .unwrap_or(2048);
         let tokenizer = GgufTokenizer::from_gguf(&content).map_err(|e| e.to_string())?;
+        let template_calls_tools = content
+            .metadata
+            .get("tokenizer.chat_template")
+            .and_then(|v| v.to_string().ok())
+            .is_some_and(|t| t.contains("<tool_call>"));
         let device = Device::Cpu;
         let converted = requantize::convert(&mut content, &mut file)?;
         let mut reader: Box<dyn ReadSeek> = match converted {
@@ -107,9 +123,17 @@ impl Weights {
                 ChatFormat::Gemma,
                 quantized_gemma3::MAX_SEQ_LEN,
             ),
+            "qwen2" => (
+                Net::Qwen2(Box::new(
+                    quantized_qwen2::ModelWeights::from_gguf(content, &mut reader, &device)
+                        .map_err(|e| format!("candle cannot load it: {e}"))?,
+                )),
+                ChatFormat::ChatMl,
+                QWEN2_MAX_POSITIONS,
+            ),
             other => {
                 return Err(format!(
-                    "its architecture `{other}` is not supported (llama and gemma3 are)"
+                    "its architecture `{other}` is not supported (qwen2, llama and gemma3 are)"
                 ));
             }
         };
@@ -118,12 +142,23 @@ impl Weights {
             ChatFormat::Gemma => tokenizer.control("<end_of_turn>"),
         }
         .unwrap_or(tokenizer.eos);
+        let tool_call = match (
+            format,
+            tokenizer.special("<tool_call>"),
+            tokenizer.special("</tool_call>"),
+        ) {
+            (ChatFormat::ChatMl, Some(open), Some(close)) if template_calls_tools => {
+                Some((open, close))
+            }
+            _ => None,
+        };
         Ok(Weights {
             net,
             chat: Chat {
                 tokenizer: Arc::new(tokenizer),
                 format,
                 end_of_turn,
+                tool_call,
             },
             max_positions: trained.min(limit),
         })
@@ -141,6 +176,7 @@ impl Weights {
             let logits = match &mut self.net {
                 Net::Llama(m) => m.forward(&input, pos)?,
                 Net::Gemma3(m) => m.forward(&input, pos)?,
+                Net::Qwen2(m) => m.forward(&input, pos)?,
             };
             logits
                 .squeeze(0)?
@@ -167,7 +203,7 @@ impl Chat {
                 let (start, end) = (t.control("<|im_start|>"), t.control("<|im_end|>"));
                 let turn = |role: &str, content: &str, out: &mut Vec<u32>| {
                     out.extend(start);
-                    out.extend(t.encode(&format!("{role}\n{content}")));
+                    self.encode_marked(&format!("{role}\n{content}"), out);
                     out.extend(end);
                     out.extend(t.encode("\n"));
                 };
@@ -208,5 +244,22 @@ impl Chat {
             }
         }
         out
+    }
+
+    /// `text`'s tokens, with [`CALL_OPEN`] and [`CALL_CLOSE`] written as the model's
+    /// tool-call tokens when it has them (only the native format puts them in a turn).
+    fn encode_marked(&self, text: &str, out: &mut Vec<u32>) {
+        let Some((open, close)) = self.tool_call else {
+            out.extend(self.tokenizer.encode(text));
+            return;
+        };
+        let mut rest = text;
+        while let Some(at) = rest.find([CALL_OPEN, CALL_CLOSE]) {
+            out.extend(self.tokenizer.encode(&rest[..at]));
+            let marker = rest[at..].chars().next().unwrap_or(CALL_OPEN);
+            out.push(if marker == CALL_OPEN { open } else { close });
+            rest = &rest[at + marker.len_utf8()..];
+        }
+        out.extend(self.tokenizer.encode(rest));
     }
 }
