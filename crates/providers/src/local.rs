@@ -168,6 +168,9 @@ fn per_second(n: u64, d: Duration) -> f64 {
 enum Mode {
     /// Free text (no tools offered).
     Text,
+    /// Free text that opens with a letter or digit: the retry of a final answer that a
+    /// model written a tool call as (see [`native::is_call_text`]).
+    Prose,
     /// One strict-JSON decision valid under this schema (the whole answer is constrained).
     Decision(String),
     /// The model's own tool-call format (`native`): free text, or a `<tool_call>` token
@@ -459,16 +462,13 @@ impl Provider for LocalProvider {
         request: &LlmRequest,
         observer: &dyn CallObserver,
     ) -> Result<LlmResponse, ProviderError> {
+        let asked: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
         let request = &small_model_request(request);
         let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
         let max_tokens = request
             .options
             .max_output_tokens
             .map_or(u32::MAX, |m| u32::try_from(m).unwrap_or(u32::MAX));
-        let cancel = Arc::new(AtomicBool::new(false));
-        let _guard = CancelOnDrop(Arc::clone(&cancel));
-        let (pieces_tx, mut pieces_rx) = mpsc::channel(1);
-        let (reply_tx, reply_rx) = oneshot::channel();
         let native = !request.tools.is_empty() && self.chat.tool_call.is_some();
         let decision = !request.tools.is_empty() && !native;
         let messages = model_messages(request, self.chat.tool_call.is_some());
@@ -477,27 +477,28 @@ impl Provider for LocalProvider {
                 tracing::trace!(role = %role, "prompt turn:\n{content}");
             }
         }
-        self.send(Work::Generate(Box::new(Job {
-            messages,
-            mode: if native {
-                Mode::Native(native::call_schema_text(&request.tools))
-            } else if decision {
-                Mode::Decision(decision_schema_text(&request.tools))
-            } else {
-                Mode::Text
-            },
-            max_tokens,
-            cancel,
-            pieces: pieces_tx,
-            reply: reply_tx,
-        })))?;
-        while let Some(text) = pieces_rx.recv().await {
-            observer.on_event(ProviderEvent::TextDelta { text });
-            // Let a caller racing this call against a stop request see the stop between two
-            // pieces: once this future is dropped the generator stops within a token or two.
-            tokio::task::yield_now().await;
+        let mode = if native {
+            Mode::Native(native::call_schema_text(&request.tools))
+        } else if decision {
+            Mode::Decision(decision_schema_text(&request.tools))
+        } else {
+            Mode::Text
+        };
+        let retry = matches!(mode, Mode::Text) && self.chat.tool_call.is_some();
+        let mut generated = self
+            .run_job(messages.clone(), mode, max_tokens, observer)
+            .await?;
+        if retry && native::is_call_text(&generated.text, &asked) {
+            // A final answer written as a tool call (no tool is offered now): asked again,
+            // as prose. Both attempts count in the usage.
+            tracing::debug!(answer = %generated.text, "a call written as the final answer; asking for prose");
+            let first = generated.stats;
+            generated = self
+                .run_job(messages, Mode::Prose, max_tokens, observer)
+                .await?;
+            generated.stats.prompt_tokens += first.prompt_tokens;
+            generated.stats.generated_tokens += first.generated_tokens;
         }
-        let generated = reply_rx.await.map_err(|_| self.thread_gone())??;
         let stats = generated.stats;
         if stats.finish == LocalFinish::MaxTokens || stats.finish == LocalFinish::ContextFull {
             tracing::warn!(
@@ -524,6 +525,38 @@ impl Provider for LocalProvider {
         } else {
             response
         })
+    }
+}
+
+impl LocalProvider {
+    /// Send one generation to the inference thread and forward its text pieces to
+    /// `observer` until it is done.
+    async fn run_job(
+        &self,
+        messages: Vec<(String, String)>,
+        mode: Mode,
+        max_tokens: u32,
+        observer: &dyn CallObserver,
+    ) -> Result<Generated, ProviderError> {
+        let cancel = Arc::new(AtomicBool::new(false));
+        let _guard = CancelOnDrop(Arc::clone(&cancel));
+        let (pieces_tx, mut pieces_rx) = mpsc::channel(1);
+        let (reply_tx, reply_rx) = oneshot::channel();
+        self.send(Work::Generate(Box::new(Job {
+            messages,
+            mode,
+            max_tokens,
+            cancel,
+            pieces: pieces_tx,
+            reply: reply_tx,
+        })))?;
+        while let Some(text) = pieces_rx.recv().await {
+            observer.on_event(ProviderEvent::TextDelta { text });
+            // Let a caller racing this call against a stop request see the stop between two
+            // pieces: once this future is dropped the generator stops within a token or two.
+            tokio::task::yield_now().await;
+        }
+        reply_rx.await.map_err(|_| self.thread_gone())?
     }
 }
 
@@ -629,7 +662,7 @@ impl Worker {
         };
         let mut constraint = match mode {
             Mode::Decision(s) => Some(compile(s)?),
-            Mode::Text | Mode::Native(_) => None,
+            Mode::Text | Mode::Prose | Mode::Native(_) => None,
         };
         // Native calls: the grammar starts at the `<tool_call>` token (compiled now, so a bad
         // schema fails before any work).
@@ -637,6 +670,7 @@ impl Worker {
             (Mode::Native(s), Some((open, _))) => Some((open, compile(s)?)),
             _ => None,
         };
+        let prose_answer = matches!(mode, Mode::Prose);
         let started = Instant::now();
         let stats = |tokens: u64, finish, prompt_done: Instant| LocalCallStats {
             prompt_tokens: u64::try_from(prompt.len()).unwrap_or(u64::MAX),
@@ -757,8 +791,12 @@ impl Worker {
                             || starts_call(t)
                             || native::opens_prose(tokenizer.text_bytes_of(t))
                     };
+                    // A final answer of a model that calls tools in its own format (no tool
+                    // offered now) is prose too: not a call written out as text.
+                    let starts_prose = |t: u32| native::opens_prose(tokenizer.text_bytes_of(t));
                     let allowed: Option<&dyn Fn(u32) -> bool> = match opening {
                         Some(_) => Some(&starts_answer),
+                        None if prose_answer && out.is_empty() => Some(&starts_prose),
                         None => None,
                     };
                     let Some(token) = sampling::choose(&logits, allowed, sampling, &mut rng) else {

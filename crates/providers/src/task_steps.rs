@@ -32,6 +32,10 @@ const IRREGULAR: &[(&str, &str)] = &[
     ("made", "create"),
 ];
 
+/// A tool-name word followed by this word is another verb: "find out what the mascot is
+/// called" asks to learn something, not to search for files.
+const IDIOMS: &[(&str, &str)] = &[("find", "out")];
+
 /// One step of a task: a tool and the file the task gives for it, in the task's order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Step {
@@ -71,8 +75,14 @@ pub fn steps(tools: &[Arc<ToolDefinition>], task: &str) -> Vec<Step> {
             .filter_map(|w| {
                 words
                     .iter()
-                    .find(|(_, word)| names(word, w))
-                    .map(|(at, _)| *at)
+                    .enumerate()
+                    .find(|(i, (_, word))| {
+                        names(word, w)
+                            && !words
+                                .get(i + 1)
+                                .is_some_and(|(_, next)| IDIOMS.contains(&(w, *next)))
+                    })
+                    .map(|(_, (at, _))| *at)
             })
             .min();
         let Some(at) = [full, by_word].into_iter().flatten().min() else {
@@ -390,7 +400,7 @@ pub(crate) mod tests {
         // "file" is in five tool names: it names none of them.
         assert!(named("Look at this file.").is_empty());
         assert_eq!(
-            named("Use query_and_synthesize to find out."),
+            named("Use query_and_synthesize, then find notes.md."),
             ["query_and_synthesize", "find_file"]
         );
         // "ready" is not an inflection of "read", "editor" not one of "edit".
@@ -419,6 +429,18 @@ pub(crate) mod tests {
             Next::Finished
         );
         assert_eq!(next_step(&t, "Answer DONE.", &[]), Next::Unknown);
+    }
+
+    #[test]
+    fn find_out_is_not_a_file_search() {
+        let t = general();
+        let named =
+            |task: &str| -> Vec<String> { steps(&t, task).into_iter().map(|s| s.tool).collect() };
+        assert_eq!(
+            named("Use query_and_synthesize to find out what the mascot is called, then answer."),
+            ["query_and_synthesize"]
+        );
+        assert_eq!(named("Find the file named config.toml."), ["find_file"]);
     }
 
     #[test]

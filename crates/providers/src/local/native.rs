@@ -216,6 +216,25 @@ pub fn opens_prose(token_text: &[u8]) -> bool {
         .is_some_and(|b| b.is_ascii_alphanumeric() || *b >= 0x80)
 }
 
+/// Whether a final answer (no tool offered) is a call of one of `tools` written out as JSON
+/// text (`{"name": ..., "arguments": ...}`, perhaps in a code fence) rather than an answer.
+/// The same shape with another name is the model's way of stating what it found
+/// (`{"name": "demo", "arguments": {"port": 8421}}`), and stays the answer.
+pub fn is_call_text(text: &str, tools: &[&str]) -> bool {
+    let body = text
+        .trim()
+        .trim_start_matches("```json")
+        .trim_start_matches("```")
+        .trim_end_matches("```")
+        .trim();
+    serde_json::from_str::<Value>(body).is_ok_and(|v| {
+        v.get("name")
+            .and_then(Value::as_str)
+            .is_some_and(|name| tools.contains(&name))
+            && v.get("arguments").is_some()
+    })
+}
+
 /// The model's answer read back: text before a `<tool_call>` is the response's text, the
 /// JSON after it the call. `text` holds the call's opening as [`CALL_OPEN`]. An answer
 /// without a call is a final answer. `call_number` makes call ids unique.
@@ -357,6 +376,19 @@ mod tests {
         for bad in ["```", "{", " {\"", "<", "[", "", "  ", "\n"] {
             assert!(!opens_prose(bad.as_bytes()), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_call_written_as_text_is_told_from_an_answer() {
+        let tools = ["query_and_synthesize", "read_file"];
+        let call = "{\"name\": \"query_and_synthesize\", \"arguments\": {\"query\": \"m\"}}";
+        assert!(is_call_text(call, &tools));
+        let fenced = "```json\n{\"name\": \"read_file\", \"arguments\": {}}\n```";
+        assert!(is_call_text(fenced, &tools));
+        let found = "{\"name\": \"demo\", \"arguments\": {\"port\": 8421}}";
+        assert!(!is_call_text(found, &tools));
+        assert!(!is_call_text("{\"port\": 8421}", &tools));
+        assert!(!is_call_text("The mascot is Pinchy.", &tools));
     }
 
     fn answer(text: &str) -> LlmResponse {
