@@ -16,9 +16,9 @@
 //!    index), then `lsm query` — a plain-text answer and the sources it cites, or, when it
 //!    writes no `[S#]` marker, the sources that hold its words.
 //!
-//! The agent run counts as completed when it ends by itself — the model said DONE (exit 0),
-//! blocked (5), stalled (7), or used up its iterations (6) or budget (3); the demo says
-//! which. It fails when `lsm` fails (exit 1 or 2) or is stopped.
+//! The agent run counts as completed when it ends by itself — the model gave its final
+//! answer (exit 0), blocked (5), stalled (7), or used up its iterations (6) or budget (3);
+//! the demo says which. It fails when `lsm` fails (exit 1 or 2) or is stopped.
 //!
 //! `cargo xtask demo --scripted` runs the same example with its recorded script instead: no
 //! model, no model download.
@@ -185,15 +185,16 @@ fn outcome(code: Option<i32>, scripted: bool) -> String {
     let quality = if scripted {
         ""
     } else {
-        " The model is SmolLM2-135M, run by candle: every answer is a valid tool call or DONE \
-          (constrained decoding), but a model this small often gets a task wrong. With a real \
+        " The model is SmolLM2-135M, run by candle: every call it makes is a valid call of an \
+          offered tool (constrained decoding), and once the steps the task names have \
+          succeeded it answers in text; but a model this small often gets a task wrong. With a real \
           provider the same command gives real answers: see \"Switching to a real model\" in \
           README.md."
     };
     match code {
-        Some(0) => format!("the agent finished: the model said DONE.{quality}"),
+        Some(0) => format!("the agent finished: the model gave its final answer.{quality}"),
         Some(6) => format!(
-            "the run reached its iteration limit ({MAX_ITERATIONS} LLM calls) without the model saying DONE — a normal end for a model this small.{quality}"
+            "the run reached its iteration limit ({MAX_ITERATIONS} LLM calls) without the model giving its final answer — a normal end for a model this small.{quality}"
         ),
         Some(5) => format!("the model ended the run as blocked.{quality}"),
         Some(7) => format!(
@@ -313,7 +314,7 @@ mod tests {
 
     #[test]
     fn normal_ends_are_explained_and_failures_named() {
-        assert!(outcome(Some(0), false).contains("DONE"));
+        assert!(outcome(Some(0), false).contains("final answer"));
         assert!(outcome(Some(6), false).contains("iteration limit"));
         assert!(outcome(Some(6), false).contains("real provider"));
         assert!(outcome(Some(7), false).contains("repeated the same step"));
