@@ -168,8 +168,8 @@ fn per_second(n: u64, d: Duration) -> f64 {
 enum Mode {
     /// Free text (no tools offered).
     Text,
-    /// Free text that opens with a letter or digit: the retry of a final answer that a
-    /// model written a tool call as (see [`native::is_call_text`]).
+    /// Free text that opens with a letter or digit: the retry of a final answer the model
+    /// wrote as a tool call (see [`native::is_call_text`]).
     Prose,
     /// One strict-JSON decision valid under this schema (the whole answer is constrained).
     Decision(String),

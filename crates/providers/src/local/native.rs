@@ -240,12 +240,15 @@ pub fn is_call_text(text: &str, tools: &[&str]) -> bool {
 /// without a call is a final answer. `call_number` makes call ids unique.
 pub fn from_native_answer(mut response: LlmResponse, call_number: usize) -> LlmResponse {
     response.tool_calls.clear();
-    let text = response.text.clone();
+    let text = std::mem::take(&mut response.text);
     let (before, call) = match text.split_once(CALL_OPEN) {
         Some(parts) => parts,
         // The call written without its token: the answer is the call's JSON alone.
         None if text.trim_start().starts_with('{') => ("", text.as_str()),
-        None => return response,
+        None => {
+            response.text = text;
+            return response;
+        }
     };
     let body = call.split(CALL_CLOSE).next().unwrap_or("").trim();
     let parsed: Option<(String, Value)> =
