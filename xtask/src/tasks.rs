@@ -233,6 +233,7 @@ fn local_checks(root: &Path, totals: &mut TestTotals) -> Result<()> {
             model: &crate::models::SMOLLM2,
             min: QUICK_EVAL_MIN,
             only: Vec::new(),
+            held_out: false,
         },
     )
 }
