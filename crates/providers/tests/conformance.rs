@@ -475,8 +475,28 @@ async fn request_bodies_match_the_snapshots() {
         }
         insta::assert_json_snapshot!(
             format!("request_{}", f.name()),
-            sent[0].body_json::<Value>().unwrap()
+            keys_sorted(sent[0].body_json::<Value>().unwrap())
         );
+    }
+}
+
+/// `value` with every object's keys in sorted order, so a snapshot reads the same whether
+/// `serde_json` keeps keys sorted or, with its `preserve_order` feature (which the `local`
+/// feature's llguidance turns on), in the order they came.
+fn keys_sorted(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k, keys_sorted(v)))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(keys_sorted).collect()),
+        other => other,
     }
 }
 
