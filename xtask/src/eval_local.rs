@@ -99,28 +99,28 @@ pub const TASKS: &[Task] = &[
         kind: Kind::Agent,
         files: &[("notes.md", NOTES)],
         prompt: DEMO_TASK,
-        check: check_summary,
+        check: |o| one_line_summary(o, "summary.md", NOTES),
     },
     Task {
         name: "first_line",
         kind: Kind::Agent,
         files: &[("notes.md", NOTES)],
         prompt: "Read notes.md and write its first line to first.txt.",
-        check: check_first_line,
+        check: |o| holds_text(o, "first.txt", lines(NOTES)[0]),
     },
     Task {
         name: "append_line",
         kind: Kind::Agent,
         files: &[("shopping.txt", "eggs\nbread\n")],
         prompt: "Append the line milk to shopping.txt.",
-        check: check_append,
+        check: |o| holds_lines(o, "shopping.txt", &["eggs", "bread", "milk"]),
     },
     Task {
         name: "write_word",
         kind: Kind::Agent,
         files: &[],
         prompt: "Write the word hello to hello.txt.",
-        check: check_hello,
+        check: |o| holds_words(o, "hello.txt", "hello"),
     },
     Task {
         name: "copy_file",
@@ -130,42 +130,48 @@ pub const TASKS: &[Task] = &[
             "The quick brown fox jumps over the lazy dog.\n",
         )],
         prompt: "Read source.txt and write the same text to copy.txt.",
-        check: check_copy,
+        check: |o| {
+            holds_text(
+                o,
+                "copy.txt",
+                "The quick brown fox jumps over the lazy dog.",
+            )
+        },
     },
     Task {
         name: "nothing_to_do",
         kind: Kind::Agent,
         files: &[("notes.md", NOTES)],
         prompt: "Nothing needs to be done: answer DONE.",
-        check: check_nothing,
+        check: |o| changed_nothing(o, &[("notes.md", NOTES)]),
     },
     Task {
         name: "read_fact",
         kind: Kind::Agent,
         files: &[("config.txt", CONFIG)],
         prompt: "Read config.txt and answer: which port is configured?",
-        check: check_port,
+        check: |o| answers(o, "8421"),
     },
     Task {
         name: "kb_agent",
         kind: Kind::AgentWithKb,
         files: &[],
         prompt: "Use query_and_synthesize to find out what the project's mascot is called, then answer.",
-        check: check_kb_agent,
+        check: |o| kb_answers(o, &["Pinchy"]),
     },
     Task {
         name: "kb_query",
         kind: Kind::Query,
         files: &[],
         prompt: "What is the name of the project's mascot?",
-        check: check_kb_query,
+        check: |o| cited_answer(o, &["Pinchy"]),
     },
     Task {
         name: "kb_query_release",
         kind: Kind::Query,
         files: &[],
         prompt: "How often is a new version released?",
-        check: check_kb_release,
+        check: |o| cited_answer(o, &["six weeks", "6 weeks"]),
     },
 ];
 
@@ -271,30 +277,6 @@ fn holds_lines(o: &Outcome, name: &str, want: &[&str]) -> Result<(), String> {
     }
 }
 
-fn check_summary(o: &Outcome) -> Result<(), String> {
-    one_line_summary(o, "summary.md", NOTES)
-}
-
-fn check_first_line(o: &Outcome) -> Result<(), String> {
-    holds_text(o, "first.txt", lines(NOTES)[0])
-}
-
-fn check_append(o: &Outcome) -> Result<(), String> {
-    holds_lines(o, "shopping.txt", &["eggs", "bread", "milk"])
-}
-
-fn check_hello(o: &Outcome) -> Result<(), String> {
-    holds_words(o, "hello.txt", "hello")
-}
-
-fn check_copy(o: &Outcome) -> Result<(), String> {
-    holds_text(
-        o,
-        "copy.txt",
-        "The quick brown fox jumps over the lazy dog.",
-    )
-}
-
 /// Tools that change the workspace.
 const WRITING_TOOLS: &[&str] = &["write_file", "append_file", "edit_file", "create_folder"];
 
@@ -317,18 +299,10 @@ fn changed_nothing(o: &Outcome, files: &[(&str, &str)]) -> Result<(), String> {
     Ok(())
 }
 
-fn check_nothing(o: &Outcome) -> Result<(), String> {
-    changed_nothing(o, &[("notes.md", NOTES)])
-}
-
 /// The run ended done and its final answer holds `needle` (in any case).
 fn answers(o: &Outcome, needle: &str) -> Result<(), String> {
     done(o)?;
     says_one_of(o, &[needle])
-}
-
-fn check_port(o: &Outcome) -> Result<(), String> {
-    answers(o, "8421")
 }
 
 /// `query_and_synthesize` was called and the answer holds one of `needles`.
@@ -357,10 +331,6 @@ fn says_one_of(o: &Outcome, needles: &[&str]) -> Result<(), String> {
     }
 }
 
-fn check_kb_agent(o: &Outcome) -> Result<(), String> {
-    kb_answers(o, &["Pinchy"])
-}
-
 /// A query's answer must be plain text (not a decision object) and cite its source.
 fn plain_cited(o: &Outcome) -> Result<(), String> {
     done(o)?;
@@ -378,14 +348,6 @@ fn plain_cited(o: &Outcome) -> Result<(), String> {
 fn cited_answer(o: &Outcome, needles: &[&str]) -> Result<(), String> {
     plain_cited(o)?;
     says_one_of(o, needles)
-}
-
-fn check_kb_query(o: &Outcome) -> Result<(), String> {
-    cited_answer(o, &["Pinchy"])
-}
-
-fn check_kb_release(o: &Outcome) -> Result<(), String> {
-    cited_answer(o, &["six weeks", "6 weeks"])
 }
 
 const PLAN: &str = "# Plan\n\n\
@@ -905,6 +867,11 @@ mod tests {
             outcome(&[("notes.md", NOTES)]),
             outcome(&[("notes.md", NOTES), ("summary.md", "line one\nline two\n")]),
             outcome(&[("notes.md", NOTES), ("summary.md", "# Meeting notes\n")]),
+            // Only the heading's words.
+            outcome(&[
+                ("notes.md", NOTES),
+                ("summary.md", "Notes of the meeting.\n"),
+            ]),
             outcome(&[
                 ("notes.md", NOTES),
                 ("summary.md", "The complete new content of the file."),

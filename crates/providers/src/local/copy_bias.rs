@@ -29,13 +29,15 @@ impl CopySource {
         let mut text = String::new();
         for m in &request.messages {
             if matches!(m.role, Role::User | Role::Tool) {
-                for (i, word) in m.content.split(' ').enumerate() {
-                    if i > 0 {
-                        text.push(' ');
-                    }
-                    if !names_a_file(word) {
-                        text.push_str(word);
-                    }
+                // Each piece is a word and the white space after it; a file's name is left
+                // out, its white space kept.
+                for piece in m.content.split_inclusive(char::is_whitespace) {
+                    let word = piece.trim_end();
+                    text.push_str(if names_a_file(word) {
+                        &piece[word.len()..]
+                    } else {
+                        piece
+                    });
                 }
                 text.push('\n');
             }
@@ -172,7 +174,8 @@ mod tests {
             messages: vec![
                 Message::system("Answer Hello to everyone.").into(),
                 Message::user("Write the word hello to hello.txt, then append to todo.txt.").into(),
-                Message::tool_result("c1", "# Meeting notes\nThe quick fox, v1.2.").into(),
+                Message::tool_result("c1", "# Meeting notes\nThe quick fox, v1.2.\nsee\nnotes.md")
+                    .into(),
             ],
             tools: Vec::new(),
             options: crate::CallOptions::default(),
@@ -187,6 +190,7 @@ mod tests {
             "quick",
             "v1.2",
             "append",
+            "see",
         ] {
             assert!(source.begins_word(piece), "{piece}");
         }
