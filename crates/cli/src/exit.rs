@@ -74,7 +74,15 @@ pub fn block_on_command<F>(command: F) -> u8
 where
     F: std::future::Future<Output = anyhow::Result<u8>>,
 {
-    let runtime = match runtime(None) {
+    block_on_with(None, command)
+}
+
+/// Run `command` in `block_on` on a fresh runtime of `worker_threads` (all cores when `None`).
+fn block_on_with<F>(worker_threads: Option<usize>, command: F) -> u8
+where
+    F: std::future::Future<Output = anyhow::Result<u8>>,
+{
+    let runtime = match runtime(worker_threads) {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -84,16 +92,20 @@ where
     finish(runtime.block_on(command))
 }
 
-/// Like [`block_on_command`], but the command runs as a task on the runtime's workers rather
-/// than on the main thread: the HTTP connections, timers and the command then share worker
-/// threads, so a model call's answer wakes the command where it was received instead of
-/// handing it across threads (measured: fewer context switches per call, docs/PERFORMANCE.md).
-/// A panic in the command is resumed here, as if it had run on this thread.
+/// Like [`block_on_command`], but the command runs as a task on a runtime of **one** async
+/// worker thread (plus the blocking pool), not on the main thread in `block_on`: the HTTP
+/// connections, timers and the command share that thread, so a model call's answer wakes the
+/// command where it was received, and no second worker is woken to steal each new task and
+/// hand it back (measured: 2.4 context switches per model call with two workers, 1.0 with
+/// one; docs/PERFORMANCE.md). A run's own work between two awaits is tens of microseconds;
+/// what can take longer (walks, hashing, the knowledge base, the local model) runs on the
+/// blocking pool or a thread of its own, so concurrent worker runs of a conductor still
+/// overlap. A panic in the command is resumed here, as if it had run on this thread.
 pub fn spawn_command<F>(command: F) -> u8
 where
     F: std::future::Future<Output = anyhow::Result<u8>> + Send + 'static,
 {
-    block_on_command(async move {
+    block_on_with(Some(1), async move {
         match tokio::spawn(command).await {
             Ok(result) => result,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),

@@ -146,14 +146,19 @@ impl ProviderConfig {
                 });
             }
         };
-        if reqwest::Url::parse(&base_url).is_err() {
-            return Err(ProviderError::Config {
-                provider,
-                message: format!(
-                    "base_url '{base_url}' is not a URL; write it like http://localhost:11434/v1"
-                ),
-            });
-        }
+        let endpoint_url = match reqwest::Url::parse(&crate::http::endpoint_for(
+            self.kind, &base_url,
+        )) {
+            Ok(url) if reqwest::Url::parse(&base_url).is_ok() => url,
+            _ => {
+                return Err(ProviderError::Config {
+                    provider,
+                    message: format!(
+                        "base_url '{base_url}' is not a URL; write it like http://localhost:11434/v1"
+                    ),
+                });
+            }
+        };
         let key_env = self
             .api_key_env
             .clone()
@@ -174,6 +179,8 @@ impl ProviderConfig {
             .connect_timeout(self.http.connect_timeout)
             .read_timeout(self.http.read_timeout)
             .user_agent(concat!("lsm/", env!("CARGO_PKG_VERSION")))
+            // A redirect is reported, not followed (`HttpProvider::redirect_error`).
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| ProviderError::Config {
                 provider: self.kind.to_string(),
@@ -183,6 +190,8 @@ impl ProviderConfig {
             self.kind,
             ProviderKind::OpenAi | ProviderKind::OpenAiResponses
         );
+        let request_headers =
+            crate::http::request_headers(self.kind, api_key.as_deref(), self.stream);
         Ok(HttpProvider {
             kind: self.kind,
             model: self.model.clone(),
@@ -195,6 +204,8 @@ impl ProviderConfig {
             settings: self.http.clone(),
             estimator: Estimator::for_model(&self.model, openai_family),
             client,
+            endpoint_url,
+            request_headers,
             wire: std::sync::Mutex::default(),
             last_body_len: std::sync::atomic::AtomicUsize::new(0),
         })

@@ -63,6 +63,10 @@ pub struct HttpProvider {
     pub(crate) settings: HttpSettings,
     pub(crate) estimator: Estimator,
     pub(crate) client: reqwest::Client,
+    /// The endpoint, parsed once (not at every call).
+    pub(crate) endpoint_url: reqwest::Url,
+    /// The headers every call sends (key, API version, `Accept`), built once.
+    pub(crate) request_headers: HeaderMap,
     /// Each message's and tool's wire JSON and token estimate, made once (see [`WireCache`]).
     pub(crate) wire: Mutex<WireCache>,
     /// The length of the last body built: the next one is allocated at once at about its
@@ -129,12 +133,7 @@ impl HttpProvider {
 
     /// The endpoint this provider posts to.
     pub fn endpoint(&self) -> String {
-        let base = self.base_url.trim_end_matches('/');
-        match self.kind {
-            ProviderKind::OpenAi | ProviderKind::Compatible => format!("{base}/chat/completions"),
-            ProviderKind::OpenAiResponses => format!("{base}/responses"),
-            ProviderKind::Anthropic => format!("{base}/messages"),
-        }
+        endpoint_for(self.kind, &self.base_url)
     }
 
     /// The JSON body this provider sends for `request`, serialized (what goes on the wire;
@@ -181,34 +180,6 @@ impl HttpProvider {
             }
         };
         parsed.map_err(|m| self.malformed(m))
-    }
-
-    fn headers(&self) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        match self.kind {
-            ProviderKind::Anthropic => {
-                h.insert("anthropic-version", HeaderValue::from_static("2023-06-01"));
-                if let Some(key) = &self.api_key
-                    && let Ok(v) = HeaderValue::from_str(key)
-                {
-                    h.insert("x-api-key", v);
-                }
-            }
-            _ => {
-                if let Some(key) = &self.api_key
-                    && let Ok(v) = HeaderValue::from_str(&format!("Bearer {key}"))
-                {
-                    h.insert(reqwest::header::AUTHORIZATION, v);
-                }
-            }
-        }
-        if self.stream {
-            h.insert(
-                reqwest::header::ACCEPT,
-                HeaderValue::from_static("text/event-stream"),
-            );
-        }
-        h
     }
 
     /// Post `body`, with retries, and read the answer.
@@ -265,29 +236,31 @@ impl HttpProvider {
         chained_from: Option<&str>,
         observer: &dyn CallObserver,
     ) -> Result<LlmResponse, ProviderError> {
-        let url = self.endpoint();
+        let url = self.endpoint_url.as_str();
         let response = self
             .client
-            .post(&url)
-            .headers(self.headers())
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .post(self.endpoint_url.clone())
+            .headers(self.request_headers.clone())
             .body(body.clone())
             .send()
             .await
-            .map_err(|e| self.transport_error(&url, &e))?;
+            .map_err(|e| self.transport_error(url, &e))?;
         let status = response.status();
+        if status.is_redirection() {
+            return Err(self.redirect_error(status.as_u16(), response.headers(), url));
+        }
         if !status.is_success() {
             let headers = response.headers().clone();
             let text = response.text().await.unwrap_or_default();
-            return Err(self.status_error(status.as_u16(), &headers, &text, &url, chained_from));
+            return Err(self.status_error(status.as_u16(), &headers, &text, url, chained_from));
         }
         if self.stream {
-            self.read_stream(response, &url, observer).await
+            self.read_stream(response, url, observer).await
         } else {
             let bytes = response
                 .bytes()
                 .await
-                .map_err(|e| self.body_error(&url, &e))?;
+                .map_err(|e| self.body_error(url, &e))?;
             self.parse_response(&bytes)
         }
     }
@@ -388,6 +361,23 @@ impl HttpProvider {
         }
     }
 
+    /// A 3xx answer. Redirects are not followed: the request carries the API key, and a
+    /// base URL that moved should be corrected where it is configured, once.
+    fn redirect_error(&self, status: u16, headers: &HeaderMap, url: &str) -> ProviderError {
+        let to = headers
+            .get(reqwest::header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("an address it did not give");
+        ProviderError::Config {
+            provider: self.kind.to_string(),
+            message: format!(
+                "{url} answered {status}, a redirect to {to}; lsm does not follow redirects \
+                 (the request carries the API key): set base_url to the address the server \
+                 names"
+            ),
+        }
+    }
+
     fn body_error(&self, url: &str, e: &reqwest::Error) -> ProviderError {
         if e.is_timeout() {
             ProviderError::Timeout {
@@ -475,6 +465,56 @@ impl HttpProvider {
             };
             tracing::warn!(provider = %self.kind, "the server reported no usage; charged an estimate");
         }
+    }
+}
+
+/// The headers every call of a `kind` provider sends. The key's header is marked sensitive
+/// (never shown by `Debug`, never indexed by HTTP/2's header compression).
+pub(crate) fn request_headers(
+    kind: ProviderKind,
+    api_key: Option<&str>,
+    stream: bool,
+) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert(
+        reqwest::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    match kind {
+        ProviderKind::Anthropic => {
+            h.insert("anthropic-version", HeaderValue::from_static("2023-06-01"));
+            if let Some(key) = api_key
+                && let Ok(mut v) = HeaderValue::from_str(key)
+            {
+                v.set_sensitive(true);
+                h.insert("x-api-key", v);
+            }
+        }
+        _ => {
+            if let Some(key) = api_key
+                && let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {key}"))
+            {
+                v.set_sensitive(true);
+                h.insert(reqwest::header::AUTHORIZATION, v);
+            }
+        }
+    }
+    if stream {
+        h.insert(
+            reqwest::header::ACCEPT,
+            HeaderValue::from_static("text/event-stream"),
+        );
+    }
+    h
+}
+
+/// The endpoint a `kind` provider posts to, under `base_url`.
+pub(crate) fn endpoint_for(kind: ProviderKind, base_url: &str) -> String {
+    let base = base_url.trim_end_matches('/');
+    match kind {
+        ProviderKind::OpenAi | ProviderKind::Compatible => format!("{base}/chat/completions"),
+        ProviderKind::OpenAiResponses => format!("{base}/responses"),
+        ProviderKind::Anthropic => format!("{base}/messages"),
     }
 }
 
@@ -628,6 +668,25 @@ pub(crate) fn parse_arguments(raw: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_headers_built_once_carry_the_key_as_sensitive() {
+        let h = request_headers(ProviderKind::OpenAi, Some("sk-x"), false);
+        let auth = &h[reqwest::header::AUTHORIZATION];
+        assert_eq!(auth, "Bearer sk-x");
+        assert!(auth.is_sensitive());
+        assert_eq!(h[reqwest::header::CONTENT_TYPE], "application/json");
+        assert!(h.get(reqwest::header::ACCEPT).is_none());
+
+        let h = request_headers(ProviderKind::Anthropic, Some("sk-ant"), true);
+        assert!(h["x-api-key"].is_sensitive());
+        assert_eq!(h["anthropic-version"], "2023-06-01");
+        assert_eq!(h[reqwest::header::ACCEPT], "text/event-stream");
+        assert!(h.get(reqwest::header::AUTHORIZATION).is_none());
+
+        let h = request_headers(ProviderKind::Compatible, None, false);
+        assert!(h.get(reqwest::header::AUTHORIZATION).is_none());
+    }
 
     /// A resolver that knows no host, as a network whose DNS has no answer.
     struct NoHosts;

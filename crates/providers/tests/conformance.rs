@@ -1111,6 +1111,39 @@ async fn client_errors_are_not_retried_and_each_maps_to_its_own_error() {
     }
 }
 
+#[tokio::test]
+async fn a_redirect_is_reported_with_its_target_and_not_followed() {
+    for f in ALL {
+        // Where the redirect points: it must see no request (and so no key).
+        let elsewhere = MockServer::start().await;
+        answer_json(&elsewhere, f, &Answer::text("followed")).await;
+        let server = MockServer::start().await;
+        let target = format!("{}{}", elsewhere.uri(), f.path());
+        answer_with(
+            &server,
+            f,
+            ResponseTemplate::new(307).insert_header("location", target.as_str()),
+        )
+        .await;
+        let e = provider(f, &server)
+            .complete(&simple_request())
+            .await
+            .unwrap_err();
+        let text = e.to_string();
+        assert!(matches!(e, ProviderError::Config { .. }), "{f:?}: {e:?}");
+        assert!(
+            text.contains("307") && text.contains(&target) && text.contains("base_url"),
+            "{text}"
+        );
+        assert!(!e.is_retryable());
+        assert_eq!(server.received_requests().await.unwrap().len(), 1);
+        assert!(
+            elsewhere.received_requests().await.unwrap().is_empty(),
+            "{f:?}: the redirect was followed"
+        );
+    }
+}
+
 /// Keys a server might echo: one of the usual `sk-` shape, one of no known shape.
 const ECHOED_KEYS: [&str; 2] = ["sk-test-SECRETSECRET1234567890", "plain-SECRET-Zq81x0Lm"];
 

@@ -17,6 +17,11 @@ use crate::{
 
 /// Most bytes `read_file` returns in one call (the sandbox caps the text further).
 const MAX_READ_BYTES: u64 = 8 * 1024 * 1024;
+/// Files up to this size are read on the calling task, not on the blocking pool: from the
+/// page cache that takes microseconds, less than the hand-off to a pool thread and back
+/// (two thread wake-ups per call; docs/PERFORMANCE.md). The open cannot wait on a writer
+/// (named pipes and devices are refused), so only a slow disk could make it long.
+const INLINE_READ_BYTES: u64 = 64 * 1024;
 /// Most entries `read_folder` lists.
 const MAX_ENTRIES: usize = 1000;
 
@@ -61,13 +66,17 @@ impl Tool for ReadFile {
     async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         let args: ReadFileArgs = parse_args(&ctx)?;
         let path = ctx.path("path")?.clone();
-        if path.info()?.kind == EntryKind::Folder {
+        let info = path.info()?;
+        if info.kind == EntryKind::Folder {
             return Err(ToolError::InvalidArguments(format!(
                 "'{}' is a folder; use read_folder to list it",
                 args.path
             )));
         }
         if args.start_line.is_none() && args.end_line.is_none() {
+            if info.len <= INLINE_READ_BYTES {
+                return read_whole(&path).map(ToolOutput::text);
+            }
             return run_blocking(move |_| read_whole(&path))
                 .await
                 .map(ToolOutput::text);
@@ -90,7 +99,7 @@ impl Tool for ReadFile {
     }
 }
 
-/// Blocking: run it with [`run_blocking`].
+/// Blocking: run it with [`run_blocking`], or inline for a small file.
 fn read_whole(path: &ConfinedPath) -> Result<String, ToolError> {
     let (bytes, size) = path.read_capped(MAX_READ_BYTES)?;
     let mut text = String::from_utf8_lossy(&bytes).into_owned();
@@ -467,6 +476,43 @@ mod tests {
             .await
             .unwrap_err();
         assert!(err.to_string().contains("read_folder"), "{err}");
+    }
+
+    /// A small file is read on the calling task; a big one still goes to the blocking pool.
+    /// With the pool's only thread held busy, the small read completes and the big one
+    /// waits until the thread is released.
+    #[test]
+    fn small_files_are_read_inline_and_big_ones_on_the_blocking_pool() {
+        let tmp = tempfile::tempdir().unwrap();
+        let small = tmp.path().join("small.txt");
+        let big = tmp.path().join("big.txt");
+        std::fs::write(&small, "a few words").unwrap();
+        let big_text = "x".repeat(usize::try_from(INLINE_READ_BYTES).unwrap() + 1);
+        std::fs::write(&big, &big_text).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .max_blocking_threads(1)
+            .enable_time()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let (release, held) = std::sync::mpsc::channel::<()>();
+            let busy = tokio::task::spawn_blocking(move || held.recv());
+            // A guard against hanging, not a time limit: on the pool this read never ends.
+            let out = tokio::time::timeout(
+                std::time::Duration::from_secs(60),
+                ReadFile.execute(ctx(json!({"path": "small.txt"}), &small)),
+            )
+            .await
+            .expect("the small read waited for the busy blocking pool")
+            .unwrap();
+            assert_eq!(out.text, "a few words");
+            let mut big_read = Box::pin(ReadFile.execute(ctx(json!({"path": "big.txt"}), &big)));
+            // Polled once: it has handed its work to the (busy) pool and waits.
+            assert!(futures::poll!(big_read.as_mut()).is_pending());
+            release.send(()).unwrap();
+            busy.await.unwrap().unwrap();
+            assert_eq!(big_read.await.unwrap().text, big_text);
+        });
     }
 
     #[tokio::test]
