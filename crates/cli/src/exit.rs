@@ -133,6 +133,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_spawned_command_runs_on_one_worker_off_the_main_thread() {
+        let main = std::thread::current().id();
+        let code = spawn_command(async move {
+            let workers = tokio::runtime::Handle::current().metrics().num_workers();
+            let off_main = std::thread::current().id() != main;
+            Ok(u8::try_from(workers).unwrap_or(u8::MAX) * 10 + u8::from(off_main))
+        });
+        assert_eq!(code, 11, "one worker (tens), off the main thread (units)");
+    }
+
+    #[test]
     fn every_stop_reason_has_a_distinct_documented_code() {
         let codes: Vec<u8> = StopReason::ALL
             .iter()

@@ -146,18 +146,15 @@ impl ProviderConfig {
                 });
             }
         };
-        let endpoint_url = match reqwest::Url::parse(&crate::http::endpoint_for(
-            self.kind, &base_url,
-        )) {
-            Ok(url) if reqwest::Url::parse(&base_url).is_ok() => url,
-            _ => {
-                return Err(ProviderError::Config {
-                    provider,
-                    message: format!(
-                        "base_url '{base_url}' is not a URL; write it like http://localhost:11434/v1"
-                    ),
-                });
-            }
+        let parsed = reqwest::Url::parse(&base_url)
+            .and_then(|_| reqwest::Url::parse(&crate::http::endpoint_for(self.kind, &base_url)));
+        let Ok(endpoint_url) = parsed else {
+            return Err(ProviderError::Config {
+                provider,
+                message: format!(
+                    "base_url '{base_url}' is not a URL; write it like http://localhost:11434/v1"
+                ),
+            });
         };
         let key_env = self
             .api_key_env

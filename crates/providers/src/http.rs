@@ -132,8 +132,8 @@ impl HttpProvider {
     }
 
     /// The endpoint this provider posts to.
-    pub fn endpoint(&self) -> String {
-        endpoint_for(self.kind, &self.base_url)
+    pub fn endpoint(&self) -> &str {
+        self.endpoint_url.as_str()
     }
 
     /// The JSON body this provider sends for `request`, serialized (what goes on the wire;

@@ -350,6 +350,14 @@ fn provider(f: Flavour, server: &MockServer) -> HttpProvider {
     build(&config(f, server))
 }
 
+/// The error of a simple call to `server`, which must fail.
+async fn failed_call(f: Flavour, server: &MockServer) -> ProviderError {
+    provider(f, server)
+        .complete(&simple_request())
+        .await
+        .unwrap_err()
+}
+
 async fn answer_with(server: &MockServer, f: Flavour, template: ResponseTemplate) {
     Mock::given(method("POST"))
         .and(path(f.path()))
@@ -1058,10 +1066,7 @@ async fn client_errors_are_not_retried_and_each_maps_to_its_own_error() {
                 ResponseTemplate::new(status).set_body_json(body),
             )
             .await;
-            let e = provider(f, &server)
-                .complete(&simple_request())
-                .await
-                .unwrap_err();
+            let e = failed_call(f, &server).await;
             let text = e.to_string();
             match status {
                 400 => {
@@ -1125,10 +1130,7 @@ async fn a_redirect_is_reported_with_its_target_and_not_followed() {
             ResponseTemplate::new(307).insert_header("location", target.as_str()),
         )
         .await;
-        let e = provider(f, &server)
-            .complete(&simple_request())
-            .await
-            .unwrap_err();
+        let e = failed_call(f, &server).await;
         let text = e.to_string();
         assert!(matches!(e, ProviderError::Config { .. }), "{f:?}: {e:?}");
         assert!(
@@ -1222,10 +1224,7 @@ async fn a_body_that_is_not_json_is_malformed() {
             ResponseTemplate::new(200).set_body_raw("<html>proxy login</html>", "text/html"),
         )
         .await;
-        let e = provider(f, &server)
-            .complete(&simple_request())
-            .await
-            .unwrap_err();
+        let e = failed_call(f, &server).await;
         assert!(matches!(e, ProviderError::Malformed { .. }), "{f:?}: {e:?}");
         assert!(e.to_string().contains("proxy login"), "{e}");
 
@@ -1236,10 +1235,7 @@ async fn a_body_that_is_not_json_is_malformed() {
             ResponseTemplate::new(200).set_body_json(json!({"unexpected": true})),
         )
         .await;
-        let e = provider(f, &server)
-            .complete(&simple_request())
-            .await
-            .unwrap_err();
+        let e = failed_call(f, &server).await;
         assert!(matches!(e, ProviderError::Malformed { .. }), "{f:?}: {e:?}");
     }
 }
