@@ -10,8 +10,8 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
@@ -30,7 +30,11 @@ pub struct Mock {
     /// `http://127.0.0.1:PORT/v1`.
     pub base_url: String,
     requests: Arc<AtomicU64>,
+    recorded: Recorded,
 }
+
+/// The request bodies received while recording (`None`: not recording).
+type Recorded = Arc<Mutex<Option<Vec<Vec<u8>>>>>;
 
 impl Mock {
     /// Listen on an ephemeral loopback port; answer `calls` tool calls per conversation.
@@ -38,18 +42,36 @@ impl Mock {
         let listener = TcpListener::bind("127.0.0.1:0").context("cannot bind the mock")?;
         let port = listener.local_addr()?.port();
         let requests = Arc::new(AtomicU64::new(0));
+        let recorded = Recorded::default();
         let counter = Arc::clone(&requests);
+        let recorder = Arc::clone(&recorded);
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
                 let calls = Arc::clone(&calls);
                 let counter = Arc::clone(&counter);
-                std::thread::spawn(move || serve(stream, &calls, &counter));
+                let recorder = Arc::clone(&recorder);
+                std::thread::spawn(move || serve(stream, &calls, &counter, &recorder));
             }
         });
         Ok(Mock {
             base_url: format!("http://127.0.0.1:{port}/v1"),
             requests,
+            recorded,
         })
+    }
+
+    /// Keep every request body from now on (those kept before are dropped).
+    pub fn record(&self) {
+        *self.recorded.lock().unwrap_or_else(PoisonError::into_inner) = Some(Vec::new());
+    }
+
+    /// The bodies kept since [`Mock::record`], in the order they came; recording stops.
+    pub fn take_recorded(&self) -> Vec<Vec<u8>> {
+        self.recorded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+            .unwrap_or_default()
     }
 
     /// Requests answered so far.
@@ -59,7 +81,7 @@ impl Mock {
 }
 
 /// Serve one keep-alive connection until the client closes it.
-fn serve(stream: TcpStream, calls: &AtomicU64, requests: &AtomicU64) {
+fn serve(stream: TcpStream, calls: &AtomicU64, requests: &AtomicU64, recorded: &Recorded) {
     let _ = stream.set_nodelay(true);
     let Ok(mut writer) = stream.try_clone() else {
         return;
@@ -67,6 +89,13 @@ fn serve(stream: TcpStream, calls: &AtomicU64, requests: &AtomicU64) {
     let mut reader = BufReader::new(stream);
     while let Ok(Some(body)) = read_request(&mut reader) {
         requests.fetch_add(1, Ordering::SeqCst);
+        if let Some(kept) = recorded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_mut()
+        {
+            kept.push(body.clone());
+        }
         let (status, payload) = match respond(&body, calls.load(Ordering::SeqCst)) {
             Ok(p) => ("200 OK", p),
             Err(e) => (
@@ -243,6 +272,45 @@ mod tests {
                           "tools": [{"type": "function"}]});
         let err = respond(body.to_string().as_bytes(), 3).unwrap_err();
         assert!(err.to_string().contains("xyz"), "{err}");
+    }
+
+    /// POST `body` to the mock on a fresh connection; the status line of its answer.
+    fn post(mock: &Mock, body: &str) -> String {
+        let addr = mock
+            .base_url
+            .trim_start_matches("http://")
+            .trim_end_matches("/v1");
+        let mut stream = TcpStream::connect(addr).unwrap();
+        write!(
+            stream,
+            "POST /v1/chat/completions HTTP/1.1\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut status = String::new();
+        BufReader::new(stream).read_line(&mut status).unwrap();
+        status
+    }
+
+    #[test]
+    fn the_mock_keeps_the_bodies_it_is_sent_only_while_recording() {
+        let mock = Mock::start(Arc::new(AtomicU64::new(1))).unwrap();
+        let first = r#"{"messages":[{"role":"user","content":"one"}]}"#;
+        let second = r#"{"messages":[{"role":"user","content":"two"}]}"#;
+        assert!(post(&mock, first).contains("200"));
+        mock.record();
+        assert!(post(&mock, first).contains("200"));
+        assert!(post(&mock, second).contains("200"));
+        assert_eq!(
+            mock.take_recorded(),
+            vec![first.as_bytes().to_vec(), second.as_bytes().to_vec()]
+        );
+        assert!(post(&mock, second).contains("200"));
+        assert!(
+            mock.take_recorded().is_empty(),
+            "recording stops when taken"
+        );
+        assert_eq!(mock.requests(), 4);
     }
 
     #[test]

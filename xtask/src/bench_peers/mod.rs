@@ -10,6 +10,10 @@
 //! Then many agents at once in one process: the peers with `asyncio.gather`, `lsm` with
 //! `lsm agent run-many` (its runtime manager).
 //!
+//! Under `lsm` the table puts its floor: the bodies `lsm` sent at each N, replayed by a bare
+//! HTTP client (`lsm-providers`' example `bare_exchange`: the same reqwest client, runtime and
+//! allocator, and nothing else). `lsm`'s CPU per call less the floor's is the harness's own.
+//!
 //! The peers live in a private virtual environment under `target/bench-peers/venv`, made by
 //! `--install` (pip, from PyPI); without it they are skipped and the table says so.
 
@@ -57,6 +61,8 @@ enum System {
     LsmFull,
     PydanticAi,
     OpenAiAgents,
+    /// The floor: `lsm`'s request bodies sent by a bare HTTP client.
+    BareExchange,
 }
 
 impl System {
@@ -66,6 +72,7 @@ impl System {
             System::LsmFull => "lsm (full history)",
             System::PydanticAi => "pydantic-ai",
             System::OpenAiAgents => "openai-agents",
+            System::BareExchange => "bare HTTP exchange of lsm's bodies",
         }
     }
 }
@@ -109,7 +116,21 @@ pub fn bench_peers(root: &Path, opts: &Options) -> Result<()> {
         "build",
         &["build", "--release", "-p", "lsm-cli", "--bin", "lsm"],
     )?;
-    let lsm = crate::demo::target_dir(root).join("release").join("lsm");
+    crate::tasks::run_cargo(
+        root,
+        "build",
+        &[
+            "build",
+            "--release",
+            "-p",
+            "lsm-providers",
+            "--example",
+            "bare_exchange",
+        ],
+    )?;
+    let release = crate::demo::target_dir(root).join("release");
+    let lsm = release.join("lsm");
+    let bare_exchange = release.join("examples").join("bare_exchange");
     let work = tempfile::tempdir().context("cannot create a temporary folder")?;
     let scripts = prepare_workspace(work.path())?;
     let calls = Arc::new(AtomicU64::new(0));
@@ -134,9 +155,15 @@ pub fn bench_peers(root: &Path, opts: &Options) -> Result<()> {
             let mut cpu = Vec::new();
             let mut rss = 0;
             for _ in 0..opts.runs {
+                if system == System::Lsm {
+                    mock.record();
+                }
                 let used = bench.run(system, n, 1)?;
                 cpu.push(used.cpu_s);
                 rss = rss.max(used.max_rss_kb);
+            }
+            if system == System::Lsm {
+                write_bodies(&bodies_file(work.path(), n), &mock.take_recorded())?;
             }
             let median = median(&mut cpu);
             eprintln!(
@@ -147,6 +174,9 @@ pub fn bench_peers(root: &Path, opts: &Options) -> Result<()> {
             points.push((n, median, rss));
         }
         rows.push(Row { system, points });
+        if system == System::Lsm {
+            rows.push(bench.floor(&bare_exchange, opts)?);
+        }
     }
     let mut concurrent = Vec::new();
     if opts.agents > 0 {
@@ -209,8 +239,13 @@ impl Bench<'_> {
                     .arg(TASK);
                 cmd
             }
+            System::BareExchange => bail!("the bare exchange runs no agent (see Bench::floor)"),
         };
+        let started = std::time::SystemTime::now();
         let used = measure(&mut cmd, self.work, &format!("{system:?}-{n}-{agents}"))?;
+        if matches!(system, System::Lsm | System::LsmFull) {
+            check_no_denials(self.work, started, agents)?;
+        }
         let expected = (n + 1) * agents as u64;
         let seen = self.mock.requests() - before;
         // lsm's default strategy may add its own summarization calls once the history
@@ -232,6 +267,50 @@ impl Bench<'_> {
             );
         }
         Ok(used)
+    }
+
+    /// The floor row: at each N, the bodies of `lsm`'s last run there replayed by
+    /// `bare_exchange` (its CPU for the exchanges alone; no peak RSS, it holds the bodies).
+    fn floor(&self, bare_exchange: &Path, opts: &Options) -> Result<Row> {
+        let system = System::BareExchange;
+        let mut points = Vec::new();
+        for &n in &opts.calls {
+            let bodies = bodies_file(self.work, n);
+            let mut cpu = Vec::new();
+            for _ in 0..opts.runs {
+                self.calls.store(n, Ordering::SeqCst);
+                let before = self.mock.requests();
+                let out = Command::new(bare_exchange)
+                    .arg(&self.mock.base_url)
+                    .arg(&bodies)
+                    .stdin(Stdio::null())
+                    .output()
+                    .with_context(|| format!("cannot start {}", bare_exchange.display()))?;
+                if !out.status.success() {
+                    bail!(
+                        "{} failed ({}): {}",
+                        bare_exchange.display(),
+                        out.status,
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                }
+                let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+                    .context("bare_exchange printed no JSON report")?;
+                let sent = report["requests"].as_u64().unwrap_or(0);
+                let seen = self.mock.requests() - before;
+                if sent == 0 || seen != sent {
+                    bail!("bare_exchange sent {sent} requests but the mock answered {seen}");
+                }
+                cpu.push(report["cpu_s"].as_f64().unwrap_or(0.0));
+            }
+            let median = median(&mut cpu);
+            eprintln!(
+                "xtask: [bench-peers] {:<20} N = {n:>5}: {median:.3} s CPU",
+                system.name()
+            );
+            points.push((n, median, 0));
+        }
+        Ok(Row { system, points })
     }
 
     fn lsm_command(&self, system: System, n: u64, agents: usize) -> Command {
@@ -256,12 +335,83 @@ impl Bench<'_> {
         .args(["--max-tokens-budget", "1000000000000"])
         // The defaults of a fresh install, not this machine's user configuration.
         .env("XDG_CONFIG_HOME", self.work.join("xdg"))
-        .env_remove("LSM_CONFIG");
+        .env_remove("LSM_CONFIG")
+        // Every call reads its file, as the peers' do: the default rate limit (120 calls of
+        // a tool per minute) would deny the later ones, which then cost less.
+        .args([
+            "-c",
+            "sandbox.rate_limit={ calls = 1000000, per_seconds = 60 }",
+        ]);
         if system == System::LsmFull {
             cmd.args(["-c", "agents.context_window_strategy=full"]);
         }
         cmd
     }
+}
+
+/// Fail unless `agents` runs wrote their summaries under `work` since `started`, and none of
+/// them had a tool call denied (a denied call does less work than the peers' calls do).
+fn check_no_denials(work: &Path, started: std::time::SystemTime, agents: usize) -> Result<()> {
+    let mut summaries = Vec::new();
+    find_summaries(&work.join(".lsm"), started, &mut summaries)?;
+    if summaries.len() != agents {
+        bail!(
+            "lsm wrote {} run summaries under {} for {agents} agent(s)",
+            summaries.len(),
+            work.join(".lsm").display()
+        );
+    }
+    for path in summaries {
+        let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&path)?)
+            .with_context(|| format!("{} is not JSON", path.display()))?;
+        let denials = &summary["approvals_denials"]["denials"];
+        if denials.as_u64() != Some(0) {
+            bail!(
+                "lsm had {denials} tool call(s) denied ({}): the runs would not be comparable",
+                path.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Every `run_summary.json` under `dir` modified since `since`.
+fn find_summaries(
+    dir: &Path,
+    since: std::time::SystemTime,
+    out: &mut Vec<std::path::PathBuf>,
+) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    for entry in entries {
+        let entry = entry?;
+        let path = entry.path();
+        let meta = entry.metadata()?;
+        if meta.is_dir() {
+            find_summaries(&path, since, out)?;
+        } else if entry.file_name() == "run_summary.json" && meta.modified()? >= since {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// Where the bodies `lsm` sent at `n` calls are kept for the floor.
+fn bodies_file(work: &Path, n: u64) -> std::path::PathBuf {
+    work.join("out").join(format!("lsm-bodies-{n}.bin"))
+}
+
+/// Write `bodies` as `bare_exchange` reads them: each a little-endian `u32` length, then its
+/// bytes.
+fn write_bodies(path: &Path, bodies: &[Vec<u8>]) -> Result<()> {
+    let mut out = Vec::with_capacity(bodies.iter().map(|b| b.len() + 4).sum());
+    for body in bodies {
+        let len = u32::try_from(body.len()).context("a request body over 4 GiB")?;
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(body);
+    }
+    std::fs::write(path, out).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// The files the agents read and the peers' scripts, written under `work`.
@@ -412,7 +562,11 @@ fn print_tables(rows: &[Row], concurrent: &[(System, Usage)], opts: &Options) {
         let intercept = cold_start(&row.points);
         let mut line = format!("| {} |", row.system.name());
         for (_, cpu, rss) in &row.points {
-            line.push_str(&format!(" {cpu:.3} s, {} MB |", rss / 1024));
+            if row.system == System::BareExchange {
+                line.push_str(&format!(" {cpu:.3} s, – |"));
+            } else {
+                line.push_str(&format!(" {cpu:.3} s, {} MB |", rss / 1024));
+            }
         }
         let segments: Vec<String> = segment_slopes(&row.points)
             .iter()
@@ -428,6 +582,15 @@ fn print_tables(rows: &[Row], concurrent: &[(System, Usage)], opts: &Options) {
             intercept
         ));
         println!("{line}");
+    }
+    if let Some((own, lsm, floor)) = harness_own(rows) {
+        println!(
+            "\nlsm's own CPU per call, above the bare exchange of its bodies: {:.0} µs \
+             ({:.0} µs − {:.0} µs).",
+            own * 1e6,
+            lsm * 1e6,
+            floor * 1e6
+        );
     }
     if !concurrent.is_empty() {
         let lsm = concurrent
@@ -452,6 +615,18 @@ fn print_tables(rows: &[Row], concurrent: &[(System, Usage)], opts: &Options) {
     }
 }
 
+/// `lsm`'s CPU per call less its floor's, with both: (own, lsm, floor) in seconds.
+fn harness_own(rows: &[Row]) -> Option<(f64, f64, f64)> {
+    let slope_of = |system| {
+        rows.iter()
+            .find(|r| r.system == system)
+            .map(|r| fit(&r.points).0)
+    };
+    let lsm = slope_of(System::Lsm)?;
+    let floor = slope_of(System::BareExchange)?;
+    Some((lsm - floor, lsm, floor))
+}
+
 fn to_json(rows: &[Row], concurrent: &[(System, Usage)], opts: &Options) -> serde_json::Value {
     let sequential: Vec<_> = rows
         .iter()
@@ -461,7 +636,8 @@ fn to_json(rows: &[Row], concurrent: &[(System, Usage)], opts: &Options) -> serd
             json!({
                 "system": r.system.name(),
                 "points": r.points.iter().map(|(n, cpu, rss)| json!({
-                    "calls": n, "cpu_s": cpu, "max_rss_kb": rss,
+                    "calls": n, "cpu_s": cpu,
+                    "max_rss_kb": (r.system != System::BareExchange).then_some(rss),
                 })).collect::<Vec<_>>(),
                 "cpu_per_call_us": slope * 1e6,
                 "cold_start_cpu_s": intercept,
@@ -474,6 +650,7 @@ fn to_json(rows: &[Row], concurrent: &[(System, Usage)], opts: &Options) -> serd
         .collect();
     json!({
         "runs_per_point": opts.runs,
+        "lsm_own_cpu_per_call_us": harness_own(rows).map(|(own, _, _)| own * 1e6),
         "sequential": sequential,
         "concurrent": {"agents": opts.agents, "calls": opts.agent_calls, "results": concurrent},
     })
@@ -500,6 +677,52 @@ mod tests {
             "{}",
             cold_start(&growing)
         );
+    }
+
+    #[test]
+    fn bodies_are_written_each_after_its_length() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.bin");
+        write_bodies(&path, &[b"{}".to_vec(), Vec::new(), b"[1,2]".to_vec()]).unwrap();
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            b"\x02\0\0\0{}\0\0\0\0\x05\0\0\0[1,2]"
+        );
+    }
+
+    #[test]
+    fn the_harness_own_cost_is_lsm_less_its_floor() {
+        let row = |system, per_call: f64| Row {
+            system,
+            points: vec![
+                (10, 0.01 + 10.0 * per_call, 0),
+                (200, 0.01 + 200.0 * per_call, 0),
+            ],
+        };
+        let (own, lsm, floor) =
+            harness_own(&[row(System::Lsm, 300e-6), row(System::BareExchange, 120e-6)]).unwrap();
+        assert!((own - 180e-6).abs() < 1e-9, "{own}");
+        assert!((lsm - 300e-6).abs() < 1e-9 && (floor - 120e-6).abs() < 1e-9);
+        assert!(harness_own(&[row(System::Lsm, 300e-6)]).is_none());
+    }
+
+    #[test]
+    fn a_run_with_a_denied_call_is_refused() {
+        let work = tempfile::tempdir().unwrap();
+        let since = std::time::SystemTime::now() - std::time::Duration::from_secs(5);
+        let write = |id: &str, denials: u64| {
+            let dir = work.path().join(format!(".lsm/agents/general/logs/{id}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            let summary = json!({"approvals_denials": {"approvals": 0, "denials": denials}});
+            std::fs::write(dir.join("run_summary.json"), summary.to_string()).unwrap();
+        };
+        write("a", 0);
+        check_no_denials(work.path(), since, 1).unwrap();
+        let err = check_no_denials(work.path(), since, 2).unwrap_err();
+        assert!(err.to_string().contains("1 run summaries"), "{err}");
+        write("b", 80);
+        let err = check_no_denials(work.path(), since, 2).unwrap_err();
+        assert!(err.to_string().contains("80 tool call(s) denied"), "{err}");
     }
 
     #[test]
