@@ -12,7 +12,9 @@
 //!   file itself without following a link and refuse it when it is a protected file;
 //! - every file is opened with `O_NONBLOCK` and its handle checked with `fstat` before use:
 //!   anything but a regular file (a named pipe, a device, a socket) is refused, so no open
-//!   can block the process for good. `O_NONBLOCK` is then cleared.
+//!   can block the process for good. `O_NONBLOCK` is then cleared on every handle that
+//!   leaves this module; a whole-file read that closes its handle at once leaves it set
+//!   (it changes nothing for a regular file).
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -186,12 +188,19 @@ impl ConfinedPath {
     /// # Errors
     /// When it is missing, escapes its root, or is not a regular file.
     pub fn open_read(&self) -> Result<File, ToolError> {
-        self.open_read_sized().map(|(file, _)| file)
+        let file = self.open_read_sized(Probe::First)?.0;
+        // The handle leaves this module (a child's stdin, a stream): it must block as a
+        // file normally does.
+        clear_nonblocking(&file, &self.shown)?;
+        Ok(file)
     }
 
-    /// [`ConfinedPath::open_read`], with the file's size when it was opened.
-    fn open_read_sized(&self) -> Result<(File, u64), ToolError> {
-        if let Ok(meta) = self.root.metadata(self.rel()) {
+    /// Open a regular file for reading, with its size when it was opened; `O_NONBLOCK`
+    /// stays set (it changes nothing for a regular file, which is all this returns).
+    fn open_read_sized(&self, probe: Probe) -> Result<(File, u64), ToolError> {
+        if probe == Probe::First
+            && let Ok(meta) = self.root.metadata(self.rel())
+        {
             refuse_kind(info_of(&meta).kind, &self.shown)?;
         }
         let mut opts = OpenOptions::new();
@@ -201,7 +210,7 @@ impl ConfinedPath {
             .open_with(self.rel(), &opts)
             .map_err(|e| self.io(e))?
             .into_std();
-        let size = ready_regular(&file, &self.shown)?;
+        let size = regular_size(&file, &self.shown)?;
         Ok((file, size))
     }
 
@@ -224,7 +233,26 @@ impl ConfinedPath {
     /// # Errors
     /// As [`ConfinedPath::open_read`], or a read failure.
     pub fn read_capped(&self, limit: u64) -> Result<(Vec<u8>, u64), ToolError> {
-        let (file, size) = self.open_read_sized()?;
+        self.read_capped_as(Probe::First, limit)
+    }
+
+    /// [`ConfinedPath::read_capped`] for a caller that has just looked at the entry with
+    /// [`ConfinedPath::info`]: the look before opening is not made again (the handle is
+    /// still checked once opened, which is what confines).
+    ///
+    /// # Errors
+    /// As [`ConfinedPath::read_capped`]; also when `info` is not a regular file's.
+    pub fn read_capped_after(
+        &self,
+        info: &EntryInfo,
+        limit: u64,
+    ) -> Result<(Vec<u8>, u64), ToolError> {
+        refuse_kind(info.kind, &self.shown)?;
+        self.read_capped_as(Probe::Done, limit)
+    }
+
+    fn read_capped_as(&self, probe: Probe, limit: u64) -> Result<(Vec<u8>, u64), ToolError> {
+        let (file, size) = self.open_read_sized(probe)?;
         // Room for the whole file and the read that sees its end: two reads, not a doubling
         // series of small ones.
         let room = size.min(limit).saturating_add(1);
@@ -365,8 +393,24 @@ fn identity(fd: impl rustix::fd::AsFd) -> io::Result<(u64, u64)> {
     Ok((u64::from(stat.st_dev), u64::from(stat.st_ino)))
 }
 
+/// Whether [`ConfinedPath::open_read_sized`] looks at the entry before opening it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Probe {
+    /// Look first: a device is refused before an open could act on it.
+    First,
+    /// The caller has just looked ([`ConfinedPath::info`]).
+    Done,
+}
+
 /// Refuse an opened handle that is not a regular file, then clear `O_NONBLOCK`.
 fn ready_regular(file: &File, shown: &Path) -> Result<u64, ToolError> {
+    let size = regular_size(file, shown)?;
+    clear_nonblocking(file, shown)?;
+    Ok(size)
+}
+
+/// The size of an opened handle; refused unless it is a regular file.
+fn regular_size(file: &File, shown: &Path) -> Result<u64, ToolError> {
     let stat = rustix::fs::fstat(file).map_err(|e| ToolError::io(shown, e.into()))?;
     let kind = match FileType::from_raw_mode(stat.st_mode) {
         FileType::RegularFile => EntryKind::File,
@@ -375,10 +419,14 @@ fn ready_regular(file: &File, shown: &Path) -> Result<u64, ToolError> {
         _ => EntryKind::Other,
     };
     refuse_kind(kind, shown)?;
+    Ok(u64::try_from(stat.st_size).unwrap_or(0))
+}
+
+/// Clear `O_NONBLOCK` on a handle that is handed on.
+fn clear_nonblocking(file: &File, shown: &Path) -> Result<(), ToolError> {
     let flags = rustix::fs::fcntl_getfl(file).map_err(|e| ToolError::io(shown, e.into()))?;
     rustix::fs::fcntl_setfl(file, flags - OFlags::NONBLOCK)
-        .map_err(|e| ToolError::io(shown, e.into()))?;
-    Ok(u64::try_from(stat.st_size).unwrap_or(0))
+        .map_err(|e| ToolError::io(shown, e.into()))
 }
 
 /// Err unless `kind` is a regular file.
@@ -476,6 +524,42 @@ mod tests {
         let err = open_entry(&dir, Path::new("pipe")).unwrap_err().to_string();
         assert!(err.contains("not a regular file"), "{err}");
         assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_read_after_a_look_still_checks_the_handle_and_blocks_as_a_file_when_handed_on() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("f"), "text").unwrap();
+        let path = confined(tmp.path(), "f", Vec::new());
+        let info = path.info().unwrap();
+        assert_eq!(
+            path.read_capped_after(&info, 100).unwrap(),
+            (b"text".to_vec(), 4)
+        );
+        // A file swapped for a named pipe between the look and the open: refused on the
+        // handle, without waiting for a writer.
+        std::fs::remove_file(tmp.path().join("f")).unwrap();
+        let status = std::process::Command::new("mkfifo")
+            .arg(tmp.path().join("f"))
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let started = Instant::now();
+        let err = path.read_capped_after(&info, 100).unwrap_err().to_string();
+        assert!(err.contains("not a regular file"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        // A folder's look is refused before anything opens.
+        let folder = confined(tmp.path(), "", Vec::new());
+        let err = folder
+            .read_capped_after(&folder.info().unwrap(), 100)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("is a folder"), "{err}");
+        // A handle handed on blocks as a file normally does (a child's stdin).
+        std::fs::write(tmp.path().join("g"), "x").unwrap();
+        let file = confined(tmp.path(), "g", Vec::new()).open_read().unwrap();
+        let flags = rustix::fs::fcntl_getfl(&file).unwrap();
+        assert!(!flags.contains(OFlags::NONBLOCK), "{flags:?}");
     }
 
     #[test]

@@ -11,8 +11,8 @@ use sha2::{Digest, Sha256};
 
 use super::{Abandoned, parse_args, run_blocking};
 use crate::{
-    ConfinedPath, EntryKind, PathArg, RiskLevel, Tool, ToolContext, ToolError, ToolOutput,
-    schema_for,
+    ConfinedPath, EntryInfo, EntryKind, PathArg, RiskLevel, Tool, ToolContext, ToolError,
+    ToolOutput, schema_for,
 };
 
 /// Most bytes `read_file` returns in one call (the sandbox caps the text further).
@@ -75,9 +75,9 @@ impl Tool for ReadFile {
         }
         if args.start_line.is_none() && args.end_line.is_none() {
             if info.len <= INLINE_READ_BYTES {
-                return read_whole(&path).map(ToolOutput::text);
+                return read_whole(&path, &info).map(ToolOutput::text);
             }
-            return run_blocking(move |_| read_whole(&path))
+            return run_blocking(move |_| read_whole(&path, &info))
                 .await
                 .map(ToolOutput::text);
         }
@@ -100,8 +100,8 @@ impl Tool for ReadFile {
 }
 
 /// Blocking: run it with [`run_blocking`], or inline for a small file.
-fn read_whole(path: &ConfinedPath) -> Result<String, ToolError> {
-    let (bytes, size) = path.read_capped(MAX_READ_BYTES)?;
+fn read_whole(path: &ConfinedPath, info: &EntryInfo) -> Result<String, ToolError> {
+    let (bytes, size) = path.read_capped_after(info, MAX_READ_BYTES)?;
     let mut text = String::from_utf8_lossy(&bytes).into_owned();
     if size > MAX_READ_BYTES {
         text.push_str(&format!(
