@@ -11,8 +11,8 @@
 
 /// The allocator: mimalloc, whose per-thread free lists take a sixth off the instructions of
 /// one model call and a quarter off the cold start against glibc's malloc (measured in
-/// docs/PERFORMANCE.md). Without transparent huge pages (`no_thp`), its resident memory is
-/// within 2 MB of glibc's.
+/// docs/PERFORMANCE.md). Without transparent huge pages (`no_thp`), its peak resident memory
+/// is 2 MB above glibc's for one agent, 5 MB for fifty in one process.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
