@@ -99,3 +99,28 @@ fn cpu_seconds() -> Result<f64, Error> {
     let seconds = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
     Ok(seconds(usage.user_time()) + seconds(usage.system_time()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_are_read_each_after_its_length_and_a_cut_file_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.bin");
+        std::fs::write(&path, b"\x02\0\0\0{}\0\0\0\0\x05\0\0\0[1,2]").unwrap();
+        let path = path.to_str().unwrap();
+        assert_eq!(
+            load(path).unwrap(),
+            vec![
+                Bytes::from_static(b"{}"),
+                Bytes::new(),
+                Bytes::from_static(b"[1,2]")
+            ]
+        );
+        std::fs::write(path, b"\x05\0\0\0[1]").unwrap();
+        assert!(load(path).unwrap_err().to_string().contains("cut short"));
+        std::fs::write(path, b"\x05\0").unwrap();
+        assert!(load(path).unwrap_err().to_string().contains("cut short"));
+    }
+}

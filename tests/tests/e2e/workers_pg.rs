@@ -1,7 +1,8 @@
 //! Runs on PostgreSQL (`[store] url`): workers in separate processes drain a queue, a worker
 //! killed with SIGKILL has its runs finished by the others with no answered line asked
-//! again (only a call in flight at the kill is repeated), a cancel reaches a run on another process within a heartbeat, `lsm runs follow`
-//! streams a run's events, and a database restart mid-run is ridden out.
+//! again (only a call in flight at the kill is repeated), a cancel reaches a run on another
+//! process within a heartbeat, `lsm runs follow` streams a run's events, and a database
+//! restart mid-run is ridden out.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
