@@ -74,8 +74,8 @@ impl Validator {
 
     /// A message for one schema error, with its sort rank.
     fn message(&self, error: &ValidationError<'_>) -> (u8, String) {
-        let at = argument_name(error.instance_path.as_str());
-        match &error.kind {
+        let at = argument_name(error.instance_path().as_str());
+        match error.kind() {
             ValidationErrorKind::Required { property } => {
                 let name = property
                     .as_str()
@@ -127,7 +127,10 @@ impl Validator {
                 };
                 (
                     2,
-                    format!("{name} must be {wanted}, got {}", describe(&error.instance)),
+                    format!(
+                        "{name} must be {wanted}, got {}",
+                        describe(error.instance())
+                    ),
                 )
             }
             _ => {
