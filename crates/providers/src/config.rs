@@ -205,6 +205,7 @@ impl ProviderConfig {
             request_headers,
             wire: std::sync::Mutex::default(),
             last_body_len: std::sync::atomic::AtomicUsize::new(0),
+            kept_body: std::sync::Mutex::default(),
         })
     }
 

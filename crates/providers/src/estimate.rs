@@ -73,11 +73,13 @@ impl Estimator {
     /// when it was counted before (a tokenizer's count of a long history is costly; it is
     /// made once per message, not once per call).
     pub(crate) fn estimate_cached(&self, request: &LlmRequest, cache: &mut WireCache) -> u64 {
-        let units = request
-            .messages
-            .iter()
-            .map(|m| cache.tokens(m, || self.message_units(m)))
-            .sum::<u64>()
+        // The messages this history shares with the last one estimated are summed already.
+        let mut counts = std::mem::take(&mut cache.counts);
+        let messages = counts.units(&request.messages, |m| {
+            cache.tokens(m, || self.message_units(m))
+        });
+        cache.counts = counts;
+        let units = messages
             + request
                 .tools
                 .iter()
@@ -176,6 +178,7 @@ pub fn estimate_tokens_conservatively(request: &LlmRequest) -> u64 {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::sync::Arc;
 
     fn request() -> LlmRequest {
         LlmRequest {
@@ -251,6 +254,17 @@ mod tests {
             let fresh = e.estimate(&r);
             assert_eq!(e.estimate_cached(&r, &mut cache), fresh);
             assert_eq!(e.estimate_cached(&r, &mut cache), fresh, "from the cache");
+            // The history changes between calls: grown, edited in the middle, cut.
+            let mut r = r.clone();
+            let steps: [fn(&mut LlmRequest); 3] = [
+                |r| r.messages.push(Arc::new(Message::user("one more line"))),
+                |r| r.messages[1] = Arc::new(Message::user("an edited message, longer")),
+                |r| r.messages.truncate(1),
+            ];
+            for step in steps {
+                step(&mut r);
+                assert_eq!(e.estimate_cached(&r, &mut cache), e.estimate(&r));
+            }
         }
     }
 }

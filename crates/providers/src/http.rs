@@ -16,7 +16,7 @@ use serde_json::Value;
 use crate::config::ProviderKind;
 use crate::estimate::Estimator;
 use crate::sse::{SseEvent, SseParser};
-use crate::wire::WireCache;
+use crate::wire::{BodyShape, KeptBody, WireCache, lock};
 use crate::{
     CallObserver, LlmRequest, LlmResponse, Pricing, Provider, ProviderError, ProviderEvent, Usage,
     anthropic, openai_chat, openai_responses,
@@ -72,6 +72,10 @@ pub struct HttpProvider {
     /// The length of the last body built: the next one is allocated at once at about its
     /// size (one allocation, not a doubling series over a long history).
     pub(crate) last_body_len: AtomicUsize,
+    /// The last Chat Completions body sent, given back by the HTTP client: the next call
+    /// over the same history appends to it (see [`KeptBody`]). Empty while a call is in
+    /// flight; concurrent calls then make their bodies from nothing.
+    pub(crate) kept_body: Mutex<KeptBody>,
 }
 
 impl HttpProvider {
@@ -148,6 +152,27 @@ impl HttpProvider {
                 openai_responses::body(self, request, self.stream, chained)
             }
             ProviderKind::Anthropic => anthropic::body(self, request, self.stream),
+        }
+    }
+
+    /// The body of a call, and for Chat Completions what to keep of it afterwards: it is
+    /// built on the body the last call sent ([`KeptBody`]). Byte for byte what
+    /// [`HttpProvider::request_body`] makes.
+    fn call_body(&self, request: &LlmRequest) -> (Bytes, Option<BodyShape>) {
+        match self.kind {
+            ProviderKind::OpenAi | ProviderKind::Compatible => {
+                let kept = std::mem::take(&mut *lock(&self.kept_body));
+                let (bytes, shape) = openai_chat::body_on(self, request, self.stream, kept).send();
+                (bytes, Some(shape))
+            }
+            _ => (Bytes::from(self.request_body(request, true)), None),
+        }
+    }
+
+    /// Take a sent body back to build the next one on, when the HTTP client let go of it.
+    fn keep_body(&self, body: Bytes, shape: BodyShape) {
+        if let Some(kept) = KeptBody::reclaim(body, shape) {
+            *lock(&self.kept_body) = kept;
         }
     }
 
@@ -554,8 +579,12 @@ impl Provider for HttpProvider {
             ProviderKind::OpenAiResponses => request.options.previous_response_id.as_deref(),
             _ => None,
         };
-        let body = Bytes::from(self.request_body(request, true));
-        let mut response = match self.post(&body, chained_from, observer).await {
+        let (body, shape) = self.call_body(request);
+        let posted = self.post(&body, chained_from, observer).await;
+        if let Some(shape) = shape {
+            self.keep_body(body, shape);
+        }
+        let mut response = match posted {
             Err(ProviderError::PreviousResponseNotFound { message, .. }) => {
                 // The server forgot the chain: say so, and repeat once with the full history.
                 tracing::info!(provider = %self.kind, "previous response unknown; resending the full history: {message}");
@@ -733,6 +762,42 @@ mod tests {
         };
         assert!(!unknown.is_retryable());
         assert!(unknown.to_string().contains("not retried"), "{unknown}");
+    }
+
+    /// The body a call sent comes back from the HTTP client (nothing else holds it once the
+    /// answer is read), so the next call builds on it; a second call over a longer history
+    /// reuses the first body's buffer.
+    #[tokio::test]
+    async fn a_sent_body_comes_back_from_the_client_to_be_built_on() {
+        use wiremock::matchers::method;
+        use wiremock::{Mock, MockServer, ResponseTemplate};
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+                "choices": [{"message": {"role": "assistant", "content": "ok"},
+                             "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 1}
+            })))
+            .mount(&server)
+            .await;
+        let mut config = crate::ProviderConfig::new(ProviderKind::Compatible, "m");
+        config.base_url = Some(format!("{}/v1", server.uri()));
+        let p = config.build_http(&|_| None).unwrap();
+        let mut request = LlmRequest {
+            messages: vec![crate::Message::user("hello").into()],
+            tools: vec![],
+            options: crate::CallOptions::default(),
+        };
+        p.complete(&request).await.unwrap();
+        let first = lock(&p.kept_body).bytes.clone();
+        assert_eq!(first, p.request_body(&request, true), "kept after the call");
+        request
+            .messages
+            .push(crate::Message::assistant("ok", vec![]).into());
+        p.complete(&request).await.unwrap();
+        let kept = lock(&p.kept_body);
+        assert_eq!(kept.bytes, p.request_body(&request, true));
+        assert!(kept.bytes.len() > first.len());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::config::ProviderKind;
 use crate::http::{HttpProvider, StreamAssembler, StreamError, parse_arguments};
 use crate::sse::SseEvent;
-use crate::wire::{JsonString, WireCache};
+use crate::wire::{JsonString, KeptBody, WireCache};
 use crate::{
     CallObserver, LlmRequest, LlmResponse, Message, ProviderEvent, Role, ToolCall, ToolDefinition,
     Usage,
@@ -23,6 +23,17 @@ use crate::{
 /// tool's JSON is made once and then copied from the provider's [`WireCache`] (a call over a
 /// long history was mostly this serialization, repeated for every message at every call).
 pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool) -> Vec<u8> {
+    body_on(p, request, stream, KeptBody::default()).bytes
+}
+
+/// [`body`], built on the body `kept` from the last call: the messages both share are not
+/// written again (see [`KeptBody`]).
+pub(crate) fn body_on(
+    p: &HttpProvider,
+    request: &LlmRequest,
+    stream: bool,
+    kept: KeptBody,
+) -> KeptBody {
     let openai = p.kind == ProviderKind::OpenAi;
     let max = request.options.max_output_tokens;
     let rest = crate::wire::to_bytes(&Body {
@@ -48,20 +59,23 @@ pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool) -> Vec<
         }),
     });
     let mut cache = WireCache::lock(&p.wire);
-    let mut head = Vec::with_capacity(p.body_capacity() + rest.len());
-    head.extend_from_slice(b"{\"messages\":");
-    crate::wire::array(&mut head, &request.messages, |m, out| {
-        cache.json(m, out, |m, json| crate::wire::write(json, &WireMessage(m)))
-    });
+    let mut kept = kept.reserve(p.body_capacity() + rest.len()).messages(
+        b"{\"messages\":[",
+        &request.messages,
+        |m, out| cache.json(m, out, |m, json| crate::wire::write(json, &WireMessage(m))),
+    );
+    let body = &mut kept.bytes;
+    body.push(b']');
     if !request.tools.is_empty() {
-        head.extend_from_slice(b",\"tools\":");
-        crate::wire::array(&mut head, &request.tools, |t, out| {
+        body.extend_from_slice(b",\"tools\":");
+        crate::wire::array(body, &request.tools, |t, out| {
             cache.json(t, out, |t, json| crate::wire::write(json, &WireTool(t)))
         });
     }
     drop(cache);
-    p.remember_body_len(head.len() + rest.len());
-    crate::wire::join_object(head, &rest)
+    p.remember_body_len(body.len() + rest.len());
+    crate::wire::join_fields(body, &rest);
+    kept
 }
 
 /// The fields of a body other than its messages and tools.

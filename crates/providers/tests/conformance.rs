@@ -529,6 +529,82 @@ fn a_body_built_again_from_the_cache_is_byte_equal_to_a_fresh_one() {
     }
 }
 
+/// A conversation over several calls — results added, one message edited in the middle, the
+/// history compacted, an option changed — sends at each call exactly the body that call's
+/// request makes on its own (each provider builds on the body it sent last; nothing of an
+/// earlier body may leak into a later one).
+#[tokio::test]
+async fn each_call_of_a_changing_conversation_sends_the_body_of_its_own_request() {
+    for f in ALL {
+        for stream in [false, true] {
+            let server = MockServer::start().await;
+            if stream {
+                answer_with(
+                    &server,
+                    f,
+                    ResponseTemplate::new(200)
+                        .insert_header("content-type", "text/event-stream")
+                        .set_body_string(f.sse(&Answer::text("ok"))),
+                )
+                .await;
+            } else {
+                answer_json(&server, f, &Answer::text("ok")).await;
+            }
+            let mut c = config(f, &server);
+            c.stream = stream;
+            let p = build(&c);
+            let mut request = round_trip_request();
+            let mut expected = Vec::new();
+            for step in 0..7 {
+                match step {
+                    0 => {}
+                    1 | 2 | 5 => {
+                        let n = request.messages.len();
+                        request.messages.push(Arc::new(Message::assistant(
+                            "",
+                            vec![ToolCall {
+                                id: format!("call_{n}"),
+                                name: "read_file".into(),
+                                arguments: json!({"path": format!("f{n}.md")}),
+                            }],
+                        )));
+                        request
+                            .messages
+                            .push(Arc::new(Message::tool_result(format!("call_{n}"), "text")));
+                    }
+                    3 => request.messages[3] = Arc::new(Message::tool_result("call_a", "edited")),
+                    4 => {
+                        let last = request.messages.split_off(request.messages.len() - 2);
+                        request.messages = vec![
+                            Arc::new(Message::system("You are a test agent.")),
+                            Arc::new(Message::user("Summary of the work so far.")),
+                        ];
+                        request.messages.extend(last);
+                    }
+                    _ => request.options.max_output_tokens = Some(77),
+                }
+                expected.push(p.request_body(&request, true));
+                p.complete(&request).await.unwrap();
+            }
+            let sent: Vec<Vec<u8>> = server
+                .received_requests()
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|r| r.body)
+                .collect();
+            assert_eq!(sent.len(), expected.len(), "{f:?}");
+            for (i, (sent, expected)) in sent.iter().zip(&expected).enumerate() {
+                assert_eq!(
+                    String::from_utf8_lossy(sent),
+                    String::from_utf8_lossy(expected),
+                    "{f:?}, stream {stream}, call {i}"
+                );
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn tool_results_go_back_with_their_call_ids() {
     for f in ALL {
