@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::http::{HttpProvider, StreamAssembler, StreamError, excerpt, parse_arguments};
 use crate::sse::SseEvent;
-use crate::wire::WireCache;
+use crate::wire::{KeptBody, WireCache, Written};
 use crate::{
     CallObserver, LlmRequest, LlmResponse, Message, ProviderEvent, Role, ToolCall, ToolDefinition,
     Usage,
@@ -91,8 +91,14 @@ struct Body<'a> {
 }
 
 /// The request body, serialized straight from the request (borrowed, never copied into a
-/// `serde_json::Value` tree).
-pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool) -> Vec<u8> {
+/// `serde_json::Value` tree), built on the body `kept` from the last call: the turns of the
+/// messages both share are not written again (see [`KeptBody`]).
+pub(crate) fn body(
+    p: &HttpProvider,
+    request: &LlmRequest,
+    stream: bool,
+    kept: KeptBody,
+) -> KeptBody {
     let mut system: Vec<WireBlock<'_>> = request
         .messages
         .iter()
@@ -119,34 +125,36 @@ pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool) -> Vec<
         stream,
     });
     let mut cache = WireCache::lock(&p.wire);
-    let mut head = Vec::with_capacity(p.body_capacity() + rest.len());
-    head.extend_from_slice(b"{\"messages\":[");
     // Consecutive messages of one role are one turn (tool results answer as the user).
-    let mut turn: Option<&'static str> = None;
-    for m in &request.messages {
-        let role = match m.role {
-            Role::System => continue,
-            Role::User | Role::Tool => "user",
-            Role::Assistant => "assistant",
-        };
-        let mark = head.len();
-        if turn == Some(role) {
-            head.push(b',');
-        } else {
-            if turn.is_some() {
-                head.extend_from_slice(b"]},");
+    let (mut kept, written) = kept.reserve(p.body_capacity() + rest.len()).messages_with(
+        b"{\"messages\":[",
+        &request.messages,
+        |m, head, written| {
+            let role = match m.role {
+                Role::System => return,
+                Role::User | Role::Tool => "user",
+                Role::Assistant => "assistant",
+            };
+            let mark = head.len();
+            if *written == Written::Turn(role) {
+                head.push(b',');
+            } else {
+                if *written != Written::Nothing {
+                    head.extend_from_slice(b"]},");
+                }
+                head.extend_from_slice(b"{\"role\":\"");
+                head.extend_from_slice(role.as_bytes());
+                head.extend_from_slice(b"\",\"content\":[");
             }
-            head.extend_from_slice(b"{\"role\":\"");
-            head.extend_from_slice(role.as_bytes());
-            head.extend_from_slice(b"\",\"content\":[");
-        }
-        if cache.json(m, &mut head, write_blocks) {
-            turn = Some(role);
-        } else {
-            head.truncate(mark);
-        }
-    }
-    if turn.is_some() {
+            if cache.json(m, head, write_blocks) {
+                *written = Written::Turn(role);
+            } else {
+                head.truncate(mark);
+            }
+        },
+    );
+    let head = &mut kept.bytes;
+    if written != Written::Nothing {
         head.extend_from_slice(b"]}");
     }
     head.push(b']');
@@ -158,9 +166,9 @@ pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool) -> Vec<
             }
             if i + 1 == n {
                 // The last tool carries the cache marker: made fresh, not kept.
-                crate::wire::write(&mut head, &wire_tool(t, Some(EPHEMERAL)));
+                crate::wire::write(head, &wire_tool(t, Some(EPHEMERAL)));
             } else {
-                cache.json(t, &mut head, |t, json| {
+                cache.json(t, head, |t, json| {
                     crate::wire::write(json, &wire_tool(t, None));
                 });
             }
@@ -169,7 +177,8 @@ pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool) -> Vec<
     }
     drop(cache);
     p.remember_body_len(head.len() + rest.len());
-    crate::wire::join_object(head, &rest)
+    crate::wire::join_fields(head, &rest);
+    kept
 }
 
 fn wire_tool(t: &ToolDefinition, cache_control: Option<Ephemeral>) -> Tool<'_> {

@@ -72,7 +72,7 @@ pub struct HttpProvider {
     /// The length of the last body built: the next one is allocated at once at about its
     /// size (one allocation, not a doubling series over a long history).
     pub(crate) last_body_len: AtomicUsize,
-    /// The last Chat Completions body sent, given back by the HTTP client: the next call
+    /// The last body sent, given back by the HTTP client: the next call
     /// over the same history appends to it (see [`KeptBody`]). Empty while a call is in
     /// flight; concurrent calls then make their bodies from nothing.
     pub(crate) kept_body: Mutex<KeptBody>,
@@ -144,28 +144,26 @@ impl HttpProvider {
     /// also for inspection and benchmarks). `chained` uses `previous_response_id` where the
     /// API supports it.
     pub fn request_body(&self, request: &LlmRequest, chained: bool) -> Vec<u8> {
-        match self.kind {
-            ProviderKind::OpenAi | ProviderKind::Compatible => {
-                openai_chat::body(self, request, self.stream)
-            }
-            ProviderKind::OpenAiResponses => {
-                openai_responses::body(self, request, self.stream, chained)
-            }
-            ProviderKind::Anthropic => anthropic::body(self, request, self.stream),
-        }
+        self.body_on(request, chained, KeptBody::default()).bytes
     }
 
-    /// The body of a call, and for Chat Completions what to keep of it afterwards: it is
-    /// built on the body the last call sent ([`KeptBody`]). Byte for byte what
-    /// [`HttpProvider::request_body`] makes.
-    fn call_body(&self, request: &LlmRequest) -> (Bytes, Option<BodyShape>) {
+    /// The body of a call, built on the body the last call sent ([`KeptBody`]), and what to
+    /// keep of it afterwards. Byte for byte what [`HttpProvider::request_body`] makes.
+    fn call_body(&self, request: &LlmRequest) -> (Bytes, BodyShape) {
+        let kept = std::mem::take(&mut *lock(&self.kept_body));
+        self.body_on(request, true, kept).send()
+    }
+
+    /// The body for `request` in this provider's flavour, built on `kept`.
+    fn body_on(&self, request: &LlmRequest, chained: bool, kept: KeptBody) -> KeptBody {
         match self.kind {
             ProviderKind::OpenAi | ProviderKind::Compatible => {
-                let kept = std::mem::take(&mut *lock(&self.kept_body));
-                let (bytes, shape) = openai_chat::body_on(self, request, self.stream, kept).send();
-                (bytes, Some(shape))
+                openai_chat::body(self, request, self.stream, kept)
             }
-            _ => (Bytes::from(self.request_body(request, true)), None),
+            ProviderKind::OpenAiResponses => {
+                openai_responses::body(self, request, self.stream, chained, kept)
+            }
+            ProviderKind::Anthropic => anthropic::body(self, request, self.stream, kept),
         }
     }
 
@@ -581,9 +579,7 @@ impl Provider for HttpProvider {
         };
         let (body, shape) = self.call_body(request);
         let posted = self.post(&body, chained_from, observer).await;
-        if let Some(shape) = shape {
-            self.keep_body(body, shape);
-        }
+        self.keep_body(body, shape);
         let mut response = match posted {
             Err(ProviderError::PreviousResponseNotFound { message, .. }) => {
                 // The server forgot the chain: say so, and repeat once with the full history.

@@ -22,13 +22,9 @@ use crate::{
 /// copied or turned into a `serde_json::Value` tree on the way, and each message's and
 /// tool's JSON is made once and then copied from the provider's [`WireCache`] (a call over a
 /// long history was mostly this serialization, repeated for every message at every call).
-pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool) -> Vec<u8> {
-    body_on(p, request, stream, KeptBody::default()).bytes
-}
-
-/// [`body`], built on the body `kept` from the last call: the messages both share are not
+/// It is built on the body `kept` from the last call: the messages both share are not
 /// written again (see [`KeptBody`]).
-pub(crate) fn body_on(
+pub(crate) fn body(
     p: &HttpProvider,
     request: &LlmRequest,
     stream: bool,

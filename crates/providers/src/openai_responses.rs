@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::http::{HttpProvider, StreamAssembler, StreamError, excerpt, parse_arguments};
 use crate::sse::SseEvent;
-use crate::wire::{JsonString, WireCache};
+use crate::wire::{JsonString, KeptBody, WireCache};
 use crate::{CallObserver, LlmRequest, LlmResponse, Message, ProviderEvent, Role, ToolCall, Usage};
 
 /// The API's smallest accepted `max_output_tokens`.
@@ -117,8 +117,16 @@ struct Body<'a> {
 /// The request body, serialized straight from the request (borrowed, never copied into a
 /// `serde_json::Value` tree; each message's items and each tool made once, then copied from
 /// the provider's [`WireCache`]). With `chained` and a `previous_response_id`, only the
-/// messages after the last assistant message are sent.
-pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool, chained: bool) -> Vec<u8> {
+/// messages after the last assistant message are sent. It is built on the body `kept` from
+/// the last call: the items of the messages both share are not written again (see
+/// [`KeptBody`]).
+pub(crate) fn body(
+    p: &HttpProvider,
+    request: &LlmRequest,
+    stream: bool,
+    chained: bool,
+    kept: KeptBody,
+) -> KeptBody {
     let instructions: Vec<&str> = request
         .messages
         .iter()
@@ -156,14 +164,16 @@ pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool, chained
         stream,
     });
     let mut cache = WireCache::lock(&p.wire);
-    let mut head = Vec::with_capacity(p.body_capacity() + rest.len());
-    head.extend_from_slice(b"{\"input\":");
-    crate::wire::array(&mut head, &request.messages[start..], |m, out| {
-        cache.json(m, out, write_items)
-    });
+    let mut kept = kept.reserve(p.body_capacity() + rest.len()).messages(
+        b"{\"input\":[",
+        &request.messages[start..],
+        |m, out| cache.json(m, out, write_items),
+    );
+    let head = &mut kept.bytes;
+    head.push(b']');
     if !request.tools.is_empty() {
         head.extend_from_slice(b",\"tools\":");
-        crate::wire::array(&mut head, &request.tools, |t, out| {
+        crate::wire::array(head, &request.tools, |t, out| {
             cache.json(t, out, |t, json| {
                 crate::wire::write(
                     json,
@@ -180,7 +190,8 @@ pub(crate) fn body(p: &HttpProvider, request: &LlmRequest, stream: bool, chained
     }
     drop(cache);
     p.remember_body_len(head.len() + rest.len());
-    crate::wire::join_object(head, &rest)
+    crate::wire::join_fields(head, &rest);
+    kept
 }
 
 fn usage(v: &Value) -> Usage {

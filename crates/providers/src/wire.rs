@@ -243,14 +243,8 @@ pub(crate) fn array<T>(
     out.push(b']');
 }
 
-/// A body made of `head` (`{` followed by fields already written, the cached arrays) and
+/// Close a body: `head` (`{` followed by fields already written, the cached arrays) gets
 /// the fields of `rest` (a serialized JSON object): `{head..., rest's fields}`.
-pub(crate) fn join_object(mut head: Vec<u8>, rest: &[u8]) -> Vec<u8> {
-    join_fields(&mut head, rest);
-    head
-}
-
-/// [`join_object`] in place: close `head` with the fields of `rest`.
 pub(crate) fn join_fields(head: &mut Vec<u8>, rest: &[u8]) {
     match rest {
         [b'{', b'}'] | [] => head.push(b'}'),
@@ -330,10 +324,25 @@ pub(crate) struct BodyShape {
     /// The messages, in order (held, so an address cannot be reused by another message
     /// while it is compared).
     messages: Vec<Arc<Message>>,
-    /// `ends[i]`: the body's length just after message `i`'s items.
-    ends: Vec<usize>,
+    /// `ends[i]`: the body's length just after message `i`'s items, and what the array
+    /// held then.
+    ends: Vec<(usize, Written)>,
     /// The length of the opening bytes, up to and including the array's `[`.
     open: usize,
+}
+
+/// What a body's messages array holds so far: it decides what the next message writes
+/// before its items (a comma; or the end of one turn and the start of the next).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum Written {
+    /// Nothing yet.
+    #[default]
+    Nothing,
+    /// At least one item (the next one follows a comma).
+    Item,
+    /// A turn of this role, still open (Anthropic: a message of the same role adds its
+    /// blocks to it; another role closes it and opens its own).
+    Turn(&'static str),
 }
 
 impl KeptBody {
@@ -351,11 +360,34 @@ impl KeptBody {
     /// for the head and the leading messages this body shares with the kept one. The array
     /// is left open: the caller writes its `]` and the fields after it.
     pub(crate) fn messages(
-        mut self,
+        self,
         head: &[u8],
         messages: &[Arc<Message>],
         mut each: impl FnMut(&Arc<Message>, &mut Vec<u8>) -> bool,
     ) -> Self {
+        self.messages_with(head, messages, |message, out, written| {
+            let mark = out.len();
+            if *written != Written::Nothing {
+                out.push(b',');
+            }
+            if each(message, out) {
+                *written = Written::Item;
+            } else {
+                out.truncate(mark);
+            }
+        })
+        .0
+    }
+
+    /// [`KeptBody::messages`] where `each` writes whatever goes before a message's items
+    /// too, from what the array holds so far (which it updates). Returns what the array
+    /// holds after the last message, for the caller to close it.
+    pub(crate) fn messages_with(
+        mut self,
+        head: &[u8],
+        messages: &[Arc<Message>],
+        mut each: impl FnMut(&Arc<Message>, &mut Vec<u8>, &mut Written),
+    ) -> (Self, Written) {
         let shape = &mut self.shape;
         let same_head = shape.open == head.len() && self.bytes.get(..shape.open) == Some(head);
         let shared = if same_head {
@@ -366,25 +398,19 @@ impl KeptBody {
             shape.open = head.len();
             0
         };
-        let end = match shared {
-            0 => shape.open,
+        let (end, mut written) = match shared {
+            0 => (shape.open, Written::Nothing),
             n => shape.ends[n - 1],
         };
         self.bytes.truncate(end);
         shape.messages.truncate(shared);
         shape.ends.truncate(shared);
         for message in &messages[shared..] {
-            let mark = self.bytes.len();
-            if mark > shape.open {
-                self.bytes.push(b',');
-            }
-            if !each(message, &mut self.bytes) {
-                self.bytes.truncate(mark);
-            }
-            shape.ends.push(self.bytes.len());
+            each(message, &mut self.bytes, &mut written);
+            shape.ends.push((self.bytes.len(), written));
             shape.messages.push(Arc::clone(message));
         }
-        self
+        (self, written)
     }
 
     /// The bytes to send, and the shape to build the next body on once they are back.
@@ -482,11 +508,11 @@ mod tests {
             o.extend_from_slice(i.to_string().as_bytes());
             true
         });
-        assert_eq!(
-            join_object(out, br#"{"model":"m"}"#),
-            br#"{"messages":[1,3],"model":"m"}"#
-        );
-        assert_eq!(join_object(b"{".to_vec(), b"{}"), b"{}");
+        join_fields(&mut out, br#"{"model":"m"}"#);
+        assert_eq!(out, br#"{"messages":[1,3],"model":"m"}"#);
+        let mut empty = b"{".to_vec();
+        join_fields(&mut empty, b"{}");
+        assert_eq!(empty, b"{}");
     }
 
     /// The body [`KeptBody::messages`] writes from nothing: the reference.
