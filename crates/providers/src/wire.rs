@@ -293,7 +293,7 @@ impl KeptCounts {
         self.sums.truncate(shared);
         let mut total = self.sums.last().copied().unwrap_or(0);
         for message in &messages[shared..] {
-            total += count(message);
+            total = total.saturating_add(count(message));
             self.sums.push(total);
             self.messages.push(Arc::clone(message));
         }
