@@ -72,9 +72,9 @@ pub struct HttpProvider {
     /// The length of the last body built: the next one is allocated at once at about its
     /// size (one allocation, not a doubling series over a long history).
     pub(crate) last_body_len: AtomicUsize,
-    /// The last body sent, given back by the HTTP client: the next call
-    /// over the same history appends to it (see [`KeptBody`]). Empty while a call is in
-    /// flight; concurrent calls then make their bodies from nothing.
+    /// The last body sent, given back by the HTTP client: the next call over the same
+    /// history appends to it (see [`KeptBody`]). Empty while a call is in flight (and after
+    /// a call that was cancelled); concurrent calls then make their bodies from nothing.
     pub(crate) kept_body: Mutex<KeptBody>,
 }
 
@@ -761,8 +761,8 @@ mod tests {
     }
 
     /// The body a call sent comes back from the HTTP client (nothing else holds it once the
-    /// answer is read), so the next call builds on it; a second call over a longer history
-    /// reuses the first body's buffer.
+    /// answer is read), so the next call builds on it; after a second call over a longer
+    /// history, the body kept is that call's.
     #[tokio::test]
     async fn a_sent_body_comes_back_from_the_client_to_be_built_on() {
         use wiremock::matchers::method;
