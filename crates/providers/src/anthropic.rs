@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::http::{HttpProvider, StreamAssembler, StreamError, excerpt, parse_arguments};
 use crate::sse::SseEvent;
-use crate::wire::{KeptBody, WireCache, Written};
+use crate::wire::{KeptBody, Written, lock};
 use crate::{
     CallObserver, LlmRequest, LlmResponse, Message, ProviderEvent, Role, ToolCall, ToolDefinition,
     Usage,
@@ -124,7 +124,7 @@ pub(crate) fn body(
         tool_choice: (n > 0).then_some(ToolChoice { r#type: "auto" }),
         stream,
     });
-    let mut cache = WireCache::lock(&p.wire);
+    let mut cache = lock(&p.wire);
     // Consecutive messages of one role are one turn (tool results answer as the user).
     let (mut kept, written) = kept.reserve(p.body_capacity() + rest.len()).messages_with(
         b"{\"messages\":[",

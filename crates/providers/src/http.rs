@@ -482,7 +482,7 @@ impl HttpProvider {
             response.usage = Usage {
                 input_tokens: self
                     .estimator
-                    .estimate_cached(request, &mut WireCache::lock(&self.wire)),
+                    .estimate_cached(request, &mut lock(&self.wire)),
                 output_tokens: (answer as u64).div_ceil(3),
                 ..Usage::default()
             };
@@ -561,7 +561,7 @@ impl Provider for HttpProvider {
 
     fn estimate_prompt_tokens(&self, request: &LlmRequest) -> u64 {
         self.estimator
-            .estimate_cached(request, &mut WireCache::lock(&self.wire))
+            .estimate_cached(request, &mut lock(&self.wire))
     }
 
     async fn complete(&self, request: &LlmRequest) -> Result<LlmResponse, ProviderError> {

@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::config::ProviderKind;
 use crate::http::{HttpProvider, StreamAssembler, StreamError, parse_arguments};
 use crate::sse::SseEvent;
-use crate::wire::{JsonString, KeptBody, WireCache};
+use crate::wire::{JsonString, KeptBody, lock};
 use crate::{
     CallObserver, LlmRequest, LlmResponse, Message, ProviderEvent, Role, ToolCall, ToolDefinition,
     Usage,
@@ -20,7 +20,7 @@ use crate::{
 
 /// The request body, serialized straight from the request: nothing of the history is
 /// copied or turned into a `serde_json::Value` tree on the way, and each message's and
-/// tool's JSON is made once and then copied from the provider's [`WireCache`] (a call over a
+/// tool's JSON is made once and then copied from the provider's [`WireCache`](crate::wire::WireCache) (a call over a
 /// long history was mostly this serialization, repeated for every message at every call).
 /// It is built on the body `kept` from the last call: the messages both share are not
 /// written again (see [`KeptBody`]).
@@ -54,7 +54,7 @@ pub(crate) fn body(
             include_usage: true,
         }),
     });
-    let mut cache = WireCache::lock(&p.wire);
+    let mut cache = lock(&p.wire);
     let mut kept = kept.reserve(p.body_capacity() + rest.len()).messages(
         b"{\"messages\":[",
         &request.messages,

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::http::{HttpProvider, StreamAssembler, StreamError, excerpt, parse_arguments};
 use crate::sse::SseEvent;
-use crate::wire::{JsonString, KeptBody, WireCache};
+use crate::wire::{JsonString, KeptBody, lock};
 use crate::{CallObserver, LlmRequest, LlmResponse, Message, ProviderEvent, Role, ToolCall, Usage};
 
 /// The API's smallest accepted `max_output_tokens`.
@@ -116,7 +116,7 @@ struct Body<'a> {
 
 /// The request body, serialized straight from the request (borrowed, never copied into a
 /// `serde_json::Value` tree; each message's items and each tool made once, then copied from
-/// the provider's [`WireCache`]). With `chained` and a `previous_response_id`, only the
+/// the provider's [`WireCache`](crate::wire::WireCache)). With `chained` and a `previous_response_id`, only the
 /// messages after the last assistant message are sent. It is built on the body `kept` from
 /// the last call: the items of the messages both share are not written again (see
 /// [`KeptBody`]).
@@ -163,7 +163,7 @@ pub(crate) fn body(
             .or(p.prompt_cache_retention.as_deref()),
         stream,
     });
-    let mut cache = WireCache::lock(&p.wire);
+    let mut cache = lock(&p.wire);
     let mut kept = kept.reserve(p.body_capacity() + rest.len()).messages(
         b"{\"input\":[",
         &request.messages[start..],

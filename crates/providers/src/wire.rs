@@ -109,12 +109,6 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 const SWEEP_FLOOR: usize = 256;
 
 impl WireCache {
-    /// The cache behind `lock`, even if a thread panicked while holding it (every entry is
-    /// complete or absent: nothing is half-written).
-    pub(crate) fn lock(cache: &Mutex<WireCache>) -> MutexGuard<'_, WireCache> {
-        lock(cache)
-    }
-
     fn entry<T: Cached>(&mut self, shared: &Arc<T>) -> &mut Entry {
         let key = key(shared);
         // The length test first: a hit (most lookups) then costs one probe, not two.
@@ -230,17 +224,27 @@ pub(crate) fn array<T>(
     out.push(b'[');
     let mut any = false;
     for item in items {
-        let mark = out.len();
-        if any {
-            out.push(b',');
-        }
-        if each(item, out) {
-            any = true;
-        } else {
-            out.truncate(mark);
-        }
+        any |= append_item(out, any, |out| each(item, out));
     }
     out.push(b']');
+}
+
+/// Append one array item, after a comma when `after_item`; `each` writes it and says
+/// whether it wrote anything (if not, the comma goes too). Whether an item was written.
+fn append_item(
+    out: &mut Vec<u8>,
+    after_item: bool,
+    each: impl FnOnce(&mut Vec<u8>) -> bool,
+) -> bool {
+    let mark = out.len();
+    if after_item {
+        out.push(b',');
+    }
+    let wrote = each(out);
+    if !wrote {
+        out.truncate(mark);
+    }
+    wrote
 }
 
 /// Close a body: `head` (`{` followed by fields already written, the cached arrays) gets
@@ -366,14 +370,8 @@ impl KeptBody {
         mut each: impl FnMut(&Arc<Message>, &mut Vec<u8>) -> bool,
     ) -> Self {
         self.messages_with(head, messages, |message, out, written| {
-            let mark = out.len();
-            if *written != Written::Nothing {
-                out.push(b',');
-            }
-            if each(message, out) {
+            if append_item(out, *written != Written::Nothing, |out| each(message, out)) {
                 *written = Written::Item;
-            } else {
-                out.truncate(mark);
             }
         })
         .0
