@@ -1,7 +1,9 @@
 //! The CPU of one model call's own work in each HTTP flavour: serializing the request body
 //! from a run's history, and reading a tool-call answer. The history is that of an agent 200
 //! `read_file` calls into its task (401 messages, ≈ 150 KB of JSON) with eight tools
-//! offered, the shape `cargo xtask bench-peers` measures end to end.
+//! offered, the shape `cargo xtask bench-peers` measures end to end. Also the strict-JSON
+//! protocol's per-call work over the same history (for models without function calling):
+//! the prompt estimate of the next call, which converts the history to the protocol first.
 //! Run: `cargo bench -p lsm-providers --bench request`.
 
 #![allow(
@@ -14,7 +16,8 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use lsm_providers::{
-    HttpProvider, LlmRequest, Message, ProviderConfig, ProviderKind, ToolCall, ToolDefinition,
+    HttpProvider, LlmRequest, Message, Provider, ProviderConfig, ProviderKind, StrictJsonProvider,
+    ToolCall, ToolDefinition,
 };
 use serde_json::json;
 
@@ -144,5 +147,31 @@ fn request(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, request);
+/// Two consecutive calls of a run under the strict-JSON protocol: the history of 200 calls,
+/// and the same history (the same messages) with one call and its result more. Estimating
+/// both, in turn, is what each call of a long run does (converted, then counted).
+fn strict_json(c: &mut Criterion) {
+    let before = history();
+    let mut after = before.clone();
+    let call = Message::assistant(
+        "",
+        vec![ToolCall {
+            id: format!("call_{CALLS}"),
+            name: "read_file".into(),
+            arguments: json!({"path": "files/f0.txt"}),
+        }],
+    );
+    after.messages.push(call.into());
+    after
+        .messages
+        .push(Message::tool_result(format!("call_{CALLS}"), "File 0.\n").into());
+    let p = StrictJsonProvider::new(provider(ProviderKind::Compatible));
+    let mut group = c.benchmark_group("strict_json");
+    group.bench_function("estimate_two_calls_200_calls", |b| {
+        b.iter(|| p.estimate_prompt_tokens(&before) + p.estimate_prompt_tokens(&after))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, request, strict_json);
 criterion_main!(benches);

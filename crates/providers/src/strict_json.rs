@@ -11,14 +11,17 @@
 //! results as user messages naming the tool.
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
 use crate::protocol_prompt::{next_example, protocol_tool_list};
+use crate::wire::{AddressHasher, key, lock};
 use crate::{
     CallObserver, LlmRequest, LlmResponse, Message, Pricing, Provider, ProviderError, Role,
-    ToolCall,
+    ToolCall, ToolDefinition,
 };
 
 /// The action that ends the phase.
@@ -29,6 +32,8 @@ pub const DONE_ACTION: &str = "DONE";
 pub struct StrictJsonProvider<P> {
     inner: P,
     calls: AtomicUsize,
+    /// The last request's conversions, reused by the next estimate or call.
+    conversions: Mutex<Conversions>,
 }
 
 impl<P: Provider> StrictJsonProvider<P> {
@@ -37,7 +42,13 @@ impl<P: Provider> StrictJsonProvider<P> {
         StrictJsonProvider {
             inner,
             calls: AtomicUsize::new(0),
+            conversions: Mutex::default(),
         }
+    }
+
+    /// [`to_protocol_request`], converting only the messages the last request did not have.
+    fn protocol_request(&self, request: &LlmRequest) -> LlmRequest {
+        convert(request, &mut lock(&self.conversions))
     }
 
     /// The wrapped provider.
@@ -50,61 +61,136 @@ impl<P: Provider> StrictJsonProvider<P> {
 /// prompt (when tools are offered: without tools the model answers in plain text), earlier
 /// calls and results rendered as text.
 pub fn to_protocol_request(request: &LlmRequest) -> LlmRequest {
-    let mut names: HashMap<&str, &str> = HashMap::new();
+    convert(request, &mut Conversions::default())
+}
+
+/// What each message of the last request became under the protocol, by source message.
+///
+/// Without it every call made a new message of every earlier call and result, so the
+/// wrapped provider's caches (its wire JSON, the body it sent last, its running token
+/// counts), all keyed by the message's `Arc`, missed, and each call serialized the whole
+/// history again: a long run was quadratic. With it an unchanged message converts to the
+/// very `Arc` it became last time, and a call converts only its new messages.
+#[derive(Debug, Default)]
+struct Conversions {
+    /// The tools offered when the entries were made, and their list as placed in the
+    /// system prompt (made again only for other tools).
+    tools: Vec<Arc<ToolDefinition>>,
+    proto: String,
+    /// Source message's address → what it became (the last request's messages only).
+    entries: ByAddress,
+}
+
+#[derive(Debug)]
+struct Conversion {
+    /// Held, so its address is not reused while the entry lives.
+    source: Arc<Message>,
+    /// The tool a result was said to come from (from the call that asked for it, an
+    /// earlier message that can change without this one changing).
+    tool: Option<String>,
+    converted: Arc<Message>,
+}
+
+type ByAddress = HashMap<usize, Conversion, BuildHasherDefault<AddressHasher>>;
+
+/// `source` converted by `make`, or what it became last time (taken from `last`) when it is
+/// the same message said to come from the same `tool`; either way kept in `next`.
+fn reuse(
+    last: &mut ByAddress,
+    next: &mut ByAddress,
+    source: &Arc<Message>,
+    tool: Option<&str>,
+    make: impl FnOnce() -> Message,
+) -> Arc<Message> {
+    let key = key(source);
+    let entry = match last.remove(&key) {
+        Some(c) if Arc::ptr_eq(&c.source, source) && c.tool.as_deref() == tool => c,
+        _ => Conversion {
+            source: Arc::clone(source),
+            tool: tool.map(str::to_string),
+            converted: Arc::new(make()),
+        },
+    };
+    let converted = Arc::clone(&entry.converted);
+    next.insert(key, entry);
+    converted
+}
+
+/// [`to_protocol_request`], reusing the conversions of `cache` and keeping this request's.
+fn convert(request: &LlmRequest, cache: &mut Conversions) -> LlmRequest {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
     let task = request
         .messages
         .iter()
         .find(|m| m.role == Role::User)
         .map_or("", |m| m.content.as_str());
-    let proto = protocol_tool_list(&request.tools);
+    let Conversions {
+        tools: kept_tools,
+        proto: kept_proto,
+        entries,
+    } = cache;
+    let same_tools = kept_tools.len() == request.tools.len()
+        && kept_tools
+            .iter()
+            .zip(&request.tools)
+            .all(|(a, b)| Arc::ptr_eq(a, b));
+    if !same_tools || kept_proto.is_empty() {
+        let proto = protocol_tool_list(&request.tools);
+        if proto != *kept_proto {
+            // The system prompt holds the tool list: another list, other conversions.
+            entries.clear();
+            *kept_proto = proto;
+        }
+        *kept_tools = request.tools.clone();
+    }
+    let proto = kept_proto.as_str();
+    let mut last = std::mem::take(entries);
+    let mut next = ByAddress::with_capacity_and_hasher(request.messages.len(), Default::default());
+    let mut calls = Calls::default();
+    let mut done = Vec::new();
     let mut placed = false;
     for m in &request.messages {
         match m.role {
             Role::System if !placed && !request.tools.is_empty() => {
-                messages.push(Message::system(format!("{}\n\n{proto}", m.content)).into());
                 placed = true;
+                messages.push(reuse(&mut last, &mut next, m, None, || {
+                    Message::system(format!("{}\n\n{proto}", m.content))
+                }));
             }
             Role::Assistant if !m.tool_calls.is_empty() => {
-                for c in &m.tool_calls {
-                    names.insert(c.id.as_str(), c.name.as_str());
-                }
-                let calls: Vec<String> = m
-                    .tool_calls
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| {
-                        // The order and spacing the grammar generates, like the example.
-                        format!(
-                            "{{\"action\": {}, \"action_arguments\": {}, \"response\": {}}}",
-                            json!(c.name),
-                            c.arguments,
-                            json!(if i == 0 { m.content.as_str() } else { "" })
-                        )
-                    })
-                    .collect();
-                messages.push(Message::assistant(calls.join("\n"), Vec::new()).into());
+                calls.seen(m);
+                messages.push(reuse(&mut last, &mut next, m, None, || replayed_calls(m)));
             }
             Role::Tool => {
-                let id = m.tool_call_id.as_deref().unwrap_or("");
-                let name = names.get(id).copied().unwrap_or("the tool");
-                messages.push(Message::user(format!("Result of {name}:\n{}", m.content)).into());
+                let called = calls.name_of(m);
+                if let Some(name) = called
+                    && !m.content.starts_with("Error:")
+                {
+                    done.push(name);
+                }
+                let name = called.unwrap_or("the tool");
+                messages.push(reuse(&mut last, &mut next, m, Some(name), || {
+                    Message::user(format!("Result of {name}:\n{}", m.content))
+                }));
             }
-            _ => messages.push(m.clone()),
+            _ => messages.push(Arc::clone(m)),
         }
     }
+    *entries = next;
     if !placed && !request.tools.is_empty() {
         messages.insert(0, Message::system(proto).into());
     }
     // The example comes last, right before the answer: a small model follows what it read
     // last far more than a system prompt, and the example shows the step due now.
     if !request.tools.is_empty()
-        && let Some(example) = next_example(&request.tools, task, &succeeded_tools(request))
+        && let Some(example) = next_example(&request.tools, task, &done)
     {
         let text = format!("Example answer:\n{example}");
         match messages.last_mut() {
             Some(last) if last.role == Role::User => {
-                let last = std::sync::Arc::make_mut(last);
+                // A copy (the conversion and the history keep theirs): the example is
+                // for this call only.
+                let last = Arc::make_mut(last);
                 last.content = format!("{}\n\n{text}", last.content);
             }
             _ => messages.push(Message::user(text).into()),
@@ -117,21 +203,68 @@ pub fn to_protocol_request(request: &LlmRequest) -> LlmRequest {
     }
 }
 
+/// The assistant messages with tool calls met so far, in order: which tool a result answers.
+#[derive(Default)]
+struct Calls<'a> {
+    seen: Vec<&'a Message>,
+    /// Every call id of `seen[..indexed]` → its tool (the latest call wins), made only when
+    /// a result does not answer the last message with calls.
+    by_id: HashMap<&'a str, &'a str>,
+    indexed: usize,
+}
+
+impl<'a> Calls<'a> {
+    fn seen(&mut self, m: &'a Message) {
+        self.seen.push(m);
+    }
+
+    /// The tool of the latest call met so far with `result`'s id.
+    fn name_of(&mut self, result: &Message) -> Option<&'a str> {
+        let id = result.tool_call_id.as_deref().unwrap_or("");
+        // A result nearly always answers the last message with calls.
+        let last = self.seen.last()?;
+        if let Some(c) = last.tool_calls.iter().rev().find(|c| c.id == id) {
+            return Some(c.name.as_str());
+        }
+        for m in &self.seen[self.indexed..] {
+            for c in &m.tool_calls {
+                self.by_id.insert(c.id.as_str(), c.name.as_str());
+            }
+        }
+        self.indexed = self.seen.len();
+        self.by_id.get(id).copied()
+    }
+}
+
+/// An assistant message's tool calls as the protocol's JSON answers, one per line.
+fn replayed_calls(m: &Message) -> Message {
+    let calls: Vec<String> = m
+        .tool_calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            // The order and spacing the grammar generates, like the example.
+            format!(
+                "{{\"action\": {}, \"action_arguments\": {}, \"response\": {}}}",
+                json!(c.name),
+                c.arguments,
+                json!(if i == 0 { m.content.as_str() } else { "" })
+            )
+        })
+        .collect();
+    Message::assistant(calls.join("\n"), Vec::new())
+}
+
 /// The tools whose calls in `request`'s history succeeded (their result is not an error).
+#[cfg(feature = "local")]
 pub(crate) fn succeeded_tools(request: &LlmRequest) -> Vec<&str> {
-    let mut names: HashMap<&str, &str> = HashMap::new();
+    let mut calls = Calls::default();
     let mut done = Vec::new();
     for m in &request.messages {
         match m.role {
-            Role::Assistant => {
-                for c in &m.tool_calls {
-                    names.insert(c.id.as_str(), c.name.as_str());
-                }
-            }
+            Role::Assistant => calls.seen(m),
             Role::Tool if !m.content.starts_with("Error:") => {
-                if let Some(name) = m.tool_call_id.as_deref().and_then(|id| names.get(id)) {
-                    done.push(*name);
-                }
+                done.extend(calls.name_of(m));
             }
             _ => {}
         }
@@ -206,7 +339,7 @@ impl<P: Provider> Provider for StrictJsonProvider<P> {
 
     fn estimate_prompt_tokens(&self, request: &LlmRequest) -> u64 {
         self.inner
-            .estimate_prompt_tokens(&to_protocol_request(request))
+            .estimate_prompt_tokens(&self.protocol_request(request))
     }
 
     async fn complete(&self, request: &LlmRequest) -> Result<LlmResponse, ProviderError> {
@@ -221,7 +354,7 @@ impl<P: Provider> Provider for StrictJsonProvider<P> {
         let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
         let answer = self
             .inner
-            .complete_observed(&to_protocol_request(request), observer)
+            .complete_observed(&self.protocol_request(request), observer)
             .await?;
         if request.tools.is_empty() {
             // Nothing to call: the answer is plain text, whatever it looks like.
@@ -353,5 +486,178 @@ mod tests {
         assert_eq!(r.text, decision_like, "the answer is returned as it is");
         let sent = &p.inner().requests()[0];
         assert_eq!(sent.messages, request.messages, "no protocol instructions");
+    }
+
+    fn tool(name: &str) -> Arc<ToolDefinition> {
+        ToolDefinition {
+            name: name.into(),
+            description: format!("The {name} tool."),
+            parameters: json!({"type": "object"}),
+        }
+        .into()
+    }
+
+    fn call(id: &str, name: &str, path: &str) -> Arc<Message> {
+        Message::assistant(
+            "",
+            vec![ToolCall {
+                id: id.into(),
+                name: name.into(),
+                arguments: json!({ "path": path }),
+            }],
+        )
+        .into()
+    }
+
+    fn request(messages: &[Arc<Message>], tools: &[Arc<ToolDefinition>]) -> LlmRequest {
+        LlmRequest {
+            messages: messages.to_vec(),
+            tools: tools.to_vec(),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unchanged_history_is_sent_as_the_same_messages() {
+        let done = r#"{"response": "", "action": "DONE"}"#;
+        let inner = ScriptedProvider::new(vec![
+            ScriptedResponse::text(done),
+            ScriptedResponse::text(done),
+        ]);
+        let p = StrictJsonProvider::new(inner);
+        let tools = [tool("read_file")];
+        let mut history: Vec<Arc<Message>> = vec![
+            Message::system("Be careful.").into(),
+            Message::user("Read a.md and b.md.").into(),
+            call("c1", "read_file", "a.md"),
+            Message::tool_result("c1", "A").into(),
+        ];
+        let first = request(&history, &tools);
+        // The estimates convert the same request before the call does.
+        p.estimate_prompt_tokens(&first);
+        p.complete(&first).await.unwrap();
+        history.extend([
+            call("c2", "read_file", "b.md"),
+            Message::tool_result("c2", "B").into(),
+        ]);
+        let second = request(&history, &tools);
+        p.complete(&second).await.unwrap();
+        let sent = p.inner().requests();
+        // Every converted message but the one that carried the example is the very one
+        // sent before, so the wrapped provider's caches find it.
+        for i in 0..3 {
+            assert!(
+                Arc::ptr_eq(&sent[0].messages[i], &sent[1].messages[i]),
+                "message {i} was converted again"
+            );
+        }
+        assert!(sent[0].messages[3].content.contains("Example answer"));
+        assert_eq!(sent[1].messages[3].content, "Result of read_file:\nA");
+        assert_eq!(sent[0], to_protocol_request(&first));
+        assert_eq!(sent[1], to_protocol_request(&second));
+    }
+
+    #[test]
+    fn a_kept_conversion_follows_the_history_it_is_given() {
+        let mut kept = Conversions::default();
+        let system: Arc<Message> = Message::system("Be careful.").into();
+        let task: Arc<Message> = Message::user("Read a.md, then write b.md.").into();
+        let read = call("c1", "read_file", "a.md");
+        let result: Arc<Message> = Message::tool_result("c1", "A").into();
+        let two = [tool("read_file"), tool("write_file")];
+        let mut steps = vec![
+            request(&[Arc::clone(&system), Arc::clone(&task)], &two),
+            request(
+                &[
+                    Arc::clone(&system),
+                    Arc::clone(&task),
+                    Arc::clone(&read),
+                    Arc::clone(&result),
+                ],
+                &two,
+            ),
+        ];
+        // The same result, now answering a call of another tool.
+        steps.push(request(
+            &[
+                Arc::clone(&system),
+                Arc::clone(&task),
+                call("c1", "write_file", "b.md"),
+                Arc::clone(&result),
+            ],
+            &two,
+        ));
+        // Another tool list (another system prompt), then no tools at all.
+        steps.push(request(
+            &[
+                Arc::clone(&system),
+                Arc::clone(&task),
+                Arc::clone(&read),
+                Arc::clone(&result),
+            ],
+            &two[..1],
+        ));
+        steps.push(request(&[Arc::clone(&system), Arc::clone(&task)], &[]));
+        // The history cut, then grown again.
+        steps.push(request(&[Arc::clone(&task), Arc::clone(&result)], &two));
+        steps.push(request(
+            &[
+                Arc::clone(&system),
+                Arc::clone(&task),
+                Arc::clone(&read),
+                Arc::clone(&result),
+            ],
+            &two,
+        ));
+        for (i, step) in steps.iter().enumerate() {
+            assert_eq!(
+                convert(step, &mut kept),
+                to_protocol_request(step),
+                "step {i}"
+            );
+        }
+        let named = convert(&steps[2], &mut kept);
+        assert!(
+            named.messages[3]
+                .content
+                .starts_with("Result of write_file:")
+        );
+    }
+
+    #[test]
+    fn a_result_names_the_latest_call_with_its_id() {
+        let tools = [tool("read_file"), tool("write_file")];
+        let converted = to_protocol_request(&request(
+            &[
+                Message::system("Be careful.").into(),
+                Message::user("Read a.md.").into(),
+                call("c1", "read_file", "a.md"),
+                call("c2", "write_file", "b.md"),
+                // Answers the call before the last message with calls.
+                Message::tool_result("c1", "A").into(),
+                Message::tool_result("c2", "Error: no room").into(),
+                Message::tool_result("c9", "?").into(),
+                // The id used again by a later call of another tool.
+                call("c1", "write_file", "c.md"),
+                Message::tool_result("c1", "written").into(),
+            ],
+            &tools,
+        ));
+        let said: Vec<&str> = converted
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::User)
+            .map(|m| m.content.lines().next().unwrap_or(""))
+            .collect();
+        assert_eq!(
+            said,
+            [
+                "Read a.md.",
+                "Result of read_file:",
+                "Result of write_file:",
+                "Result of the tool:",
+                "Result of write_file:",
+            ]
+        );
     }
 }

@@ -159,7 +159,8 @@ impl WireCache {
     }
 }
 
-fn key<T>(shared: &Arc<T>) -> usize {
+/// The key of `shared` in an address-keyed table: its heap address.
+pub(crate) fn key<T>(shared: &Arc<T>) -> usize {
     Arc::as_ptr(shared) as *const () as usize
 }
 
