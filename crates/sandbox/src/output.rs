@@ -332,6 +332,23 @@ fn replace<'a>(
 /// path: both letter cases and a digit, and at least 4.3 bits of entropy per character (random
 /// base64 of 40 characters has about 4.8; hex can have at most 4.0; words and paths ~3.5–4).
 fn looks_like_base64_secret(run: &str) -> bool {
+    // A run that starts with a slash is an absolute path (a random key starts with one in
+    // 1 of 64 cases, and then only its pieces between slashes would be judged): its names
+    // are judged one by one, each as long as a secret must be. Judged whole, the many
+    // different letters of a long path (`/Users/Bob/Library/Caches/MyApp2/…`) looked random.
+    if run.starts_with('/') {
+        return run
+            .split('/')
+            .any(|name| name.len() >= MIN_BASE64_SECRET && looks_random(name));
+    }
+    looks_random(run)
+}
+
+/// The shortest base64 run judged a secret (the `{40,}` of the run's pattern).
+const MIN_BASE64_SECRET: usize = 40;
+
+/// Upper- and lower-case letters and a digit, and a high character entropy.
+fn looks_random(run: &str) -> bool {
     let body = run.trim_end_matches('=');
     let has_upper = body.bytes().any(|b| b.is_ascii_uppercase());
     let has_lower = body.bytes().any(|b| b.is_ascii_lowercase());
@@ -428,6 +445,29 @@ mod tests {
     fn redacts_random_base64() {
         let text = format!("secret: {RANDOM_B64} done");
         assert_eq!(redact_secrets(&text), "secret: [REDACTED] done");
+    }
+
+    #[test]
+    fn keeps_long_absolute_paths_but_not_a_key_inside_one() {
+        for path in [
+            "/Users/Bob/Library/Caches/MyApp2/Data/Store/Item42/blob",
+            "/home/runner/work/MyRepo/MyRepo/target/debug/build/ring9f3aB2c1/out",
+            "/var/folders/x7/k2Lm9Qp4R8sT1vW3yZ6bC0dF/T/tmpXyZ12abc/run/logs",
+        ] {
+            assert_eq!(redact_secrets(path), path);
+            let said = format!("cannot read {path}: not found");
+            assert_eq!(redact_secrets(&said), said);
+        }
+        // A random key of its own length inside a path is still one.
+        let key = RANDOM_B64.trim_end_matches('=').replace(['/', '+'], "Q");
+        let path = format!("/srv/keys/{key}/current");
+        assert_eq!(redact_secrets(&path), REDACTED);
+        // A key with slashes in it, not at its start, is judged whole as before.
+        let aws_like = "wJalrXUtnFEMI/K7MDENG/bPxRfiCY3ZqPk8mNv2Lq";
+        assert_eq!(
+            redact_secrets(&format!("secret {aws_like}")),
+            "secret [REDACTED]"
+        );
     }
 
     #[test]
