@@ -71,7 +71,7 @@ pub fn to_protocol_request(request: &LlmRequest) -> LlmRequest {
 /// counts), all keyed by the message's `Arc`, missed, and each call serialized the whole
 /// history again: a long run was quadratic. With it an unchanged message converts to the
 /// very `Arc` it became last time, and a call converts only its new messages.
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Conversions {
     /// The tools offered when the entries were made, and their list as placed in the
     /// system prompt (made again only for other tools).
@@ -81,7 +81,16 @@ struct Conversions {
     entries: ByAddress,
 }
 
-#[derive(Debug)]
+/// Shows how many messages it keeps, never their text.
+impl std::fmt::Debug for Conversions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conversions")
+            .field("tools", &self.tools.len())
+            .field("messages", &self.entries.len())
+            .finish()
+    }
+}
+
 struct Conversion {
     /// Held, so its address is not reused while the entry lives.
     source: Arc<Message>,
