@@ -8,39 +8,87 @@
 //! exchanges is what one call costs before the harness does anything; `lsm`'s CPU per call
 //! above it is the harness's own.
 //!
-//! Usage: `bare_exchange URL BODIES` where BODIES holds each body as a little-endian `u32`
-//! length and then its bytes. Prints `{"requests": N, "cpu_s": S, "bytes": B}`: the CPU time
-//! (user + system) of the exchanges alone, after the bodies are loaded.
+//! Usage: `bare_exchange [--client CLIENT] URL BODIES` where BODIES holds each body as a
+//! little-endian `u32` length and then its bytes. Prints `{"requests": N, "cpu_s": S,
+//! "bytes": B}`: the CPU time (user + system) of the exchanges alone, after the bodies are
+//! loaded.
+//!
+//! CLIENT says how much of the stack under `lsm`'s call is measured, to tell the kernel's
+//! part from the libraries': `reqwest` (the default: what `lsm` uses), `hyper` (hyper's
+//! HTTP/1.1 connection alone, no reqwest), `tokio` (the request written and the answer read
+//! by hand on tokio's socket), `blocking` (the same by hand on a blocking socket, no
+//! runtime). The hand-written clients need the answer's `content-length` (the mock sends it).
 
 #![allow(clippy::print_stdout)]
 
 use std::time::Duration;
 
+use std::io::{Read, Write};
+
 use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
 use nix::sys::resource::{UsageWho, getrusage};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
+/// What carries the exchanges.
+#[derive(Clone, Copy, PartialEq)]
+enum Client {
+    Reqwest,
+    Hyper,
+    Tokio,
+    Blocking,
+}
+
 fn main() -> Result<(), Error> {
-    let args: Vec<String> = std::env::args().collect();
-    let [_, url, bodies] = args.as_slice() else {
-        return Err("usage: bare_exchange URL BODIES".into());
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (client, rest) = match args.as_slice() {
+        [flag, name, rest @ ..] if flag == "--client" => (
+            match name.as_str() {
+                "reqwest" => Client::Reqwest,
+                "hyper" => Client::Hyper,
+                "tokio" => Client::Tokio,
+                "blocking" => Client::Blocking,
+                other => {
+                    return Err(format!(
+                        "unknown client '{other}': give reqwest, hyper, tokio or blocking"
+                    )
+                    .into());
+                }
+            },
+            rest,
+        ),
+        rest => (Client::Reqwest, rest),
+    };
+    let [url, bodies] = rest else {
+        return Err("usage: bare_exchange [--client CLIENT] URL BODIES".into());
     };
     let bodies = load(bodies)?;
     let bytes: usize = bodies.iter().map(Bytes::len).sum();
     let url = reqwest::Url::parse(&format!("{}/chat/completions", url.trim_end_matches('/')))?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()?;
-    let before = cpu_seconds()?;
     let requests = bodies.len();
-    let exchanges = runtime.spawn(exchange_all(url, bodies));
-    runtime.block_on(exchanges)??;
+    let before;
+    if client == Client::Blocking {
+        before = cpu_seconds()?;
+        exchange_blocking(&url, &bodies)?;
+    } else {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()?;
+        before = cpu_seconds()?;
+        let exchanges = match client {
+            Client::Hyper => runtime.spawn(exchange_hyper(url, bodies)),
+            Client::Tokio => runtime.spawn(exchange_tokio(url, bodies)),
+            _ => runtime.spawn(exchange_all(url, bodies)),
+        };
+        runtime.block_on(exchanges)??;
+    }
     let cpu_s = cpu_seconds()? - before;
     println!(r#"{{"requests": {requests}, "cpu_s": {cpu_s}, "bytes": {bytes}}}"#);
     Ok(())
@@ -71,6 +119,146 @@ async fn exchange_all(url: reqwest::Url, bodies: Vec<Bytes>) -> Result<(), Error
         }
     }
     Ok(())
+}
+
+/// The same on hyper's HTTP/1.1 connection alone: no pool, no redirect or retry layers.
+async fn exchange_hyper(url: reqwest::Url, bodies: Vec<Bytes>) -> Result<(), Error> {
+    let host = authority(&url)?;
+    let stream = tokio::net::TcpStream::connect(&host).await?;
+    stream.set_nodelay(true)?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake::<_, Full<Bytes>>(
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await?;
+    tokio::spawn(connection);
+    for body in bodies {
+        let request = hyper::Request::post(url.path())
+            .header(hyper::header::HOST, &host)
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .header(
+                hyper::header::USER_AGENT,
+                concat!("lsm/", env!("CARGO_PKG_VERSION")),
+            )
+            .body(Full::new(body))?;
+        let response = sender.send_request(request).await?;
+        let status = response.status();
+        let answer = response.into_body().collect().await?.to_bytes();
+        if !status.is_success() {
+            return Err(format!("{status}: {}", String::from_utf8_lossy(&answer)).into());
+        }
+    }
+    Ok(())
+}
+
+/// The same written and read by hand on tokio's socket.
+async fn exchange_tokio(url: reqwest::Url, bodies: Vec<Bytes>) -> Result<(), Error> {
+    let host = authority(&url)?;
+    let mut stream = tokio::net::TcpStream::connect(&host).await?;
+    stream.set_nodelay(true)?;
+    let mut answer = Answer::default();
+    for body in &bodies {
+        stream.write_all(&request_bytes(&url, &host, body)).await?;
+        answer.clear();
+        while !answer.complete()? {
+            let n = stream.read(answer.room()).await?;
+            answer.filled(n)?;
+        }
+    }
+    Ok(())
+}
+
+/// The same written and read by hand on a blocking socket, without a runtime.
+fn exchange_blocking(url: &reqwest::Url, bodies: &[Bytes]) -> Result<(), Error> {
+    let host = authority(url)?;
+    let mut stream = std::net::TcpStream::connect(&host)?;
+    stream.set_nodelay(true)?;
+    let mut answer = Answer::default();
+    for body in bodies {
+        stream.write_all(&request_bytes(url, &host, body))?;
+        answer.clear();
+        while !answer.complete()? {
+            let n = stream.read(answer.room())?;
+            answer.filled(n)?;
+        }
+    }
+    Ok(())
+}
+
+/// `host:port` of `url`.
+fn authority(url: &reqwest::Url) -> Result<String, Error> {
+    let host = url.host_str().ok_or("the URL has no host")?;
+    let port = url.port_or_known_default().ok_or("the URL has no port")?;
+    Ok(format!("{host}:{port}"))
+}
+
+/// One POST of `body`, headers and body in one buffer (one `write`, as hyper's `writev`).
+fn request_bytes(url: &reqwest::Url, host: &str, body: &[u8]) -> Vec<u8> {
+    let mut request = format!(
+        "POST {} HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n\
+         user-agent: lsm/{}\r\ncontent-length: {}\r\n\r\n",
+        url.path(),
+        env!("CARGO_PKG_VERSION"),
+        body.len()
+    )
+    .into_bytes();
+    request.extend_from_slice(body);
+    request
+}
+
+/// An answer read by hand: its bytes so far, and where its body ends once the head is in.
+#[derive(Default)]
+struct Answer {
+    bytes: Vec<u8>,
+    filled: usize,
+    end: Option<usize>,
+}
+
+impl Answer {
+    fn clear(&mut self) {
+        self.filled = 0;
+        self.end = None;
+    }
+
+    /// Free room to read into.
+    fn room(&mut self) -> &mut [u8] {
+        if self.bytes.len() < self.filled + 8192 {
+            self.bytes.resize(self.filled + 8192, 0);
+        }
+        &mut self.bytes[self.filled..]
+    }
+
+    fn filled(&mut self, n: usize) -> Result<(), Error> {
+        if n == 0 {
+            return Err("the server closed the connection before the answer's end".into());
+        }
+        self.filled += n;
+        Ok(())
+    }
+
+    /// Whether the whole answer is in (its head, and as many body bytes as it says).
+    fn complete(&mut self) -> Result<bool, Error> {
+        if self.end.is_none() {
+            let got = &self.bytes[..self.filled];
+            let Some(head) = got.windows(4).position(|w| w == b"\r\n\r\n") else {
+                return Ok(false);
+            };
+            let raw = String::from_utf8_lossy(&got[..head]);
+            let text = raw.to_ascii_lowercase();
+            if !text.starts_with("http/1.1 2") {
+                return Err(
+                    format!("the server answered: {}", raw.lines().next().unwrap_or("")).into(),
+                );
+            }
+            let length: usize = text
+                .lines()
+                .find_map(|line| line.strip_prefix("content-length:"))
+                .ok_or("the answer has no content-length (needed by the hand-written clients)")?
+                .trim()
+                .parse()?;
+            self.end = Some(head + 4 + length);
+        }
+        Ok(self.end.is_some_and(|end| self.filled >= end))
+    }
 }
 
 /// The bodies of `path`: each a little-endian `u32` length, then that many bytes.
@@ -122,5 +310,50 @@ mod tests {
         assert!(load(path).unwrap_err().to_string().contains("cut short"));
         std::fs::write(path, b"\x05\0").unwrap();
         assert!(load(path).unwrap_err().to_string().contains("cut short"));
+    }
+
+    #[test]
+    fn a_hand_read_answer_ends_where_its_content_length_says() {
+        let mut answer = Answer::default();
+        let feed = |answer: &mut Answer, part: &[u8]| {
+            let room = answer.room();
+            room[..part.len()].copy_from_slice(part);
+            answer.filled(part.len()).unwrap();
+            answer.complete().unwrap()
+        };
+        assert!(!feed(
+            &mut answer,
+            b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n"
+        ));
+        assert!(!feed(&mut answer, b"\r\n{}"));
+        assert!(feed(&mut answer, b"[]"));
+        answer.clear();
+        assert!(
+            !answer.complete().unwrap(),
+            "a cleared answer waits for the next"
+        );
+        let room = answer.room();
+        room[..22].copy_from_slice(b"HTTP/1.1 500 Oops\r\n\r\n\0");
+        answer.filled(21).unwrap();
+        assert!(
+            answer
+                .complete()
+                .unwrap_err()
+                .to_string()
+                .contains("500 Oops")
+        );
+        let mut unsized_answer = Answer::default();
+        assert!(!feed(&mut unsized_answer, b"HTTP/1.1 200 OK\r\n"));
+        let room = unsized_answer.room();
+        room[..2].copy_from_slice(b"\r\n");
+        unsized_answer.filled(2).unwrap();
+        assert!(
+            unsized_answer.complete().is_err(),
+            "no content-length: an error"
+        );
+        assert!(
+            Answer::default().filled(0).is_err(),
+            "a closed connection: an error"
+        );
     }
 }
