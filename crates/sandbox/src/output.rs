@@ -5,6 +5,7 @@
 //! harness's records and the command line's output go through it too.
 
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{LazyLock, PoisonError, RwLock};
 
 use regex::{Captures, Regex, RegexSet};
@@ -76,11 +77,7 @@ static ANY_SHAPE: LazyLock<Option<RegexSet>> = LazyLock::new(|| {
     }
 });
 
-/// Loosened forms of the shapes, for serialized JSON ([`Redactor::json_may_hold_secrets`]):
-/// each matches wherever its shape matches the unescaped text of a string in the line, so a
-/// line none of them matches holds nothing to redact. JSON escaping leaves the characters of
-/// `sk-…`, `key_…` and base64 runs alone; it can break the word boundaries and the whitespace
-/// of the other shapes, so those are reduced to their fixed words.
+/// The loosened shapes as a compiled set: [`may_hold_a_shape`]'s twin, for long runs.
 static LOOSE_SHAPES: LazyLock<Option<regex::bytes::RegexSet>> = LazyLock::new(|| {
     let patterns = [
         r"(?i)api[_-]?key",
@@ -97,6 +94,129 @@ static LOOSE_SHAPES: LazyLock<Option<regex::bytes::RegexSet>> = LazyLock::new(||
         }
     }
 });
+
+/// Bytes looked at by hand so far, in this process.
+static SCANNED_BY_HAND: AtomicUsize = AtomicUsize::new(0);
+
+/// How many bytes the process scans by hand before the compiled sets take over. Compiling
+/// the sets and filling their lazy automata costs about as many instructions as scanning
+/// 150 KB by hand (about 13 instructions a byte, against 4 for a built automaton; in time
+/// the two are about even): a short run (and every short command) never compiles them, a
+/// long one does once.
+const HAND_SCAN_BYTES: usize = 128 * 1024;
+
+/// Whether `len` more bytes are scanned by hand ([`may_hold_a_shape`]) rather than by the
+/// compiled sets. Either gives the same answer.
+fn by_hand(len: usize) -> bool {
+    SCANNED_BY_HAND.load(Ordering::Relaxed) < HAND_SCAN_BYTES
+        && SCANNED_BY_HAND.fetch_add(len, Ordering::Relaxed) < HAND_SCAN_BYTES
+}
+
+/// [`may_hold_a_shape`], by hand or by the compiled set ([`by_hand`]).
+fn loose_shape_in(bytes: &[u8]) -> bool {
+    if by_hand(bytes.len()) {
+        return may_hold_a_shape(bytes);
+    }
+    match LOOSE_SHAPES.as_ref() {
+        Some(set) => set.is_match(bytes),
+        None => may_hold_a_shape(bytes),
+    }
+}
+
+/// Whether `bytes` holds a loosened form of any key shape: `(?i)api[_-]?key`, `sk-`
+/// followed by 12 of `[A-Za-z0-9_*-]`, `(?i)bearer`, `key_` followed by 16 letters or digits,
+/// or a run of 40 of `[A-Za-z0-9+/]` — each matches wherever its shape matches (in plain
+/// text, and in the unescaped text of a string of serialized JSON: JSON escaping leaves
+/// the characters of `sk-…`, `key_…` and base64 runs alone, and can break the word
+/// boundaries and the whitespace of the other shapes, so those are reduced to their fixed
+/// words). `false` means no shape can match, so the text holds nothing to redact by shape.
+///
+/// One pass by hand over the bytes, exactly the loosened shapes' regular-expression set
+/// ([`LOOSE_SHAPES`]; a test compares them), including `(?i)`'s one non-ASCII `k`, the
+/// Kelvin sign. See [`by_hand`] for which of the two runs.
+fn may_hold_a_shape(bytes: &[u8]) -> bool {
+    // The run's length is kept without a branch, and a byte that can start a word shape is
+    // looked at closer out of line.
+    let mut run = 0u32;
+    for (i, &b) in bytes.iter().enumerate() {
+        let class = BYTE_CLASS[usize::from(b)];
+        run = (run + 1) * u32::from(class & IN_RUN);
+        if run >= 40 || (class & STARTS_WORD != 0 && word_shape_at(&bytes[i..])) {
+            return true;
+        }
+    }
+    false
+}
+
+/// [`BYTE_CLASS`]: a byte of a base64 run (`[A-Za-z0-9+/]`).
+const IN_RUN: u8 = 1;
+/// [`BYTE_CLASS`]: a byte that can start `api…key`, `bearer`, `sk-…` or `key_…`.
+const STARTS_WORD: u8 = 2;
+const BYTE_CLASS: [u8; 256] = {
+    let mut class = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        if c.is_ascii_alphanumeric() || c == b'+' || c == b'/' {
+            class[b] |= IN_RUN;
+        }
+        if matches!(c, b'a' | b'A' | b'b' | b'B' | b's' | b'k') {
+            class[b] |= STARTS_WORD;
+        }
+        b += 1;
+    }
+    class
+};
+
+/// Whether a word shape starts at `rest[0]` (one of [`STARTS_WORD`]'s bytes).
+#[cold]
+#[inline(never)]
+fn word_shape_at(rest: &[u8]) -> bool {
+    match rest.first() {
+        Some(b'a' | b'A') => api_key_at(rest),
+        Some(b'b' | b'B') => starts_with_ignore_case(rest, b"bearer"),
+        Some(b's') => {
+            rest.starts_with(b"sk-")
+                && followed_by(&rest[3..], 12, |c| {
+                    c.is_ascii_alphanumeric() || matches!(c, b'_' | b'*' | b'-')
+                })
+        }
+        Some(b'k') => {
+            rest.starts_with(b"key_") && followed_by(&rest[4..], 16, |c| c.is_ascii_alphanumeric())
+        }
+        _ => false,
+    }
+}
+
+/// `(?i)api[_-]?key` at the start of `rest`.
+fn api_key_at(rest: &[u8]) -> bool {
+    if !starts_with_ignore_case(rest, b"api") {
+        return false;
+    }
+    let after = &rest[3..];
+    key_at(after) || (matches!(after.first(), Some(b'_' | b'-')) && key_at(&after[1..]))
+}
+
+/// `(?i)key` at the start of `rest`: `k` is also the Kelvin sign (U+212A) under Unicode
+/// case folding.
+fn key_at(rest: &[u8]) -> bool {
+    const KELVIN: &[u8] = "\u{212A}".as_bytes();
+    let after_k = match rest.first() {
+        Some(b'k' | b'K') => &rest[1..],
+        _ if rest.starts_with(KELVIN) => &rest[KELVIN.len()..],
+        _ => return false,
+    };
+    starts_with_ignore_case(after_k, b"ey")
+}
+
+fn starts_with_ignore_case(rest: &[u8], word: &[u8]) -> bool {
+    rest.len() >= word.len() && rest[..word.len()].eq_ignore_ascii_case(word)
+}
+
+/// Whether the first `n` bytes of `rest` all are in `class`.
+fn followed_by(rest: &[u8], n: usize, class: impl Fn(u8) -> bool) -> bool {
+    rest.len() >= n && rest[..n].iter().all(|&c| class(c))
+}
 
 fn compile(pattern: &str) -> Option<Regex> {
     match Regex::new(pattern) {
@@ -204,10 +324,7 @@ impl Redactor {
     /// A known value with a character JSON escapes could hide behind its escape, so with such
     /// a value every line is suspect.
     pub fn json_may_hold_secrets(&self, line: &[u8]) -> bool {
-        let Some(set) = LOOSE_SHAPES.as_ref() else {
-            return true;
-        };
-        if set.is_match(line) {
+        if loose_shape_in(line) {
             return true;
         }
         if self.values.is_empty() {
@@ -267,7 +384,11 @@ pub fn redact_json_secrets(value: &mut serde_json::Value) -> bool {
 
 /// The key shapes (no known values).
 fn redact_shapes(text: Cow<'_, str>) -> Cow<'_, str> {
-    if ANY_SHAPE.as_ref().is_some_and(|set| !set.is_match(&text)) {
+    // The loosened shapes match wherever the shapes do: while texts are scanned by hand, a
+    // text without them is left alone before any regular expression is compiled or run.
+    if (by_hand(text.len()) && !may_hold_a_shape(text.as_bytes()))
+        || ANY_SHAPE.as_ref().is_some_and(|set| !set.is_match(&text))
+    {
         return text;
     }
     let mut out = text;
@@ -375,6 +496,81 @@ fn shannon_entropy(s: &str) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// Texts near the shapes: their words and characters, cut and mixed, with case changes,
+    /// the Kelvin sign, JSON escapes and other bytes.
+    fn near_shapes() -> impl Strategy<Value = Vec<u8>> {
+        let piece = prop_oneof![
+            Just(b"api".to_vec()),
+            Just(b"API".to_vec()),
+            Just(b"Ap".to_vec()),
+            Just(b"key".to_vec()),
+            Just(b"KeY".to_vec()),
+            Just("\u{212A}ey".as_bytes().to_vec()),
+            Just("\u{212A}".as_bytes().to_vec()),
+            Just(b"key_".to_vec()),
+            Just(b"sk-".to_vec()),
+            Just(b"bearer".to_vec()),
+            Just(b"BeArEr".to_vec()),
+            Just(b"beare".to_vec()),
+            Just(b"\\n".to_vec()),
+            Just(vec![0xff, 0xfe]),
+            prop::collection::vec(prop::sample::select(b"_-*+/= \"aBz09kKeyY".to_vec()), 0..6),
+            prop::collection::vec(
+                prop::sample::select(
+                    b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+/".to_vec()
+                ),
+                0..45
+            ),
+        ];
+        prop::collection::vec(piece, 0..8).prop_map(|pieces| pieces.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn the_hand_scan_is_the_loose_shapes_set(text in near_shapes()) {
+            prop_assert_eq!(
+                may_hold_a_shape(&text),
+                LOOSE_SHAPES.as_ref().unwrap().is_match(&text)
+            );
+        }
+
+        #[test]
+        fn every_text_a_shape_matches_passes_the_hand_scan(text in near_shapes()) {
+            let text = String::from_utf8_lossy(&text);
+            if ANY_SHAPE.as_ref().unwrap().is_match(&text) {
+                prop_assert!(may_hold_a_shape(text.as_bytes()));
+            }
+        }
+    }
+
+    #[test]
+    fn the_hand_scan_finds_each_shape_and_passes_plain_text() {
+        for text in [
+            "my API-Key is here",
+            "apikey",
+            "api_\u{212A}EY",
+            "x sk-abcdefghijkl y",
+            "Authorization: Bearer x",
+            "key_0123456789abcdef",
+            "a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/q/r/s/tuv",
+        ] {
+            assert!(may_hold_a_shape(text.as_bytes()), "{text}");
+        }
+        for text in [
+            "Read the files the tool calls name, one after the other.",
+            "sk-short",
+            "key_short",
+            "api key",
+            "bear",
+            "File 7.\nSome notes of a small project.",
+        ] {
+            assert!(!may_hold_a_shape(text.as_bytes()), "{text}");
+        }
+    }
 
     const RANDOM_B64: &str = "q8ZL3vX0mP9sR2tYwK7bN4cJ1hGfD6eA5uT+Io/Wx=";
 
@@ -386,6 +582,43 @@ mod tests {
         assert!(KEY_UNDERSCORE.is_some());
         assert!(BASE64_RUN.is_some());
         assert!(ANY_SHAPE.is_some());
+        assert!(LOOSE_SHAPES.is_some());
+    }
+
+    #[test]
+    fn past_the_hand_scan_the_compiled_sets_answer_the_same() {
+        let texts = [
+            "plain words, nothing secret",
+            "Authorization: Bearer abc123def456",
+            "x sk-abcdefghijkl y",
+            "/Users/Bob/Library/Caches/MyApp2/Data/Store/Item42/blob",
+        ];
+        let by_hand_first: Vec<bool> = texts
+            .iter()
+            .map(|t| may_hold_a_shape(t.as_bytes()))
+            .collect();
+        assert_eq!(by_hand_first, [false, true, true, true]);
+        // Other tests may run meanwhile: both ways give the same answers, so they cannot tell.
+        SCANNED_BY_HAND.fetch_add(HAND_SCAN_BYTES, Ordering::Relaxed);
+        assert!(!by_hand(1));
+        let compiled: Vec<bool> = texts
+            .iter()
+            .map(|t| json_may_hold_secrets(t.as_bytes()))
+            .collect();
+        assert_eq!(compiled, by_hand_first);
+        let redacted: Vec<String> = texts
+            .iter()
+            .map(|t| redact_secrets(t).into_owned())
+            .collect();
+        assert_eq!(
+            redacted,
+            [
+                texts[0],
+                "Authorization: Bearer [REDACTED]",
+                "x [REDACTED] y",
+                texts[3]
+            ]
+        );
     }
 
     #[test]
