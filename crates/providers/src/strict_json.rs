@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 
 use crate::protocol_prompt::{next_example, protocol_tool_list};
-use crate::wire::{AddressHasher, key, lock};
+use crate::wire::{AddressHasher, key, lock, shared_prefix};
 use crate::{
     CallObserver, LlmRequest, LlmResponse, Message, Pricing, Provider, ProviderError, Role,
     ToolCall, ToolDefinition,
@@ -139,10 +139,7 @@ fn convert(request: &LlmRequest, cache: &mut Conversions) -> LlmRequest {
         entries,
     } = cache;
     let same_tools = kept_tools.len() == request.tools.len()
-        && kept_tools
-            .iter()
-            .zip(&request.tools)
-            .all(|(a, b)| Arc::ptr_eq(a, b));
+        && shared_prefix(kept_tools, &request.tools) == kept_tools.len();
     if !same_tools || kept_proto.is_empty() {
         let proto = protocol_tool_list(&request.tools);
         if proto != *kept_proto {

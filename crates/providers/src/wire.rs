@@ -266,9 +266,9 @@ pub(crate) fn join_fields(head: &mut Vec<u8>, rest: &[u8]) {
     }
 }
 
-/// How many leading messages `new` shares with `kept`: the same values (`Arc`s), in order.
-/// A message changed since is a new `Arc`, so identity is equality here.
-fn shared_prefix(kept: &[Arc<Message>], new: &[Arc<Message>]) -> usize {
+/// How many leading values (messages, tools) `new` shares with `kept`: the same `Arc`s, in
+/// order. A value changed since is a new `Arc`, so identity is equality here.
+pub(crate) fn shared_prefix<T>(kept: &[Arc<T>], new: &[Arc<T>]) -> usize {
     kept.iter()
         .zip(new)
         .take_while(|(kept, new)| Arc::ptr_eq(kept, new))
