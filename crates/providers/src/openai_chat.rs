@@ -213,7 +213,21 @@ pub(crate) fn parse_bytes(body: &[u8]) -> Option<Result<LlmResponse, String>> {
         id: Option<String>,
         #[serde(default)]
         choices: Vec<Choice>,
-        usage: Option<Value>,
+        usage: Option<AnswerUsage>,
+    }
+    // The counts [`usage`] reads; any other shape (a null, a fraction) falls back to it.
+    #[derive(Deserialize)]
+    struct AnswerUsage {
+        #[serde(default)]
+        prompt_tokens: u64,
+        #[serde(default)]
+        completion_tokens: u64,
+        prompt_tokens_details: Option<Details>,
+    }
+    #[derive(Deserialize)]
+    struct Details {
+        #[serde(default)]
+        cached_tokens: u64,
     }
     #[derive(Deserialize)]
     struct Choice {
@@ -254,7 +268,15 @@ pub(crate) fn parse_bytes(body: &[u8]) -> Option<Result<LlmResponse, String>> {
     Some(Ok(LlmResponse {
         text: message.content.unwrap_or_default(),
         tool_calls,
-        usage: answer.usage.as_ref().map(usage).unwrap_or_default(),
+        usage: answer
+            .usage
+            .map(|u| Usage {
+                input_tokens: u.prompt_tokens,
+                output_tokens: u.completion_tokens,
+                cached_tokens: u.prompt_tokens_details.map_or(0, |d| d.cached_tokens),
+                cache_creation_tokens: 0,
+            })
+            .unwrap_or_default(),
         response_id: answer.id,
     }))
 }
@@ -431,6 +453,52 @@ mod tests {
             data: data.to_string(),
         };
         a.event(&ev, &CollectingObserver::default()).unwrap();
+    }
+
+    /// What an answer body reads as: the typed reader's result, or the general reader's
+    /// where the typed one declines (as `HttpProvider::parse_response` does).
+    fn read(body: &Value) -> LlmResponse {
+        let bytes = serde_json::to_vec(body).unwrap();
+        match parse_bytes(&bytes) {
+            Some(r) => r.unwrap(),
+            None => parse(body).unwrap(),
+        }
+    }
+
+    #[test]
+    fn the_typed_reader_counts_usage_as_the_general_one_does() {
+        let usages = [
+            json!({"prompt_tokens": 120, "completion_tokens": 7, "total_tokens": 127}),
+            json!({"prompt_tokens": 120, "completion_tokens": 7,
+                   "prompt_tokens_details": {"cached_tokens": 64, "audio_tokens": 0}}),
+            json!({"prompt_tokens": 120, "prompt_tokens_details": null}),
+            json!({"prompt_tokens": 120, "prompt_tokens_details": {}}),
+            json!({"prompt_tokens": null, "completion_tokens": 7}),
+            json!({"prompt_tokens": 1.5, "completion_tokens": 7}),
+            json!({"prompt_tokens": -3, "completion_tokens": 7}),
+            json!({"prompt_tokens_details": {"cached_tokens": null}}),
+            json!({}),
+            json!(null),
+            json!(5),
+        ];
+        for u in usages {
+            let body = json!({"id": "r1", "choices": [{"message": {"content": "hi"}}], "usage": u});
+            assert_eq!(read(&body).usage, parse(&body).unwrap().usage, "{u}");
+        }
+        let body = json!({"choices": [{"message": {"content": "hi"}}],
+                          "usage": {"prompt_tokens": 120, "completion_tokens": 7,
+                                    "prompt_tokens_details": {"cached_tokens": 64}}});
+        let typed = parse_bytes(&serde_json::to_vec(&body).unwrap())
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (
+                typed.usage.input_tokens,
+                typed.usage.output_tokens,
+                typed.usage.cached_tokens
+            ),
+            (120, 7, 64)
+        );
     }
 
     #[test]

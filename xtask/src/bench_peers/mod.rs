@@ -61,8 +61,11 @@ enum System {
     LsmFull,
     PydanticAi,
     OpenAiAgents,
-    /// The floor: `lsm`'s request bodies sent by a bare HTTP client.
+    /// The floor: `lsm`'s request bodies sent by a bare HTTP client (reqwest, as `lsm`).
     BareExchange,
+    /// The kernel's floor: the same bodies over a blocking socket, no HTTP library, no
+    /// async runtime (`bare_exchange --client blocking`).
+    BareSocket,
 }
 
 impl System {
@@ -73,6 +76,20 @@ impl System {
             System::PydanticAi => "pydantic-ai",
             System::OpenAiAgents => "openai-agents",
             System::BareExchange => "bare HTTP exchange of lsm's bodies",
+            System::BareSocket => "the same over a blocking socket",
+        }
+    }
+
+    /// A floor row: `lsm`'s bodies replayed, no agent (no peak RSS: it holds the bodies).
+    fn is_floor(self) -> bool {
+        matches!(self, System::BareExchange | System::BareSocket)
+    }
+
+    /// The client `bare_exchange` replays the bodies with, for a floor row.
+    fn client(self) -> &'static str {
+        match self {
+            System::BareSocket => "blocking",
+            _ => "reqwest",
         }
     }
 }
@@ -175,7 +192,8 @@ pub fn bench_peers(root: &Path, opts: &Options) -> Result<()> {
         }
         rows.push(Row { system, points });
         if system == System::Lsm {
-            rows.push(bench.floor(&bare_exchange, opts)?);
+            rows.push(bench.floor(&bare_exchange, opts, System::BareExchange)?);
+            rows.push(bench.floor(&bare_exchange, opts, System::BareSocket)?);
         }
     }
     let mut concurrent = Vec::new();
@@ -239,7 +257,9 @@ impl Bench<'_> {
                     .arg(TASK);
                 cmd
             }
-            System::BareExchange => bail!("the bare exchange runs no agent (see Bench::floor)"),
+            System::BareExchange | System::BareSocket => {
+                bail!("the bare exchange runs no agent (see Bench::floor)")
+            }
         };
         let started = std::time::SystemTime::now();
         let used = measure(&mut cmd, self.work, &format!("{system:?}-{n}-{agents}"))?;
@@ -269,10 +289,9 @@ impl Bench<'_> {
         Ok(used)
     }
 
-    /// The floor row: at each N, the bodies of `lsm`'s last run there replayed by
-    /// `bare_exchange` (its CPU for the exchanges alone; no peak RSS, it holds the bodies).
-    fn floor(&self, bare_exchange: &Path, opts: &Options) -> Result<Row> {
-        let system = System::BareExchange;
+    /// A floor row: at each N, the bodies of `lsm`'s last run there replayed by
+    /// `bare_exchange` with `system`'s client (its CPU for the exchanges alone).
+    fn floor(&self, bare_exchange: &Path, opts: &Options, system: System) -> Result<Row> {
         let mut points = Vec::new();
         for &n in &opts.calls {
             let bodies = bodies_file(self.work, n);
@@ -281,6 +300,7 @@ impl Bench<'_> {
                 self.calls.store(n, Ordering::SeqCst);
                 let before = self.mock.requests();
                 let out = Command::new(bare_exchange)
+                    .args(["--client", system.client()])
                     .arg(&self.mock.base_url)
                     .arg(&bodies)
                     .stdin(Stdio::null())
@@ -562,7 +582,7 @@ fn print_tables(rows: &[Row], concurrent: &[(System, Usage)], opts: &Options) {
         let intercept = cold_start(&row.points);
         let mut line = format!("| {} |", row.system.name());
         for (_, cpu, rss) in &row.points {
-            if row.system == System::BareExchange {
+            if row.system.is_floor() {
                 line.push_str(&format!(" {cpu:.3} s, – |"));
             } else {
                 line.push_str(&format!(" {cpu:.3} s, {} MB |", rss / 1024));
@@ -583,14 +603,18 @@ fn print_tables(rows: &[Row], concurrent: &[(System, Usage)], opts: &Options) {
         ));
         println!("{line}");
     }
-    if let Some((own, lsm, floor)) = harness_own(rows) {
-        println!(
-            "\nlsm's own CPU per call, above the bare exchange of its bodies: {:.0} µs \
-             ({:.0} µs − {:.0} µs).",
-            own * 1e6,
-            lsm * 1e6,
-            floor * 1e6
-        );
+    for (floor, what) in [
+        (System::BareExchange, "the bare exchange of its bodies"),
+        (System::BareSocket, "the same over a blocking socket"),
+    ] {
+        if let Some((own, lsm, floor)) = harness_own(rows, floor) {
+            println!(
+                "\nlsm's own CPU per call, above {what}: {:.0} µs ({:.0} µs − {:.0} µs).",
+                own * 1e6,
+                lsm * 1e6,
+                floor * 1e6
+            );
+        }
     }
     if !concurrent.is_empty() {
         let lsm = concurrent
@@ -615,15 +639,15 @@ fn print_tables(rows: &[Row], concurrent: &[(System, Usage)], opts: &Options) {
     }
 }
 
-/// `lsm`'s CPU per call less its floor's, with both: (own, lsm, floor) in seconds.
-fn harness_own(rows: &[Row]) -> Option<(f64, f64, f64)> {
+/// `lsm`'s CPU per call less the `floor` row's, with both: (own, lsm, floor) in seconds.
+fn harness_own(rows: &[Row], floor: System) -> Option<(f64, f64, f64)> {
     let slope_of = |system| {
         rows.iter()
             .find(|r| r.system == system)
             .map(|r| fit(&r.points).0)
     };
     let lsm = slope_of(System::Lsm)?;
-    let floor = slope_of(System::BareExchange)?;
+    let floor = slope_of(floor)?;
     Some((lsm - floor, lsm, floor))
 }
 
@@ -637,7 +661,7 @@ fn to_json(rows: &[Row], concurrent: &[(System, Usage)], opts: &Options) -> serd
                 "system": r.system.name(),
                 "points": r.points.iter().map(|(n, cpu, rss)| json!({
                     "calls": n, "cpu_s": cpu,
-                    "max_rss_kb": (r.system != System::BareExchange).then_some(rss),
+                    "max_rss_kb": (!r.system.is_floor()).then_some(rss),
                 })).collect::<Vec<_>>(),
                 "cpu_per_call_us": slope * 1e6,
                 "cold_start_cpu_s": intercept,
@@ -650,7 +674,9 @@ fn to_json(rows: &[Row], concurrent: &[(System, Usage)], opts: &Options) -> serd
         .collect();
     json!({
         "runs_per_point": opts.runs,
-        "lsm_own_cpu_per_call_us": harness_own(rows).map(|(own, _, _)| own * 1e6),
+        "lsm_own_cpu_per_call_us": harness_own(rows, System::BareExchange).map(|(own, _, _)| own * 1e6),
+        "lsm_own_cpu_per_call_above_socket_us":
+            harness_own(rows, System::BareSocket).map(|(own, _, _)| own * 1e6),
         "sequential": sequential,
         "concurrent": {"agents": opts.agents, "calls": opts.agent_calls, "results": concurrent},
     })
@@ -699,11 +725,20 @@ mod tests {
                 (200, 0.01 + 200.0 * per_call, 0),
             ],
         };
-        let (own, lsm, floor) =
-            harness_own(&[row(System::Lsm, 300e-6), row(System::BareExchange, 120e-6)]).unwrap();
+        let rows = [
+            row(System::Lsm, 300e-6),
+            row(System::BareExchange, 120e-6),
+            row(System::BareSocket, 70e-6),
+        ];
+        let (own, lsm, floor) = harness_own(&rows, System::BareExchange).unwrap();
         assert!((own - 180e-6).abs() < 1e-9, "{own}");
         assert!((lsm - 300e-6).abs() < 1e-9 && (floor - 120e-6).abs() < 1e-9);
-        assert!(harness_own(&[row(System::Lsm, 300e-6)]).is_none());
+        let (own, _, floor) = harness_own(&rows, System::BareSocket).unwrap();
+        assert!(
+            (own - 230e-6).abs() < 1e-9 && (floor - 70e-6).abs() < 1e-9,
+            "{own}"
+        );
+        assert!(harness_own(&rows[..1], System::BareExchange).is_none());
     }
 
     #[test]
