@@ -172,23 +172,24 @@ impl ProviderConfig {
                 }
             },
         };
-        let client = reqwest::Client::builder()
-            .connect_timeout(self.http.connect_timeout)
-            .read_timeout(self.http.read_timeout)
-            .user_agent(concat!("lsm/", env!("CARGO_PKG_VERSION")))
-            // A redirect is reported, not followed (`HttpProvider::redirect_error`).
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| ProviderError::Config {
-                provider: self.kind.to_string(),
-                message: format!("cannot build the HTTP client: {e}"),
-            })?;
         let openai_family = matches!(
             self.kind,
             ProviderKind::OpenAi | ProviderKind::OpenAiResponses
         );
         let request_headers =
             crate::http::request_headers(self.kind, api_key.as_deref(), self.stream);
+        let transport = crate::transport::Transport::new(
+            endpoint_url.clone(),
+            request_headers,
+            self.http.direct,
+            self.http.connect_timeout,
+            self.http.read_timeout,
+            env,
+        )
+        .map_err(|e| ProviderError::Config {
+            provider: self.kind.to_string(),
+            message: format!("cannot build the HTTP client: {e}"),
+        })?;
         Ok(HttpProvider {
             kind: self.kind,
             model: self.model.clone(),
@@ -200,9 +201,8 @@ impl ProviderConfig {
             prompt_cache_retention: self.prompt_cache_retention.clone(),
             settings: self.http.clone(),
             estimator: Estimator::for_model(&self.model, openai_family),
-            client,
+            transport,
             endpoint_url,
-            request_headers,
             wire: std::sync::Mutex::default(),
             last_body_len: std::sync::atomic::AtomicUsize::new(0),
             kept_body: std::sync::Mutex::default(),

@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
 use bytes::Bytes;
-use futures::StreamExt;
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::Value;
 
 use crate::config::ProviderKind;
 use crate::estimate::Estimator;
 use crate::sse::{SseEvent, SseParser};
+use crate::transport::{BodyFault, Reply, SendFault, Transport};
 use crate::wire::{BodyShape, KeptBody, WireCache, lock};
 use crate::{
     CallObserver, LlmRequest, LlmResponse, Pricing, Provider, ProviderError, ProviderEvent, Usage,
@@ -36,6 +36,10 @@ pub struct HttpSettings {
     pub retry_base_delay: Duration,
     /// Upper bound of one wait, also of a server's `Retry-After`.
     pub retry_max_delay: Duration,
+    /// Reach a plain `http://` endpoint that no proxy variable covers over hyper's HTTP/1.1
+    /// connection directly, without reqwest's layers (the same exchange for less CPU; see
+    /// the `transport` module). `false` sends every call through reqwest.
+    pub direct: bool,
 }
 
 impl Default for HttpSettings {
@@ -46,6 +50,7 @@ impl Default for HttpSettings {
             max_retries: 4,
             retry_base_delay: Duration::from_millis(500),
             retry_max_delay: Duration::from_secs(30),
+            direct: true,
         }
     }
 }
@@ -62,11 +67,11 @@ pub struct HttpProvider {
     pub(crate) prompt_cache_retention: Option<String>,
     pub(crate) settings: HttpSettings,
     pub(crate) estimator: Estimator,
-    pub(crate) client: reqwest::Client,
+    /// How calls reach the endpoint (reqwest, or hyper's connection for a plain `http://`
+    /// endpoint), with the headers every call sends (key, API version, `Accept`), built once.
+    pub(crate) transport: Transport,
     /// The endpoint, parsed once (not at every call).
     pub(crate) endpoint_url: reqwest::Url,
-    /// The headers every call sends (key, API version, `Accept`), built once.
-    pub(crate) request_headers: HeaderMap,
     /// Each message's and tool's wire JSON and token estimate, made once (see [`WireCache`]).
     pub(crate) wire: Mutex<WireCache>,
     /// The length of the last body built: the next one is allocated at once at about its
@@ -133,6 +138,13 @@ impl HttpProvider {
     /// Whether calls stream their answers.
     pub fn streams(&self) -> bool {
         self.stream
+    }
+
+    /// How calls travel: `"direct"` (hyper's HTTP/1.1 connection, for a plain `http://`
+    /// endpoint that no proxy covers) or `"reqwest"` (TLS, proxies, or
+    /// [`HttpSettings::direct`] off).
+    pub fn transport(&self) -> &'static str {
+        self.transport.name()
     }
 
     /// The endpoint this provider posts to.
@@ -260,37 +272,31 @@ impl HttpProvider {
         observer: &dyn CallObserver,
     ) -> Result<LlmResponse, ProviderError> {
         let url = self.endpoint_url.as_str();
-        let response = self
-            .client
-            .post(self.endpoint_url.clone())
-            .headers(self.request_headers.clone())
-            .body(body.clone())
-            .send()
+        let reply = self
+            .transport
+            .post(body.clone())
             .await
-            .map_err(|e| self.transport_error(url, &e))?;
-        let status = response.status();
+            .map_err(|f| self.send_error(url, f))?;
+        let status = reply.status();
         if status.is_redirection() {
-            return Err(self.redirect_error(status.as_u16(), response.headers(), url));
+            return Err(self.redirect_error(status.as_u16(), reply.headers(), url));
         }
         if !status.is_success() {
-            let headers = response.headers().clone();
-            let text = response.text().await.unwrap_or_default();
+            let headers = reply.headers().clone();
+            let text = reply.text().await;
             return Err(self.status_error(status.as_u16(), &headers, &text, url, chained_from));
         }
         if self.stream {
-            self.read_stream(response, url, observer).await
+            self.read_stream(reply, url, observer).await
         } else {
-            let bytes = response
-                .bytes()
-                .await
-                .map_err(|e| self.body_error(url, &e))?;
+            let bytes = reply.bytes().await.map_err(|f| self.body_error(url, f))?;
             self.parse_response(&bytes)
         }
     }
 
     async fn read_stream(
         &self,
-        response: reqwest::Response,
+        mut reply: Reply<'_>,
         url: &str,
         observer: &dyn CallObserver,
     ) -> Result<LlmResponse, ProviderError> {
@@ -302,10 +308,8 @@ impl HttpProvider {
             ProviderKind::Anthropic => Box::new(anthropic::Assembler::default()),
         };
         let mut parser = SseParser::default();
-        let mut stream = response.bytes_stream();
         let mut done = false;
-        'read: while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| self.body_error(url, &e))?;
+        'read: while let Some(chunk) = reply.chunk().await.map_err(|f| self.body_error(url, f))? {
             for ev in parser.feed(&chunk) {
                 if self.stream_event(&mut *assembler, &ev, observer)? {
                     done = true;
@@ -356,31 +360,33 @@ impl HttpProvider {
         }
     }
 
-    fn transport_error(&self, url: &str, e: &reqwest::Error) -> ProviderError {
-        if e.is_timeout() {
-            ProviderError::Timeout {
-                provider: self.kind.to_string(),
-                url: url.to_string(),
-                what: if e.is_connect() {
-                    format!("no connection within {:?}", self.settings.connect_timeout)
-                } else {
-                    format!("no answer within {:?}", self.settings.read_timeout)
-                },
+    fn send_error(&self, url: &str, fault: SendFault) -> ProviderError {
+        let provider = self.kind.to_string();
+        let url = url.to_string();
+        match fault {
+            SendFault::ConnectTimeout => ProviderError::Timeout {
+                provider,
+                url,
+                what: format!("no connection within {:?}", self.settings.connect_timeout),
                 attempts: 1,
-            }
-        } else if is_dns_failure(e) {
-            ProviderError::UnknownHost {
-                provider: self.kind.to_string(),
-                url: url.to_string(),
-                message: error_chain(e),
-            }
-        } else {
-            ProviderError::Connect {
-                provider: self.kind.to_string(),
-                url: url.to_string(),
-                message: error_chain(e),
+            },
+            SendFault::AnswerTimeout => ProviderError::Timeout {
+                provider,
+                url,
+                what: format!("no answer within {:?}", self.settings.read_timeout),
                 attempts: 1,
-            }
+            },
+            SendFault::UnknownHost(message) => ProviderError::UnknownHost {
+                provider,
+                url,
+                message,
+            },
+            SendFault::Connect(message) => ProviderError::Connect {
+                provider,
+                url,
+                message,
+                attempts: 1,
+            },
         }
     }
 
@@ -401,9 +407,9 @@ impl HttpProvider {
         }
     }
 
-    fn body_error(&self, url: &str, e: &reqwest::Error) -> ProviderError {
-        if e.is_timeout() {
-            ProviderError::Timeout {
+    fn body_error(&self, url: &str, fault: BodyFault) -> ProviderError {
+        match fault {
+            BodyFault::Stalled => ProviderError::Timeout {
                 provider: self.kind.to_string(),
                 url: url.to_string(),
                 what: format!(
@@ -411,12 +417,10 @@ impl HttpProvider {
                     self.settings.read_timeout
                 ),
                 attempts: 1,
-            }
-        } else {
-            self.malformed(format!(
-                "the body was cut off ({}); the connection closed before the response was complete",
-                error_chain(e)
-            ))
+            },
+            BodyFault::Cut(cause) => self.malformed(format!(
+                "the body was cut off ({cause}); the connection closed before the response was complete"
+            )),
         }
     }
 
@@ -627,19 +631,6 @@ fn server_message(status: u16, text: &str) -> (String, Option<String>) {
     }
 }
 
-/// Whether `e` failed because the host name did not resolve: a connection error whose cause
-/// is the resolver's (reqwest reports it as `dns error: …` in the error's source chain).
-fn is_dns_failure(e: &reqwest::Error) -> bool {
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        if s.to_string().starts_with("dns error") {
-            return true;
-        }
-        source = s.source();
-    }
-    false
-}
-
 /// `retry-after-ms` (OpenAI) or `Retry-After` (seconds or an HTTP date), in milliseconds.
 fn retry_after_ms(headers: &HeaderMap) -> Option<u64> {
     let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
@@ -656,17 +647,6 @@ fn retry_after_ms(headers: &HeaderMap) -> Option<u64> {
     let when = chrono::DateTime::parse_from_rfc2822(value).ok()?;
     let ms = (when.with_timezone(&chrono::Utc) - chrono::Utc::now()).num_milliseconds();
     Some(u64::try_from(ms).unwrap_or(0))
-}
-
-fn error_chain(e: &reqwest::Error) -> String {
-    let mut msg = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        msg.push_str(": ");
-        msg.push_str(&s.to_string());
-        source = s.source();
-    }
-    msg
 }
 
 /// At most `max` characters of `s`, with an ellipsis when cut.
@@ -711,53 +691,6 @@ mod tests {
 
         let h = request_headers(ProviderKind::Compatible, None, false);
         assert!(h.get(reqwest::header::AUTHORIZATION).is_none());
-    }
-
-    /// A resolver that knows no host, as a network whose DNS has no answer.
-    struct NoHosts;
-
-    impl reqwest::dns::Resolve for NoHosts {
-        fn resolve(&self, _name: reqwest::dns::Name) -> reqwest::dns::Resolving {
-            Box::pin(async {
-                Err::<reqwest::dns::Addrs, _>(Box::new(std::io::Error::other(
-                    "failed to lookup address information",
-                ))
-                    as Box<dyn std::error::Error + Send + Sync>)
-            })
-        }
-    }
-
-    #[tokio::test]
-    async fn a_dns_failure_is_recognised_and_not_retried_while_a_refused_connection_is() {
-        let client = reqwest::Client::builder()
-            .dns_resolver(std::sync::Arc::new(NoHosts))
-            .build()
-            .unwrap();
-        let e = client
-            .get("http://api.nowhere.invalid/v1")
-            .send()
-            .await
-            .unwrap_err();
-        assert!(is_dns_failure(&e), "{}", error_chain(&e));
-        // A refused connection (nothing listens on a port we just released) is not DNS.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let e = reqwest::Client::new()
-            .get(format!("http://127.0.0.1:{port}/"))
-            .send()
-            .await
-            .unwrap_err();
-        assert!(!is_dns_failure(&e), "{}", error_chain(&e));
-        let unknown = ProviderError::UnknownHost {
-            provider: "openai".into(),
-            url: "http://api.nowhere.invalid/v1".into(),
-            message: "dns error".into(),
-        };
-        assert!(!unknown.is_retryable());
-        assert!(unknown.to_string().contains("not retried"), "{unknown}");
     }
 
     /// The body a call sent comes back from the HTTP client (nothing else holds it once the

@@ -43,6 +43,7 @@ mod scripted;
 mod sse;
 mod strict_json;
 mod task_steps;
+mod transport;
 mod types;
 mod windows;
 mod wire;

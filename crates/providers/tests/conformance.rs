@@ -324,6 +324,7 @@ fn fast_settings() -> HttpSettings {
         max_retries: 3,
         retry_base_delay: Duration::from_millis(2),
         retry_max_delay: Duration::from_millis(500),
+        direct: true,
     }
 }
 
@@ -342,17 +343,35 @@ fn env_with_keys(name: &str) -> Option<String> {
     }
 }
 
+/// Both ways a call can travel to a plain `http://` server: hyper's connection directly
+/// (`true`, what a local server gets) and reqwest (`false`, what TLS and proxies get). The
+/// cases that depend on the transport (headers, streaming, errors, timeouts, cancellation)
+/// run over each.
+const TRANSPORTS: [bool; 2] = [true, false];
+
+/// `c` with calls sent over the direct connection or through reqwest.
+fn over(mut c: ProviderConfig, direct: bool) -> ProviderConfig {
+    c.http.direct = direct;
+    c
+}
+
 fn build(c: &ProviderConfig) -> HttpProvider {
-    c.build_http(&env_with_keys).unwrap()
+    let p = c.build_http(&env_with_keys).unwrap();
+    assert_eq!(
+        p.transport(),
+        if c.http.direct { "direct" } else { "reqwest" }
+    );
+    p
 }
 
 fn provider(f: Flavour, server: &MockServer) -> HttpProvider {
     build(&config(f, server))
 }
 
-/// The error of a simple call to `server`, which must fail.
-async fn failed_call(f: Flavour, server: &MockServer) -> ProviderError {
-    provider(f, server)
+/// The error of a simple call to `server` over the direct connection or reqwest, which must
+/// fail.
+async fn failed_call(f: Flavour, server: &MockServer, direct: bool) -> ProviderError {
+    build(&over(config(f, server), direct))
         .complete(&simple_request())
         .await
         .unwrap_err()
@@ -454,13 +473,39 @@ fn simple_request() -> LlmRequest {
 
 #[tokio::test]
 async fn request_bodies_match_the_snapshots() {
-    for f in ALL {
+    for (f, direct) in ALL.into_iter().flat_map(|f| TRANSPORTS.map(|d| (f, d))) {
         let server = MockServer::start().await;
         answer_json(&server, f, &Answer::text("ok")).await;
-        let p = provider(f, &server);
+        let p = build(&over(config(f, &server), direct));
         p.complete(&round_trip_request()).await.unwrap();
         let sent = server.received_requests().await.unwrap();
         assert_eq!(sent.len(), 1);
+        let header = |name: &str| {
+            sent[0]
+                .headers
+                .get(name)
+                .map(|v| v.to_str().unwrap().to_string())
+        };
+        let host = server.uri().trim_start_matches("http://").to_string();
+        assert_eq!(
+            header("host").as_deref(),
+            Some(host.as_str()),
+            "{f:?} {direct}"
+        );
+        assert_eq!(
+            header("content-type").as_deref(),
+            Some("application/json"),
+            "{f:?} {direct}"
+        );
+        assert_eq!(
+            header("content-length"),
+            Some(sent[0].body.len().to_string()),
+            "{f:?} {direct}"
+        );
+        assert!(
+            header("user-agent").is_some_and(|a| a.starts_with("lsm/")),
+            "{f:?} {direct}"
+        );
         let auth = match f {
             Flavour::Anthropic => sent[0].headers.get("x-api-key"),
             _ => sent[0].headers.get("authorization"),
@@ -875,7 +920,7 @@ async fn prompt_estimates_use_tiktoken_for_openai_and_are_conservative_otherwise
 
 #[tokio::test]
 async fn streaming_assembles_the_same_response_and_reports_progress() {
-    for f in ALL {
+    for (f, direct) in ALL.into_iter().flat_map(|f| TRANSPORTS.map(|d| (f, d))) {
         let mut a = Answer::tools(vec![
             ("call_1", "read_file", json!({"path": "a.md"})),
             (
@@ -899,7 +944,7 @@ async fn streaming_assembles_the_same_response_and_reports_progress() {
             ResponseTemplate::new(200).set_body_raw(f.sse(&a), "text/event-stream"),
         )
         .await;
-        let mut c = config(f, &streaming);
+        let mut c = over(config(f, &streaming), direct);
         c.stream = true;
         let observer = CollectingObserver::default();
         let got = build(&c)
@@ -937,7 +982,7 @@ async fn streaming_assembles_the_same_response_and_reports_progress() {
 
 #[tokio::test]
 async fn a_truncated_stream_is_a_malformed_response() {
-    for f in ALL {
+    for (f, direct) in ALL.into_iter().flat_map(|f| TRANSPORTS.map(|d| (f, d))) {
         let a = Answer::text("This answer will be cut off.");
         let full = f.sse(&a);
         let cut = &full[..full.len() * 2 / 3];
@@ -948,7 +993,7 @@ async fn a_truncated_stream_is_a_malformed_response() {
             ResponseTemplate::new(200).set_body_raw(cut.to_string(), "text/event-stream"),
         )
         .await;
-        let mut c = config(f, &server);
+        let mut c = over(config(f, &server), direct);
         c.stream = true;
         let e = build(&c).complete(&simple_request()).await.unwrap_err();
         assert!(matches!(e, ProviderError::Malformed { .. }), "{f:?}: {e}");
@@ -1000,7 +1045,7 @@ fn retry_delays(events: &[ProviderEvent]) -> Vec<Duration> {
 
 #[tokio::test]
 async fn server_errors_and_rate_limits_are_retried_with_growing_backoff() {
-    for f in ALL {
+    for (f, direct) in ALL.into_iter().flat_map(|f| TRANSPORTS.map(|d| (f, d))) {
         let server = MockServer::start().await;
         Mock::given(method("POST"))
             .and(path(f.path()))
@@ -1014,7 +1059,7 @@ async fn server_errors_and_rate_limits_are_retried_with_growing_backoff() {
             .mount(&server)
             .await;
         let observer = CollectingObserver::default();
-        let r = provider(f, &server)
+        let r = build(&over(config(f, &server), direct))
             .complete_observed(&simple_request(), &observer)
             .await
             .unwrap();
@@ -1117,7 +1162,7 @@ async fn retry_after_is_honoured_and_capped() {
 
 #[tokio::test]
 async fn client_errors_are_not_retried_and_each_maps_to_its_own_error() {
-    for f in ALL {
+    for (f, direct) in ALL.into_iter().flat_map(|f| TRANSPORTS.map(|d| (f, d))) {
         let cases: Vec<(u16, Value)> = vec![
             (
                 400,
@@ -1142,7 +1187,7 @@ async fn client_errors_are_not_retried_and_each_maps_to_its_own_error() {
                 ResponseTemplate::new(status).set_body_json(body),
             )
             .await;
-            let e = failed_call(f, &server).await;
+            let e = failed_call(f, &server, direct).await;
             let text = e.to_string();
             match status {
                 400 => {
@@ -1194,7 +1239,7 @@ async fn client_errors_are_not_retried_and_each_maps_to_its_own_error() {
 
 #[tokio::test]
 async fn a_redirect_is_reported_with_its_target_and_not_followed() {
-    for f in ALL {
+    for (f, direct) in ALL.into_iter().flat_map(|f| TRANSPORTS.map(|d| (f, d))) {
         // Where the redirect points: it must see no request (and so no key).
         let elsewhere = MockServer::start().await;
         answer_json(&elsewhere, f, &Answer::text("followed")).await;
@@ -1206,7 +1251,7 @@ async fn a_redirect_is_reported_with_its_target_and_not_followed() {
             ResponseTemplate::new(307).insert_header("location", target.as_str()),
         )
         .await;
-        let e = failed_call(f, &server).await;
+        let e = failed_call(f, &server, direct).await;
         let text = e.to_string();
         assert!(matches!(e, ProviderError::Config { .. }), "{f:?}: {e:?}");
         assert!(
@@ -1292,7 +1337,7 @@ async fn a_short_key_is_not_scrubbed_out_of_every_message() {
 
 #[tokio::test]
 async fn a_body_that_is_not_json_is_malformed() {
-    for f in ALL {
+    for (f, direct) in ALL.into_iter().flat_map(|f| TRANSPORTS.map(|d| (f, d))) {
         let server = MockServer::start().await;
         answer_with(
             &server,
@@ -1300,7 +1345,7 @@ async fn a_body_that_is_not_json_is_malformed() {
             ResponseTemplate::new(200).set_body_raw("<html>proxy login</html>", "text/html"),
         )
         .await;
-        let e = failed_call(f, &server).await;
+        let e = failed_call(f, &server, direct).await;
         assert!(matches!(e, ProviderError::Malformed { .. }), "{f:?}: {e:?}");
         assert!(e.to_string().contains("proxy login"), "{e}");
 
@@ -1311,9 +1356,109 @@ async fn a_body_that_is_not_json_is_malformed() {
             ResponseTemplate::new(200).set_body_json(json!({"unexpected": true})),
         )
         .await;
-        let e = failed_call(f, &server).await;
+        let e = failed_call(f, &server, direct).await;
         assert!(matches!(e, ProviderError::Malformed { .. }), "{f:?}: {e:?}");
     }
+}
+
+/// A server on a raw socket that answers every request on a connection with a text answer
+/// and then, when `close_after_answer`, closes that connection. Returns its base URL and the
+/// count of connections it accepted.
+async fn counting_server(close_after_answer: bool) -> (String, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    let answer = Flavour::Compatible.json(&Answer::text("ok")).to_string();
+    tokio::spawn(async move {
+        while let Ok((sock, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            let answer = answer.clone();
+            tokio::spawn(async move {
+                use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+                let mut sock = BufReader::new(sock);
+                loop {
+                    // The head, then a body of its content-length.
+                    let mut length = 0usize;
+                    loop {
+                        let mut line = String::new();
+                        if sock.read_line(&mut line).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let lower = line.to_ascii_lowercase();
+                        if let Some(v) = lower.strip_prefix("content-length:") {
+                            length = v.trim().parse().unwrap();
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                    }
+                    let mut body = vec![0u8; length];
+                    sock.read_exact(&mut body).await.unwrap();
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                        answer.len()
+                    );
+                    let reply = [head.as_bytes(), answer.as_bytes()].concat();
+                    if sock.get_mut().write_all(&reply).await.is_err() {
+                        return;
+                    }
+                    if close_after_answer {
+                        let _ = sock.get_mut().shutdown().await;
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (format!("http://{addr}/v1"), accepted)
+}
+
+#[tokio::test]
+async fn calls_reuse_one_connection_and_a_closed_one_is_replaced() {
+    for direct in TRANSPORTS {
+        // A server that keeps connections open: three calls, one connection.
+        let (base, accepted) = counting_server(false).await;
+        let mut c = ProviderConfig::new(ProviderKind::Compatible, "m");
+        c.base_url = Some(base);
+        c.http = fast_settings();
+        c.http.direct = direct;
+        c.http.max_retries = 0;
+        let p = build(&c);
+        for _ in 0..3 {
+            assert_eq!(p.complete(&simple_request()).await.unwrap().text, "ok");
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "{direct}");
+
+        // A server that closes each connection after its answer: every call still succeeds
+        // (without a retry: none is allowed), each on a new connection.
+        let (base, accepted) = counting_server(true).await;
+        c.base_url = Some(base);
+        let p = build(&c);
+        for _ in 0..3 {
+            assert_eq!(p.complete(&simple_request()).await.unwrap().text, "ok");
+            // Give the connection's task the moment it needs to see the close, as the
+            // time between two model calls (a tool run) gives it.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 3, "{direct}");
+    }
+}
+
+#[test]
+fn a_proxy_variable_sends_plain_http_calls_through_reqwest() {
+    let mut c = ProviderConfig::new(ProviderKind::Compatible, "m");
+    c.base_url = Some("http://localhost:11434/v1".into());
+    assert_eq!(c.build_http(&|_| None).unwrap().transport(), "direct");
+    for var in ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"] {
+        let env = |name: &str| (name == var).then(|| "http://127.0.0.1:3128".to_string());
+        assert_eq!(c.build_http(&env).unwrap().transport(), "reqwest", "{var}");
+    }
+    c.base_url = Some("https://models.example.test/v1".into());
+    assert_eq!(c.build_http(&|_| None).unwrap().transport(), "reqwest");
+    c.base_url = Some("http://localhost:11434/v1".into());
+    c.http.direct = false;
+    assert_eq!(c.build_http(&|_| None).unwrap().transport(), "reqwest");
 }
 
 /// A server that promises a longer body than it sends, then hangs up.
@@ -1337,12 +1482,18 @@ async fn cut_off_server() -> String {
 #[tokio::test]
 async fn a_body_cut_off_mid_way_is_malformed() {
     let base = cut_off_server().await;
-    let mut c = ProviderConfig::new(ProviderKind::Compatible, "m");
-    c.base_url = Some(base);
-    c.http = fast_settings();
-    let e = build(&c).complete(&simple_request()).await.unwrap_err();
-    assert!(matches!(e, ProviderError::Malformed { .. }), "{e:?}");
-    assert!(e.to_string().contains("cut off"), "{e}");
+    for direct in TRANSPORTS {
+        let mut c = ProviderConfig::new(ProviderKind::Compatible, "m");
+        c.base_url = Some(base.clone());
+        c.http = fast_settings();
+        c.http.direct = direct;
+        let e = build(&c).complete(&simple_request()).await.unwrap_err();
+        assert!(
+            matches!(e, ProviderError::Malformed { .. }),
+            "{direct}: {e:?}"
+        );
+        assert!(e.to_string().contains("cut off"), "{direct}: {e}");
+    }
 }
 
 #[tokio::test]
@@ -1352,49 +1503,56 @@ async fn connection_errors_are_retried_then_reported() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let mut c = ProviderConfig::new(ProviderKind::Compatible, "m");
-    c.base_url = Some(format!("http://127.0.0.1:{port}/v1"));
-    c.http = fast_settings();
-    c.http.max_retries = 2;
-    let observer = CollectingObserver::default();
-    let e = build(&c)
-        .complete_observed(&simple_request(), &observer)
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(e, ProviderError::Connect { attempts: 3, .. }),
-        "{e:?}"
-    );
-    assert!(e.to_string().contains(&format!("127.0.0.1:{port}")), "{e}");
-    assert_eq!(retry_delays(&observer.events()).len(), 2);
+    for direct in TRANSPORTS {
+        let mut c = ProviderConfig::new(ProviderKind::Compatible, "m");
+        c.base_url = Some(format!("http://127.0.0.1:{port}/v1"));
+        c.http = fast_settings();
+        c.http.max_retries = 2;
+        c.http.direct = direct;
+        let observer = CollectingObserver::default();
+        let e = build(&c)
+            .complete_observed(&simple_request(), &observer)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, ProviderError::Connect { attempts: 3, .. }),
+            "{direct}: {e:?}"
+        );
+        let text = e.to_string();
+        assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
+        assert!(text.to_lowercase().contains("refused"), "{direct}: {text}");
+        assert_eq!(retry_delays(&observer.events()).len(), 2);
+    }
 }
 
 #[tokio::test]
 async fn a_silent_server_times_out_and_is_retried() {
     let f = Flavour::Chat;
-    let server = MockServer::start().await;
-    answer_with(
-        &server,
-        f,
-        ResponseTemplate::new(200)
-            .set_body_json(f.json(&Answer::text("too late")))
-            .set_delay(Duration::from_secs(30)),
-    )
-    .await;
-    let mut c = config(f, &server);
-    c.http.read_timeout = Duration::from_millis(100);
-    c.http.max_retries = 1;
-    let e = build(&c).complete(&simple_request()).await.unwrap_err();
-    assert!(
-        matches!(e, ProviderError::Timeout { attempts: 2, .. }),
-        "{e:?}"
-    );
-    assert_eq!(server.received_requests().await.unwrap().len(), 2);
+    for direct in TRANSPORTS {
+        let server = MockServer::start().await;
+        answer_with(
+            &server,
+            f,
+            ResponseTemplate::new(200)
+                .set_body_json(f.json(&Answer::text("too late")))
+                .set_delay(Duration::from_secs(30)),
+        )
+        .await;
+        let mut c = over(config(f, &server), direct);
+        c.http.read_timeout = Duration::from_millis(100);
+        c.http.max_retries = 1;
+        let e = build(&c).complete(&simple_request()).await.unwrap_err();
+        assert!(
+            matches!(e, ProviderError::Timeout { attempts: 2, .. }),
+            "{e:?}"
+        );
+        assert_eq!(server.received_requests().await.unwrap().len(), 2);
+    }
 }
 
 #[tokio::test]
 async fn dropping_the_call_cancels_it_mid_flight() {
-    for f in ALL {
+    for (f, direct) in ALL.into_iter().flat_map(|f| TRANSPORTS.map(|d| (f, d))) {
         let server = MockServer::start().await;
         answer_with(
             &server,
@@ -1404,7 +1562,7 @@ async fn dropping_the_call_cancels_it_mid_flight() {
                 .set_delay(Duration::from_secs(60)),
         )
         .await;
-        let p = Arc::new(provider(f, &server));
+        let p = Arc::new(build(&over(config(f, &server), direct)));
         let stop = tokio_util::sync::CancellationToken::new();
         let watcher = async {
             // Cancel once the server has the request.

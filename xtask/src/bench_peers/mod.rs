@@ -11,8 +11,10 @@
 //! `lsm agent run-many` (its runtime manager).
 //!
 //! Under `lsm` the table puts its floor: the bodies `lsm` sent at each N, replayed by a bare
-//! HTTP client (`lsm-providers`' example `bare_exchange`: the same reqwest client, runtime and
-//! allocator, and nothing else). `lsm`'s CPU per call less the floor's is the harness's own.
+//! HTTP client (`lsm-providers`' example `bare_exchange`: hyper's HTTP/1.1 connection, as `lsm`
+//! reaches a plain `http://` server, on the same runtime and allocator, and nothing else), and
+//! the same bodies over a blocking socket. `lsm`'s CPU per call less a floor's is the
+//! harness's own above it.
 //!
 //! The peers live in a private virtual environment under `target/bench-peers/venv`, made by
 //! `--install` (pip, from PyPI); without it they are skipped and the table says so.
@@ -20,7 +22,7 @@
 mod mock;
 mod peers;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -52,6 +54,11 @@ pub struct Options {
     /// Print the figures as one JSON document.
     #[arg(long)]
     pub json: bool,
+    /// An earlier build of `lsm` to compare with: its row ("lsm (baseline)") is measured
+    /// at each N, alternated run by run with the current build's, so both see the same
+    /// machine.
+    #[arg(long, value_name = "LSM_BINARY")]
+    pub baseline: Option<PathBuf>,
 }
 
 /// A system under test.
@@ -59,9 +66,12 @@ pub struct Options {
 enum System {
     Lsm,
     LsmFull,
+    /// `lsm` from the `--baseline` binary, with the default strategy.
+    LsmBaseline,
     PydanticAi,
     OpenAiAgents,
-    /// The floor: `lsm`'s request bodies sent by a bare HTTP client (reqwest, as `lsm`).
+    /// The floor: `lsm`'s request bodies sent by a bare HTTP client (hyper's connection, as
+    /// `lsm` reaches the loopback mock).
     BareExchange,
     /// The kernel's floor: the same bodies over a blocking socket, no HTTP library, no
     /// async runtime (`bare_exchange --client blocking`).
@@ -73,6 +83,7 @@ impl System {
         match self {
             System::Lsm => "lsm",
             System::LsmFull => "lsm (full history)",
+            System::LsmBaseline => "lsm (baseline)",
             System::PydanticAi => "pydantic-ai",
             System::OpenAiAgents => "openai-agents",
             System::BareExchange => "bare HTTP exchange of lsm's bodies",
@@ -89,7 +100,7 @@ impl System {
     fn client(self) -> &'static str {
         match self {
             System::BareSocket => "blocking",
-            _ => "reqwest",
+            _ => "hyper",
         }
     }
 }
@@ -157,6 +168,15 @@ pub fn bench_peers(root: &Path, opts: &Options) -> Result<()> {
     if with_peers {
         systems.extend([System::PydanticAi, System::OpenAiAgents]);
     }
+    if let Some(b) = &opts.baseline
+        && !b.is_file()
+    {
+        bail!(
+            "--baseline {}: no such file; give the path of an `lsm` binary (e.g. a copy of \
+             target/release/lsm built from an earlier commit)",
+            b.display()
+        );
+    }
     let bench = Bench {
         lsm: &lsm,
         python: &python,
@@ -165,13 +185,25 @@ pub fn bench_peers(root: &Path, opts: &Options) -> Result<()> {
         mock: &mock,
         calls: &calls,
     };
+    let baseline = opts.baseline.as_deref().map(|b| Bench { lsm: b, ..bench });
     let mut rows = Vec::new();
     for &system in &systems {
         let mut points = Vec::new();
+        let mut baseline_points = Vec::new();
         for &n in &opts.calls {
             let mut cpu = Vec::new();
             let mut rss = 0;
+            let mut baseline_cpu = Vec::new();
+            let mut baseline_rss = 0;
             for _ in 0..opts.runs {
+                if system == System::Lsm
+                    && let Some(b) = &baseline
+                {
+                    // Before the current build's run, whose bodies are recorded.
+                    let used = b.run(System::LsmBaseline, n, 1)?;
+                    baseline_cpu.push(used.cpu_s);
+                    baseline_rss = baseline_rss.max(used.max_rss_kb);
+                }
                 if system == System::Lsm {
                     mock.record();
                 }
@@ -189,8 +221,23 @@ pub fn bench_peers(root: &Path, opts: &Options) -> Result<()> {
                 rss / 1024
             );
             points.push((n, median, rss));
+            if !baseline_cpu.is_empty() {
+                let baseline_median = self::median(&mut baseline_cpu);
+                eprintln!(
+                    "xtask: [bench-peers] {:<20} N = {n:>5}: {baseline_median:.3} s CPU, {} MB",
+                    System::LsmBaseline.name(),
+                    baseline_rss / 1024
+                );
+                baseline_points.push((n, baseline_median, baseline_rss));
+            }
         }
         rows.push(Row { system, points });
+        if !baseline_points.is_empty() {
+            rows.push(Row {
+                system: System::LsmBaseline,
+                points: baseline_points,
+            });
+        }
         if system == System::Lsm {
             rows.push(bench.floor(&bare_exchange, opts, System::BareExchange)?);
             rows.push(bench.floor(&bare_exchange, opts, System::BareSocket)?);
@@ -242,7 +289,9 @@ impl Bench<'_> {
         self.calls.store(n, Ordering::SeqCst);
         let before = self.mock.requests();
         let mut cmd = match system {
-            System::Lsm | System::LsmFull => self.lsm_command(system, n, agents),
+            System::Lsm | System::LsmFull | System::LsmBaseline => {
+                self.lsm_command(system, n, agents)
+            }
             System::PydanticAi | System::OpenAiAgents => {
                 let script = if system == System::PydanticAi {
                     &self.scripts.pydantic_ai
@@ -263,14 +312,14 @@ impl Bench<'_> {
         };
         let started = std::time::SystemTime::now();
         let used = measure(&mut cmd, self.work, &format!("{system:?}-{n}-{agents}"))?;
-        if matches!(system, System::Lsm | System::LsmFull) {
+        if matches!(system, System::Lsm | System::LsmFull | System::LsmBaseline) {
             check_no_denials(self.work, started, agents)?;
         }
         let expected = (n + 1) * agents as u64;
         let seen = self.mock.requests() - before;
         // lsm's default strategy may add its own summarization calls once the history
         // outgrows the window; every system makes at least the conversation's calls.
-        let extra_allowed = system == System::Lsm;
+        let extra_allowed = matches!(system, System::Lsm | System::LsmBaseline);
         if seen < expected || (seen != expected && !extra_allowed) {
             bail!(
                 "{} made {seen} model calls for {agents} agent(s) × {n} tool calls; {expected} \

@@ -113,6 +113,7 @@ impl LlmSettings {
                 "retry_max_delay_seconds",
                 section,
             )?,
+            direct: d.direct,
         })
     }
 }
