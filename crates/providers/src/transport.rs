@@ -32,7 +32,6 @@ const HTTP_PROXY_VARS: [&str; 4] = ["http_proxy", "HTTP_PROXY", "all_proxy", "AL
 /// variable in `env` (which would route it).
 pub(crate) fn direct_applies(url: &reqwest::Url, env: &dyn Fn(&str) -> Option<String>) -> bool {
     url.scheme() == "http"
-        && url.host_str().is_some()
         && !HTTP_PROXY_VARS
             .iter()
             .any(|var| env(var).is_some_and(|v| !v.trim().is_empty()))

@@ -349,6 +349,11 @@ fn env_with_keys(name: &str) -> Option<String> {
 /// run over each.
 const TRANSPORTS: [bool; 2] = [true, false];
 
+/// Every flavour over every transport.
+fn each_flavour_and_transport() -> impl Iterator<Item = (Flavour, bool)> {
+    ALL.into_iter().flat_map(|f| TRANSPORTS.map(|d| (f, d)))
+}
+
 /// `c` with calls sent over the direct connection or through reqwest.
 fn over(mut c: ProviderConfig, direct: bool) -> ProviderConfig {
     c.http.direct = direct;
@@ -473,7 +478,7 @@ fn simple_request() -> LlmRequest {
 
 #[tokio::test]
 async fn request_bodies_match_the_snapshots() {
-    for (f, direct) in ALL.into_iter().flat_map(|f| TRANSPORTS.map(|d| (f, d))) {
+    for (f, direct) in each_flavour_and_transport() {
         let server = MockServer::start().await;
         answer_json(&server, f, &Answer::text("ok")).await;
         let p = build(&over(config(f, &server), direct));
@@ -920,7 +925,7 @@ async fn prompt_estimates_use_tiktoken_for_openai_and_are_conservative_otherwise
 
 #[tokio::test]
 async fn streaming_assembles_the_same_response_and_reports_progress() {
-    for (f, direct) in ALL.into_iter().flat_map(|f| TRANSPORTS.map(|d| (f, d))) {
+    for (f, direct) in each_flavour_and_transport() {
         let mut a = Answer::tools(vec![
             ("call_1", "read_file", json!({"path": "a.md"})),
             (
@@ -982,7 +987,7 @@ async fn streaming_assembles_the_same_response_and_reports_progress() {
 
 #[tokio::test]
 async fn a_truncated_stream_is_a_malformed_response() {
-    for (f, direct) in ALL.into_iter().flat_map(|f| TRANSPORTS.map(|d| (f, d))) {
+    for (f, direct) in each_flavour_and_transport() {
         let a = Answer::text("This answer will be cut off.");
         let full = f.sse(&a);
         let cut = &full[..full.len() * 2 / 3];
@@ -1045,7 +1050,7 @@ fn retry_delays(events: &[ProviderEvent]) -> Vec<Duration> {
 
 #[tokio::test]
 async fn server_errors_and_rate_limits_are_retried_with_growing_backoff() {
-    for (f, direct) in ALL.into_iter().flat_map(|f| TRANSPORTS.map(|d| (f, d))) {
+    for (f, direct) in each_flavour_and_transport() {
         let server = MockServer::start().await;
         Mock::given(method("POST"))
             .and(path(f.path()))
@@ -1162,7 +1167,7 @@ async fn retry_after_is_honoured_and_capped() {
 
 #[tokio::test]
 async fn client_errors_are_not_retried_and_each_maps_to_its_own_error() {
-    for (f, direct) in ALL.into_iter().flat_map(|f| TRANSPORTS.map(|d| (f, d))) {
+    for (f, direct) in each_flavour_and_transport() {
         let cases: Vec<(u16, Value)> = vec![
             (
                 400,
@@ -1239,7 +1244,7 @@ async fn client_errors_are_not_retried_and_each_maps_to_its_own_error() {
 
 #[tokio::test]
 async fn a_redirect_is_reported_with_its_target_and_not_followed() {
-    for (f, direct) in ALL.into_iter().flat_map(|f| TRANSPORTS.map(|d| (f, d))) {
+    for (f, direct) in each_flavour_and_transport() {
         // Where the redirect points: it must see no request (and so no key).
         let elsewhere = MockServer::start().await;
         answer_json(&elsewhere, f, &Answer::text("followed")).await;
@@ -1337,7 +1342,7 @@ async fn a_short_key_is_not_scrubbed_out_of_every_message() {
 
 #[tokio::test]
 async fn a_body_that_is_not_json_is_malformed() {
-    for (f, direct) in ALL.into_iter().flat_map(|f| TRANSPORTS.map(|d| (f, d))) {
+    for (f, direct) in each_flavour_and_transport() {
         let server = MockServer::start().await;
         answer_with(
             &server,
@@ -1463,6 +1468,12 @@ fn a_proxy_variable_sends_plain_http_calls_through_reqwest() {
 
 /// A server that promises a longer body than it sends, then hangs up.
 async fn cut_off_server() -> String {
+    partial_body_server(false).await
+}
+
+/// A server that promises a longer body than it sends, then hangs up or, when `hang`, keeps
+/// the connection open and says nothing more.
+async fn partial_body_server(hang: bool) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
@@ -1473,6 +1484,10 @@ async fn cut_off_server() -> String {
             let _ = sock
                 .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 500\r\n\r\n{\"id\": \"x\", \"choi")
                 .await;
+            if hang {
+                // Silent until the client gives up and closes.
+                let _ = sock.read(&mut buf).await;
+            }
             let _ = sock.shutdown().await;
         }
     });
@@ -1493,6 +1508,25 @@ async fn a_body_cut_off_mid_way_is_malformed() {
             "{direct}: {e:?}"
         );
         assert!(e.to_string().contains("cut off"), "{direct}: {e}");
+    }
+}
+
+#[tokio::test]
+async fn a_body_that_stalls_mid_way_times_out() {
+    let base = partial_body_server(true).await;
+    for direct in TRANSPORTS {
+        let mut c = ProviderConfig::new(ProviderKind::Compatible, "m");
+        c.base_url = Some(base.clone());
+        c.http = fast_settings();
+        c.http.direct = direct;
+        c.http.read_timeout = Duration::from_millis(100);
+        c.http.max_retries = 0;
+        let e = build(&c).complete(&simple_request()).await.unwrap_err();
+        assert!(
+            matches!(e, ProviderError::Timeout { .. }),
+            "{direct}: {e:?}"
+        );
+        assert!(e.to_string().contains("stalled"), "{direct}: {e}");
     }
 }
 
@@ -1552,7 +1586,7 @@ async fn a_silent_server_times_out_and_is_retried() {
 
 #[tokio::test]
 async fn dropping_the_call_cancels_it_mid_flight() {
-    for (f, direct) in ALL.into_iter().flat_map(|f| TRANSPORTS.map(|d| (f, d))) {
+    for (f, direct) in each_flavour_and_transport() {
         let server = MockServer::start().await;
         answer_with(
             &server,
