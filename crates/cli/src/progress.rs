@@ -94,7 +94,12 @@ pub struct ProgressView {
     max_retries: Option<u32>,
     call: Option<Call>,
     mid_line: bool,
+    /// The spinner's line is on screen (a terminal's printer clears it before writing).
+    spinner_drawn: bool,
 }
+
+/// Back to the start of the line and erase it (a terminal's spinner line).
+const CLEAR_LINE: &str = "\r\x1b[2K";
 
 /// The spinner's frames.
 const FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
@@ -194,6 +199,37 @@ impl ProgressView {
         out
     }
 
+    /// What to write for the events of one step at `now`, at once: their text, after a
+    /// spinner line on screen is cleared (it is drawn again below while the call lasts; a
+    /// line of streamed text is left as it is). Empty when there is nothing to show.
+    pub fn print(&mut self, batch: &[EventEnvelope], now: Duration) -> String {
+        let mut text = String::new();
+        for e in batch {
+            text.push_str(&self.on_event(e, now));
+        }
+        if !text.is_empty() && std::mem::take(&mut self.spinner_drawn) {
+            text.insert_str(0, CLEAR_LINE);
+        }
+        text
+    }
+
+    /// What the spinner's thread writes at `now` (on a terminal): the spinner line drawn
+    /// in place while a call is under way and nothing streams, its line cleared once the
+    /// call is over, nothing otherwise.
+    pub fn redraw(&mut self, now: Duration) -> Option<String> {
+        match self.spinner(now) {
+            Some(line) => {
+                self.spinner_drawn = true;
+                Some(format!("{CLEAR_LINE}{line}"))
+            }
+            None if self.spinner_drawn => {
+                self.spinner_drawn = false;
+                Some(CLEAR_LINE.to_string())
+            }
+            None => None,
+        }
+    }
+
     /// The spinner line at `now` while a model call is under way and nothing streams.
     pub fn spinner(&self, now: Duration) -> Option<String> {
         let call = self.call.as_ref().filter(|c| !c.streaming)?;
@@ -241,23 +277,14 @@ impl StderrProgress {
         let spawned = std::thread::Builder::new()
             .name("lsm-spinner".into())
             .spawn(move || {
-                let mut shown = false;
                 while !stop.load(Ordering::SeqCst) {
                     std::thread::sleep(Duration::from_millis(100));
-                    let Ok(view) = view.lock() else { return };
-                    let mut err = std::io::stderr().lock();
-                    match view.spinner(clock.now()) {
-                        Some(line) => {
-                            let _ = write!(err, "\r\x1b[2K{line}");
-                            shown = true;
-                        }
-                        None if shown => {
-                            let _ = write!(err, "\r\x1b[2K");
-                            shown = false;
-                        }
-                        None => {}
+                    let Ok(mut view) = view.lock() else { return };
+                    if let Some(text) = view.redraw(clock.now()) {
+                        let mut err = std::io::stderr().lock();
+                        let _ = err.write_all(text.as_bytes());
+                        let _ = err.flush();
                     }
-                    let _ = err.flush();
                 }
             });
         if let Err(e) = spawned {
@@ -274,19 +301,21 @@ impl Drop for StderrProgress {
 
 impl EventSink for StderrProgress {
     fn event(&self, e: &EventEnvelope) {
+        self.events(std::slice::from_ref(e));
+    }
+
+    /// A step's lines in one `write`.
+    fn events(&self, batch: &[EventEnvelope]) {
         let Ok(mut view) = self.view.lock() else {
             return;
         };
-        let text = view.on_event(e, self.clock.now());
+        let text = view.print(batch, self.clock.now());
         if text.is_empty() {
             return;
         }
+        // One `write` for the step's lines (stderr is not buffered).
         let mut err = std::io::stderr().lock();
-        if self.terminal && view.spinner(self.clock.now()).is_none() {
-            // Clear a spinner left on the line.
-            let _ = write!(err, "\r\x1b[2K");
-        }
-        let _ = write!(err, "{text}");
+        let _ = err.write_all(text.as_bytes());
         let _ = err.flush();
     }
 }

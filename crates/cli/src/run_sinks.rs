@@ -44,12 +44,24 @@ struct StreamJson;
 
 impl EventSink for StreamJson {
     fn event(&self, event: &EventEnvelope) {
-        // The envelope is the transcript's line, already redacted.
-        if let Ok(line) = serde_json::to_string(event) {
-            let mut out = std::io::stdout().lock();
-            // A closed stdout (the reader went away) must not stop the run.
-            let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+        self.events(std::slice::from_ref(event));
+    }
+
+    /// A step's lines in one `write`.
+    fn events(&self, batch: &[EventEnvelope]) {
+        let mut lines = Vec::new();
+        for event in batch {
+            // The envelope is the transcript's line, already redacted.
+            if serde_json::to_writer(&mut lines, event).is_ok() {
+                lines.push(b'\n');
+            }
         }
+        if lines.is_empty() {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        // A closed stdout (the reader went away) must not stop the run.
+        let _ = out.write_all(&lines).and_then(|()| out.flush());
     }
 }
 
@@ -86,6 +98,12 @@ impl EventSink for Fanout {
     fn event(&self, event: &EventEnvelope) {
         for sink in &self.0 {
             sink.event(event);
+        }
+    }
+
+    fn events(&self, batch: &[EventEnvelope]) {
+        for sink in &self.0 {
+            sink.events(batch);
         }
     }
 

@@ -1873,6 +1873,51 @@ async fn a_record_handle_appends_to_the_same_numbered_transcript_and_sink() {
     assert_eq!(sink.0.lock().unwrap().last().unwrap(), last);
 }
 
+/// Records the batches it is sent: one entry per call of `events` (or of `event`).
+#[derive(Default)]
+struct Batches(std::sync::Mutex<Vec<Vec<String>>>);
+
+impl lsm_harness::EventSink for Batches {
+    fn event(&self, event: &lsm_harness::EventEnvelope) {
+        self.events(std::slice::from_ref(event));
+    }
+
+    fn events(&self, batch: &[lsm_harness::EventEnvelope]) {
+        let names = batch.iter().map(|e| e.event.name().to_string()).collect();
+        self.0.lock().unwrap().push(names);
+    }
+}
+
+#[tokio::test]
+async fn a_sink_hears_the_lines_of_one_step_at_once_in_the_transcripts_order() {
+    let fx = fixture(vec![tool("tool_a", "x"), done("finished")]);
+    let sink = Arc::new(Batches::default());
+    let mut fx = Fixture {
+        harness: fx.harness.with_event_sink(sink.clone()),
+        ..fx
+    };
+    let r = fx
+        .harness
+        .run_bounded(PhaseRequest::new("go").with_max_iterations(5))
+        .await;
+    assert_eq!(r.stop_reason, StopReason::Done);
+    let batches = sink.0.lock().unwrap().clone();
+    // The answer that asks for a tool and the call of that tool are one step's lines.
+    assert!(
+        batches.iter().any(|b| b.len() > 1
+            && b.windows(2)
+                .any(|w| w[0] == "llm_response" && w[1] == "tool_call_started")),
+        "{batches:?}"
+    );
+    // Every journaled line is heard once, in the transcript's order.
+    let heard: Vec<String> = batches.concat();
+    let written: Vec<String> = transcript(&fx)
+        .iter()
+        .map(|e| e["event"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(heard, written);
+}
+
 // ---------- cost, estimates, provider events ----------
 
 /// $1 per million input tokens, $10 per million output tokens.

@@ -168,3 +168,86 @@ fn retry_lines_say_what_failed_where_and_which_retry() {
         "503 from anthropic, retry 3/4 in 1.5 s"
     );
 }
+
+/// The lines a terminal shows after `written`: `\r\x1b[2K` erases the line under way.
+fn terminal(written: &str) -> Vec<String> {
+    let mut lines = vec![String::new()];
+    for (i, piece) in written.split(CLEAR_LINE).enumerate() {
+        if i > 0
+            && let Some(last) = lines.last_mut()
+        {
+            last.clear();
+        }
+        for (j, part) in piece.split('\n').enumerate() {
+            if j > 0 {
+                lines.push(String::new());
+            }
+            if let Some(last) = lines.last_mut() {
+                last.push_str(part);
+            }
+        }
+    }
+    lines
+}
+
+#[test]
+fn a_step_is_written_at_once_and_clears_the_spinner_only_when_it_is_drawn() {
+    let mut view = ProgressView::new(Some(4));
+    let ms = Duration::from_millis;
+    let mut written = String::new();
+    assert_eq!(view.print(&[*request("__default__", 1)], ms(0)), "");
+    written.push_str(&view.redraw(ms(100)).unwrap());
+    assert!(terminal(&written)[0].contains("waiting for the model (call 1)"));
+    // The answer and the tool call it asks for are one step: one text, one clear before it.
+    let step = [
+        *response("__default__", "", 1),
+        *ev(
+            "tool_call_started",
+            json!({"label": null, "call_id": "c0", "tool": "read_file",
+                   "arguments": {"path": "a.md"}}),
+        ),
+    ];
+    let text = view.print(&step, ms(200));
+    assert_eq!(text.matches(CLEAR_LINE).count(), 1, "{text:?}");
+    assert!(text.starts_with(CLEAR_LINE), "{text:?}");
+    written.push_str(&text);
+    // The call is over: the spinner's thread has nothing left to clear.
+    assert_eq!(view.redraw(ms(300)), None);
+    assert_eq!(
+        terminal(&written),
+        [
+            "model requested 1 tool call(s)",
+            r#"  -> read_file {"path":"a.md"}"#,
+            ""
+        ]
+    );
+}
+
+#[test]
+fn streamed_text_on_a_terminal_is_never_erased() {
+    let mut view = ProgressView::new(Some(4));
+    let ms = Duration::from_millis;
+    let delta = |text: &str| {
+        *ev(
+            "llm_stream",
+            json!({"label": "__default__", "kind": "text_delta", "text": text}),
+        )
+    };
+    let mut written = String::new();
+    view.print(&[*request("__default__", 1)], ms(0));
+    written.push_str(&view.redraw(ms(100)).unwrap());
+    written.push_str(&view.print(&[delta("Soil ")], ms(150)));
+    // Streaming: no spinner, and the spinner's thread must not clear the streamed line.
+    if let Some(text) = view.redraw(ms(250)) {
+        written.push_str(&text);
+    }
+    written.push_str(&view.print(&[delta("holds carbon.")], ms(300)));
+    if let Some(text) = view.redraw(ms(350)) {
+        written.push_str(&text);
+    }
+    written.push_str(&view.print(
+        &[*response("__default__", "Soil holds carbon.", 0)],
+        ms(400),
+    ));
+    assert_eq!(terminal(&written), ["model: Soil holds carbon.", ""]);
+}

@@ -11,6 +11,15 @@ pub trait EventSink: Send + Sync {
     /// One event.
     fn event(&self, event: &EventEnvelope);
 
+    /// The events one step committed, in order, once its lines are written (instead of
+    /// [`EventSink::event`] for each). By default, `event` for each; a printer overrides it
+    /// to write a step's lines at once (one `write` for a step instead of one per line).
+    fn events(&self, batch: &[EventEnvelope]) {
+        for event in batch {
+            self.event(event);
+        }
+    }
+
     /// `event` is about to be written as journal line `seq` (called before the write, under
     /// the journal's lock; nothing by default). For observers that must act before a line
     /// is durable, such as crash tests.
@@ -134,9 +143,7 @@ pub(super) fn record_all(
         recorder.append_all(batch, events.is_some())?
     };
     if let Some(sink) = events {
-        for envelope in &written {
-            sink.event(envelope);
-        }
+        sink.events(&written);
     }
     Ok(())
 }
