@@ -559,14 +559,14 @@ mod tests {
 
         #[test]
         fn the_hand_scan_finds_base64_runs_wherever_they_lie(
-            runs in prop::collection::vec((0usize..6, 0usize..50), 0..12)
+            runs in prop::collection::vec((0usize..6, prop_oneof![0usize..50, 38usize..43]), 0..12)
         ) {
             // Runs of letters, digits, `+` and `/` of every length near 40, at every
-            // offset, between separators of one to five bytes: the probes at every 40th
-            // byte must find exactly the runs the set finds.
+            // offset (the first one also at the start), between separators of up to five
+            // bytes: the probes at every 40th byte must find exactly the runs the set finds.
             let mut text = Vec::new();
             for (gap, len) in runs {
-                text.extend(std::iter::repeat_n(b' ', gap + 1));
+                text.extend(std::iter::repeat_n(b' ', gap));
                 text.extend((0..len).map(|i| b"aZ9+/q"[i % 6]));
             }
             prop_assert_eq!(
@@ -606,6 +606,33 @@ mod tests {
             "File 7.\nSome notes of a small project.",
         ] {
             assert!(!may_hold_a_shape(text.as_bytes()), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_base64_run_of_40_is_found_at_every_offset_and_one_of_39_never() {
+        // Every alignment of a run against the probes at every 40th byte, behind a short
+        // run of 20 that the first probe lands in or not (so the next probe is placed from
+        // a run's end too).
+        for len in [39, 40, 41] {
+            let text: Vec<u8> = (0..len).map(|i| b"aZ9+/q"[i % 6]).collect();
+            assert_eq!(may_hold_a_shape(&text), len >= 40, "a run of {len} alone");
+        }
+        for lead in 0..40 {
+            for offset in 0..85 {
+                for len in [39, 40, 41] {
+                    let mut text = vec![b' '; lead];
+                    text.extend([b'x'; 20]);
+                    text.extend(std::iter::repeat_n(b' ', offset + 1));
+                    text.extend((0..len).map(|i| b"aZ9+/q"[i % 6]));
+                    text.push(b' ');
+                    assert_eq!(
+                        may_hold_a_shape(&text),
+                        len >= 40,
+                        "a run of {len} after {lead} + 20 + {offset} bytes"
+                    );
+                }
+            }
         }
     }
 
