@@ -51,9 +51,12 @@ impl EventSink for StreamJson {
     fn events(&self, batch: &[EventEnvelope]) {
         let mut lines = Vec::new();
         for event in batch {
-            // The envelope is the transcript's line, already redacted.
-            if serde_json::to_writer(&mut lines, event).is_ok() {
-                lines.push(b'\n');
+            // The envelope is the transcript's line, already redacted. A line that fails
+            // half-way is taken back, so no torn line reaches the reader.
+            let start = lines.len();
+            match serde_json::to_writer(&mut lines, event) {
+                Ok(()) => lines.push(b'\n'),
+                Err(_) => lines.truncate(start),
             }
         }
         if lines.is_empty() {
