@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::text::clip;
+use crate::text::{clip, clip_json};
 use lsm_harness::{EventEnvelope, EventSink, RunEvent};
 use serde_json::Value;
 
@@ -355,7 +355,7 @@ pub fn describe(e: &EventEnvelope) -> Option<String> {
         }
         RunEvent::ToolCallStarted {
             tool, arguments, ..
-        } => format!("  -> {tool} {}", clip(&arguments.to_string(), 160)),
+        } => format!("  -> {tool} {}", clip_json(arguments, 160)),
         RunEvent::ToolResult {
             tool,
             success,

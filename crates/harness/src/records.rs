@@ -204,6 +204,9 @@ pub(crate) fn timestamp(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
+/// The bytes a journal line is first given room for (most lines are 300 to 1,300 bytes).
+const LINE_CAPACITY: usize = 2048;
+
 /// Where a run's records go, and the open journal.
 #[derive(Debug)]
 pub(crate) struct Recorder {
@@ -430,7 +433,10 @@ impl Recorder {
         }
         // The line straight from the record; only when it might hold a secret does it go
         // the slow way (a JSON tree, every string redacted, the record rebuilt from it).
-        let mut line = serde_json::to_vec(&record).map_err(serialize)?;
+        // Room for a usual line at once (`to_vec` starts at 128 bytes and doubles: four
+        // reallocations and copies for a line of a tool's result).
+        let mut line = Vec::with_capacity(LINE_CAPACITY);
+        serde_json::to_writer(&mut line, &record).map_err(serialize)?;
         if lsm_sandbox::json_may_hold_secrets(&line) {
             let mut value = serde_json::to_value(&record).map_err(serialize)?;
             if lsm_sandbox::redact_json_secrets(&mut value) {

@@ -106,7 +106,7 @@ static LOOSE_SHAPES: LazyLock<Option<regex::bytes::RegexSet>> = LazyLock::new(||
 /// instructions to compile, and once built its lazy automaton was slower in time than a
 /// table lookup a byte (a run of 200 model calls, 6 ms more CPU; docs/PERFORMANCE.md). The
 /// scan is linear: a base64 run is looked for at every 40th byte only, and a word shape
-/// only where two bytes can begin one.
+/// only where three bytes can begin one.
 fn may_hold_a_shape(bytes: &[u8]) -> bool {
     has_base64_run(bytes) || has_word_shape(bytes)
 }
@@ -145,16 +145,46 @@ fn has_base64_run(bytes: &[u8]) -> bool {
 }
 
 /// Whether a word shape (`api…key`, `bearer`, `sk-…`, `key_…`) starts anywhere in `bytes`:
-/// looked at closer only where its first two bytes can begin one ([`SECOND_BYTE`]).
+/// looked at closer only where its first three bytes can begin one
+/// ([`may_begin_a_word_shape`]). Every shape is at least three bytes long, so the last two
+/// positions cannot begin one.
+///
+/// The three-byte test runs on [`WORD_CHUNK`] positions at a time without a branch, which
+/// the compiler turns into vector compares; only a chunk where it holds somewhere is looked
+/// at position by position.
 fn has_word_shape(bytes: &[u8]) -> bool {
-    bytes
-        .iter()
-        .zip(bytes.iter().skip(1))
-        .enumerate()
-        .any(|(i, (&first, &second))| {
-            let want = SECOND_BYTE[usize::from(first)];
-            want != 0 && second | 0x20 == want && word_shape_at(&bytes[i..])
-        })
+    let begins_here = |i: usize| {
+        may_begin_a_word_shape(bytes[i], bytes[i + 1], bytes[i + 2]) && word_shape_at(&bytes[i..])
+    };
+    let mut start = 0;
+    while let Some(window) = bytes
+        .get(start..start + WORD_CHUNK + 2)
+        .and_then(|w| <&[u8; WORD_CHUNK + 2]>::try_from(w).ok())
+    {
+        let any = (0..WORD_CHUNK).fold(false, |any, i| {
+            any | may_begin_a_word_shape(window[i], window[i + 1], window[i + 2])
+        });
+        if any && (start..start + WORD_CHUNK).any(begins_here) {
+            return true;
+        }
+        start += WORD_CHUNK;
+    }
+    (start..bytes.len().saturating_sub(2)).any(begins_here)
+}
+
+/// Positions [`has_word_shape`] tests at once.
+const WORD_CHUNK: usize = 32;
+
+/// Whether the bytes `a b c` can begin a word shape: `api` and `bea` in any case (`| 0x20`
+/// also lets a few other bytes through: [`word_shape_at`] decides), `sk-`, `key`. Written
+/// with `&` and `|`, not `&&` and `||`, so it has no branch.
+#[inline(always)]
+fn may_begin_a_word_shape(a: u8, b: u8, c: u8) -> bool {
+    let (la, lb, lc) = (a | 0x20, b | 0x20, c | 0x20);
+    ((la == b'a') & (lb == b'p') & (lc == b'i'))
+        | ((la == b'b') & (lb == b'e') & (lc == b'a'))
+        | ((a == b's') & (b == b'k') & (c == b'-'))
+        | ((a == b'k') & (b == b'e') & (c == b'y'))
 }
 
 /// [`BYTE_CLASS`]: a byte of a base64 run (`[A-Za-z0-9+/]`).
@@ -170,21 +200,6 @@ const BYTE_CLASS: [u8; 256] = {
         b += 1;
     }
     class
-};
-
-/// For a byte that can begin a word shape, the second byte that must follow it, in lower
-/// case (`| 0x20`, which also lets some other bytes through: [`word_shape_at`] decides);
-/// 0 for any other byte. `a`/`A` then `p` (`api…`), `b`/`B` then `e` (`bearer`), `s` then
-/// `k` (`sk-`), `k` then `e` (`key_`).
-const SECOND_BYTE: [u8; 256] = {
-    let mut next = [0u8; 256];
-    next[b'a' as usize] = b'p';
-    next[b'A' as usize] = b'p';
-    next[b'b' as usize] = b'e';
-    next[b'B' as usize] = b'e';
-    next[b's' as usize] = b'k';
-    next[b'k' as usize] = b'e';
-    next
 };
 
 /// Whether a word shape starts at `rest[0]`.
@@ -260,7 +275,35 @@ fn compile(pattern: &str) -> Option<Regex> {
 pub struct Redactor {
     /// Known secret values, longest first (so a value that contains another is replaced
     /// whole).
-    values: Vec<String>,
+    values: Vec<Known>,
+}
+
+/// One known secret value, with its searcher built once: every record line and every
+/// tool's text is searched for each value (SIMD `memmem`, not a fresh two-way search each
+/// time).
+#[derive(Clone)]
+struct Known {
+    text: String,
+    finder: memchr::memmem::Finder<'static>,
+    /// The value holds a character JSON escapes (a quote, a backslash, a control character): in
+    /// serialized JSON it could hide behind its escape.
+    escapes_in_json: bool,
+}
+
+impl Known {
+    fn new(text: &str) -> Self {
+        Known {
+            text: text.to_string(),
+            finder: memchr::memmem::Finder::new(text.as_bytes()).into_owned(),
+            escapes_in_json: text
+                .chars()
+                .any(|c| c == '"' || c == '\\' || u32::from(c) < 0x20),
+        }
+    }
+
+    fn is_in(&self, haystack: &[u8]) -> bool {
+        self.finder.find(haystack).is_some()
+    }
 }
 
 impl std::fmt::Debug for Redactor {
@@ -281,11 +324,11 @@ impl Redactor {
     /// it was added: values shorter than [`MIN_SECRET_LEN`] and values already known are not.
     pub fn add_value(&mut self, value: &str) -> bool {
         let value = value.trim();
-        if value.chars().count() < MIN_SECRET_LEN || self.values.iter().any(|v| v == value) {
+        if value.chars().count() < MIN_SECRET_LEN || self.values.iter().any(|v| v.text == value) {
             return false;
         }
-        self.values.push(value.to_string());
-        self.values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        self.values.push(Known::new(value));
+        self.values.sort_by_key(|v| std::cmp::Reverse(v.text.len()));
         true
     }
 
@@ -307,8 +350,8 @@ impl Redactor {
     pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let mut out = Cow::Borrowed(text);
         for value in &self.values {
-            if out.contains(value.as_str()) {
-                out = Cow::Owned(out.replace(value.as_str(), REDACTED));
+            if value.is_in(out.as_bytes()) {
+                out = Cow::Owned(out.replace(value.text.as_str(), REDACTED));
             }
         }
         redact_shapes(out)
@@ -346,18 +389,10 @@ impl Redactor {
         if may_hold_a_shape(line) {
             return true;
         }
-        if self.values.is_empty() {
-            return false;
-        }
-        // serde_json writes UTF-8; anything else is suspect.
-        let Ok(text) = std::str::from_utf8(line) else {
-            return true;
-        };
-        self.values.iter().any(|v| {
-            v.chars()
-                .any(|c| c == '"' || c == '\\' || u32::from(c) < 0x20)
-                || text.contains(v.as_str())
-        })
+        // A value's bytes are found wherever they stand, whatever the bytes around them.
+        self.values
+            .iter()
+            .any(|v| v.escapes_in_json || v.is_in(line))
     }
 }
 
@@ -636,6 +671,51 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_word_shape_is_found_at_every_offset_against_the_chunks_and_a_near_miss_never() {
+        // Each shape (and a near miss of it) at every position across three chunks of the
+        // word scan, in filler that begins shapes without finishing them, with the shape
+        // ending the text or followed by a space: the scan must agree with the set.
+        let shapes: [&[u8]; 10] = [
+            b"api_key",
+            b"APIKEY",
+            "api-\u{212A}ey".as_bytes(),
+            b"Bearer",
+            b"sk-abcdefghijkl",
+            b"key_abcdefghijklmnop",
+            b"api_kez",
+            b"Beare",
+            b"sk-abcdefghijk",
+            b"key_abcdefghijklmno",
+        ];
+        for filler in [&b"x"[..], b"token label ke ap be sk key api "] {
+            for shape in shapes {
+                for offset in 0..3 * WORD_CHUNK + 3 {
+                    for tail in [&b""[..], b" "] {
+                        let mut text: Vec<u8> =
+                            filler.iter().copied().cycle().take(offset).collect();
+                        if text.last().is_some_and(u8::is_ascii_alphanumeric) {
+                            text.pop();
+                            text.push(b' ');
+                        }
+                        text.extend_from_slice(shape);
+                        text.extend_from_slice(tail);
+                        let expected = LOOSE_SHAPES.as_ref().unwrap().is_match(&text);
+                        assert_eq!(
+                            may_hold_a_shape(&text),
+                            expected,
+                            "{:?} at {offset}",
+                            String::from_utf8_lossy(&text)
+                        );
+                    }
+                }
+            }
+        }
+        // The near misses are misses, the shapes are found (so the loop above tests both).
+        assert!(!may_hold_a_shape(b"x Beare sk-abcdefghijk api_kez"));
+        assert!(may_hold_a_shape(b"x Bearer"));
+    }
+
     const RANDOM_B64: &str = "q8ZL3vX0mP9sR2tYwK7bN4cJ1hGfD6eA5uT+Io/Wx=";
 
     #[test]
@@ -906,12 +986,13 @@ mod tests {
                 "Bearer", "bearer", " ", "\n", "\t", "\"", "\\", "é", "sk-", "sk-proj-",
                 "abcdefghijklmnop", "ABCDEFGH12345678", "api_key", "API-KEY", "apikey", "=",
                 ": ", "'", "key_", "0123456789abcdef", "q8ZL3vX0mP9sR2tYwK7b", "N4cJ1hGfD6eA5uT+Io/W",
-                "/tmp/a.txt", "x", "\u{1}", "my-secret-value-1",
+                "/tmp/a.txt", "x", "\u{1}", "my-secret-value-1", "clé-secrète-42", "clé-",
             ]), 0..12)
         ) {
             let text: String = pieces.concat();
             let mut redactor = Redactor::new();
             redactor.add_value("my-secret-value-1");
+            redactor.add_value("clé-secrète-42");
             let changed = matches!(redactor.redact(&text), Cow::Owned(_));
             let line = serde_json::to_vec(&serde_json::json!({"content": text})).unwrap();
             proptest::prop_assert!(!changed || redactor.json_may_hold_secrets(&line), "{text:?}");

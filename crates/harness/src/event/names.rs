@@ -112,13 +112,24 @@ pub(crate) fn without_reserved(fields: &Map<String, Value>) -> Map<String, Value
 
 /// The first [`TOOL_SUMMARY_CHARS`] characters of `text` on one line, with `…` when cut.
 pub fn summarize(text: &str) -> String {
-    let mut out = String::new();
-    for (i, c) in text.chars().enumerate() {
-        if i == TOOL_SUMMARY_CHARS {
-            out.push('…');
-            break;
-        }
-        out.push(if c == '\n' || c == '\r' { ' ' } else { c });
+    // The head is found first (a text of no more bytes than that has no more characters)
+    // and copied whole, its line breaks replaced byte by byte: they are ASCII, so the copy
+    // stays UTF-8.
+    let cut = if text.len() > TOOL_SUMMARY_CHARS {
+        text.char_indices().nth(TOOL_SUMMARY_CHARS).map(|(i, _)| i)
+    } else {
+        None
+    };
+    let head = &text.as_bytes()[..cut.unwrap_or(text.len())];
+    let mut bytes = Vec::with_capacity(head.len() + '…'.len_utf8());
+    bytes.extend(
+        head.iter()
+            .map(|&b| if b == b'\n' || b == b'\r' { b' ' } else { b }),
+    );
+    let mut out = String::from_utf8(bytes)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    if cut.is_some() {
+        out.push('…');
     }
     out
 }

@@ -72,6 +72,17 @@ fn summaries_are_bounded_and_on_one_line() {
     assert_eq!(summarize("a\nb"), "a b");
     let long = "x".repeat(500);
     assert_eq!(summarize(&long).chars().count(), TOOL_SUMMARY_CHARS + 1);
+    // Cut after exactly that many characters, multi-byte ones counted as one.
+    let wide = format!("é\r\n{}", "ü".repeat(TOOL_SUMMARY_CHARS));
+    let summary = summarize(&wide);
+    assert!(
+        summary.starts_with("é  ü") && summary.ends_with("ü…"),
+        "{summary}"
+    );
+    assert_eq!(summary.chars().count(), TOOL_SUMMARY_CHARS + 1);
+    let exact = "ü".repeat(TOOL_SUMMARY_CHARS);
+    assert_eq!(summarize(&exact), exact);
+    assert_eq!(summarize(""), "");
 }
 
 #[test]
