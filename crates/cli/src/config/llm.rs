@@ -49,6 +49,9 @@ pub struct LlmSettings {
     pub retry_max_delay_seconds: Option<f64>,
     /// The model's context window in tokens (compaction measures prompts against it).
     pub context_window: Option<u64>,
+    /// Reach a plain `http://` address over hyper's HTTP/1.1 connection directly (`true`,
+    /// the default) or through reqwest, as `https://` addresses are.
+    pub direct_http: Option<bool>,
 }
 
 impl LlmSettings {
@@ -81,6 +84,7 @@ impl LlmSettings {
                 .retry_max_delay_seconds
                 .or(base.retry_max_delay_seconds),
             context_window: self.context_window.or(base.context_window),
+            direct_http: self.direct_http.or(base.direct_http),
         }
     }
 
@@ -113,7 +117,7 @@ impl LlmSettings {
                 "retry_max_delay_seconds",
                 section,
             )?,
-            direct: d.direct,
+            direct: self.direct_http.unwrap_or(d.direct),
         })
     }
 }

@@ -237,6 +237,24 @@ read_timeout_seconds = 600
     }
 
     #[test]
+    fn direct_http_is_on_by_default_and_a_tier_or_the_environment_turns_it_off() {
+        let c = load_text(FILE, &[]).unwrap();
+        for tier in [LlmTier::Quick, LlmTier::Normal, LlmTier::Complex] {
+            assert!(c.llm.resolve(tier).unwrap().http.direct, "{tier:?}");
+        }
+        let text = format!("{FILE}\n[llm.normal]\ndirect_http = false\n");
+        let c = load_text(&text, &[]).unwrap();
+        assert!(!c.llm.resolve(LlmTier::Normal).unwrap().http.direct);
+        assert!(c.llm.resolve(LlmTier::Quick).unwrap().http.direct);
+        let c = load_text(FILE, &[("LSM_LLM_DIRECT_HTTP", "false")]).unwrap();
+        assert!(!c.llm.resolve(LlmTier::Quick).unwrap().http.direct);
+        let e = load_text("[llm]\ndirect_http = \"no\"\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("direct_http"), "{e}");
+    }
+
+    #[test]
     fn env_overrides_beat_the_tiers() {
         let c = load_text(
             FILE,
