@@ -1845,14 +1845,21 @@ impl lsm_harness::EventSink for Collect {
     }
 }
 
+/// `fx` with `sink` hearing its run's events.
+fn with_sink(fx: Fixture, sink: Arc<dyn lsm_harness::EventSink>) -> Fixture {
+    Fixture {
+        harness: fx.harness.with_event_sink(sink),
+        ..fx
+    }
+}
+
 #[tokio::test]
 async fn a_record_handle_appends_to_the_same_numbered_transcript_and_sink() {
-    let fx = fixture(vec![tool("tool_a", "x"), done("finished")]);
     let sink = Arc::new(Collect::default());
-    let mut fx = Fixture {
-        harness: fx.harness.with_event_sink(sink.clone()),
-        ..fx
-    };
+    let mut fx = with_sink(
+        fixture(vec![tool("tool_a", "x"), done("finished")]),
+        sink.clone(),
+    );
     let handle = fx.harness.record_handle();
     let r = fx
         .harness
@@ -1890,12 +1897,11 @@ impl lsm_harness::EventSink for Batches {
 
 #[tokio::test]
 async fn a_sink_hears_the_lines_of_one_step_at_once_in_the_transcripts_order() {
-    let fx = fixture(vec![tool("tool_a", "x"), done("finished")]);
     let sink = Arc::new(Batches::default());
-    let mut fx = Fixture {
-        harness: fx.harness.with_event_sink(sink.clone()),
-        ..fx
-    };
+    let mut fx = with_sink(
+        fixture(vec![tool("tool_a", "x"), done("finished")]),
+        sink.clone(),
+    );
     let r = fx
         .harness
         .run_bounded(PhaseRequest::new("go").with_max_iterations(5))
