@@ -146,18 +146,37 @@ pub fn run(cfg: &crate::config::ConfigArgs, args: RunArgs) -> u8 {
 }
 
 async fn run_async(cfg: &crate::config::ConfigArgs, args: RunArgs) -> Result<u8> {
+    // Caught from here on: a signal during the set-up stops the run before its first step.
+    let stop = CancellationToken::new();
+    let signals = crate::signals::on_stop({
+        let stop = stop.clone();
+        // Ctrl-C (SIGINT) or SIGTERM: the run stops at its next step, its summary is written
+        // and the program exits with code 4 (`stop_requested`), like any requested stop.
+        move |name| {
+            eprintln!("{name}: stop requested; finishing the current step…");
+            stop.cancel();
+        }
+    });
     let config = cfg.load()?;
     let output = Output::from(OutputFormat::chosen(args.json, args.output_format));
     let yes = args.yes;
     let run = prepare(config, args, output)?;
     let answering = foreground::answer_in_foreground(&run.channel, yes);
-    tokio::spawn(stop_on_signals(run.stop.clone()));
+    let forward = tokio::spawn({
+        let run_stop = run.stop.clone();
+        async move {
+            stop.cancelled().await;
+            run_stop.cancel();
+        }
+    });
     let channel = Arc::clone(&run.channel);
     let lease_done = run.lease_done.clone();
     let code = agents_cmd::run(run.spec, &run.objective, run.factory, run.opts).await;
     lease_done.cancel();
     channel.shutdown("the run ended");
     answering.abort();
+    forward.abort();
+    signals.abort();
     code
 }
 
@@ -419,31 +438,4 @@ pub fn prepare_with(
         stop,
         lease_done,
     })
-}
-
-/// Ctrl-C (SIGINT) or SIGTERM: the run stops at its next step, its summary is written and the
-/// program exits with code 4 (`stop_requested`), like any requested stop.
-async fn stop_on_signals(stop: CancellationToken) {
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                tracing::warn!("cannot watch for SIGTERM: {e}");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    let signal = tokio::select! {
-        r = tokio::signal::ctrl_c() => r.is_ok().then_some("Ctrl-C"),
-        () = term => Some("SIGTERM"),
-    };
-    if let Some(name) = signal {
-        eprintln!("{name}: stop requested; finishing the current step…");
-        stop.cancel();
-    }
 }

@@ -188,12 +188,13 @@ fn ingest_inner(cfg: &crate::config::ConfigArgs, args: IngestArgs) -> Result<u8>
     let options = IngestOptions::default();
     let rt = runtime()?;
     let cancel = Arc::clone(&options.cancel);
-    rt.spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
+    let _signals = {
+        let _in_runtime = rt.enter();
+        crate::signals::on_stop(move |_| {
             eprintln!("stop requested; committing the files done so far…");
             cancel.store(true, Ordering::SeqCst);
-        }
-    });
+        })
+    };
     let format = OutputFormat::chosen(args.json, args.output_format);
     let bar = if format != OutputFormat::Text {
         ProgressBar::hidden()

@@ -49,6 +49,7 @@ mod run_wiring;
 mod runs_cmd;
 mod runtime;
 mod secrets;
+mod signals;
 mod text;
 mod tools_cmd;
 mod tui;

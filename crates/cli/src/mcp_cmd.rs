@@ -124,13 +124,9 @@ async fn serve(cfg: &crate::config::ConfigArgs, args: ServeArgs) -> Result<u8> {
     let bound = listener.local_addr()?;
     println!("listening on http://{bound}/mcp");
     let stop = tokio_util::sync::CancellationToken::new();
-    tokio::spawn({
+    let _signals = crate::signals::on_stop({
         let stop = stop.clone();
-        async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                stop.cancel();
-            }
-        }
+        move |_| stop.cancel()
     });
     server.serve_http(listener, stop).await?;
     Ok(exit::OK)

@@ -218,7 +218,13 @@ async fn worker_loop(cfg: &crate::config::ConfigArgs, args: WorkerArgs) -> Resul
         ));
     };
     let shutdown = CancellationToken::new();
-    tokio::spawn(stop_on_signals(shutdown.clone()));
+    let _signals = crate::signals::on_stop({
+        let stop = shutdown.clone();
+        move |_| {
+            eprintln!("worker: stopping; the runs in flight stop at their next step");
+            stop.cancel();
+        }
+    });
     eprintln!(
         "worker {} on {} (concurrency {})",
         pg.owner(),
@@ -370,23 +376,4 @@ async fn drive(config: crate::config::Config, pg: lsm_store_pg::PgRuns, row: lsm
         ),
         Err(e) => eprintln!("run {run_id}: failed: {e:#}"),
     }
-}
-
-async fn stop_on_signals(stop: CancellationToken) {
-    #[cfg(unix)]
-    {
-        let Ok(mut term) =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        else {
-            return;
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
-    eprintln!("worker: stopping; the runs in flight stop at their next step");
-    stop.cancel();
 }

@@ -338,6 +338,21 @@ fn a_second_resume_of_a_run_being_resumed_is_refused() {
 
 #[test]
 fn sigterm_stops_a_run_with_exit_code_4_and_writes_its_summary() {
+    // Once the second model call is under way.
+    sigterm_stops_the_run_when(|l| l.contains("\"llm_request\"") && l.contains("\"iteration\":2"));
+}
+
+#[test]
+fn sigterm_at_the_first_event_stops_the_run_too() {
+    // The signals are caught before anything is printed: a SIGTERM sent on the first line
+    // cannot meet the default action (exit 143, no summary), however busy the machine is.
+    sigterm_stops_the_run_when(|_| true);
+}
+
+/// Start a run whose second model call never answers, send it SIGTERM on the first line of
+/// its event stream that `now` accepts, and check the clean stop: exit code 4, "SIGTERM" on
+/// stderr, `run_finished` on the stream and a summary with `stop_requested`.
+fn sigterm_stops_the_run_when(now: impl Fn(&str) -> bool) {
     let ws = Ws::new(&[
         call("read_file", json!({"path": "notes.md"})),
         json!({"text": "never", "delay_ms": 60_000}),
@@ -361,12 +376,11 @@ fn sigterm_stops_a_run_with_exit_code_4_and_writes_its_summary() {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    // Wait (on the event stream) for the second model call to be under way.
-    let second_call = lines
-        .by_ref()
-        .map(Result::unwrap)
-        .find(|l| l.contains("\"llm_request\"") && l.contains("\"iteration\":2"));
-    assert!(second_call.is_some());
+    let seen = lines.by_ref().map(Result::unwrap).find(|l| now(l));
+    assert!(
+        seen.is_some(),
+        "the stream ended before the line to stop on"
+    );
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
