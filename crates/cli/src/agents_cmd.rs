@@ -2,6 +2,7 @@
 //! `lsm_agents` (its `AgentCore` asks a factory for the run's harness) via
 //! [`crate::launch::launch_agent`]; the run's summary comes back in memory.
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -14,6 +15,7 @@ use crate::exit;
 use crate::exit::usage;
 use crate::launch::{AgentLaunch, launch_agent};
 use crate::secrets;
+use crate::text::terminal_text;
 
 /// `lsm agent list [--json]`: name, tier, input, description and tools of every agent.
 pub fn list(json: bool) -> u8 {
@@ -106,7 +108,7 @@ struct StderrAgentLog;
 
 impl AgentLogSink for StderrAgentLog {
     fn line(&self, agent: &str, message: &str) {
-        eprintln!("[{agent}] {}", secrets::clean(message));
+        eprintln!("[{agent}] {}", terminal_text(&secrets::clean(message)));
     }
 }
 
@@ -248,7 +250,7 @@ pub async fn run(
 pub fn report(finished: &Finished, mode: Output) -> Result<()> {
     let output = &finished.output;
     if let Some(error) = &output.error {
-        eprintln!("error: {}", secrets::clean(error));
+        eprintln!("error: {}", terminal_text(&secrets::clean(error)));
     }
     if let Some(e) = &finished.records_problem {
         eprintln!(
@@ -308,7 +310,13 @@ fn print_artifacts(output: &AgentOutput) {
 fn print_human(output: &AgentOutput, s: &RunSummary, dir: &Path) {
     println!();
     if !output.text.is_empty() {
-        println!("{}", secrets::clean(&output.text));
+        let text = secrets::clean(&output.text);
+        // On a terminal, the answer cannot drive it; into a file or a pipe it goes as it is.
+        if std::io::stdout().is_terminal() {
+            println!("{}", terminal_text(&text));
+        } else {
+            println!("{text}");
+        }
         println!();
     }
     let cost = s

@@ -55,7 +55,11 @@ pub fn runtime(worker_threads: Option<usize>) -> std::io::Result<tokio::runtime:
 /// Print `e` (redacted) as the command's error and return its exit code: [`USAGE`] for a
 /// [`ConfigError`] or when `is_usage` says so, [`ERROR`] for anything else.
 pub fn report(e: &anyhow::Error, is_usage: impl Fn(&anyhow::Error) -> bool) -> u8 {
-    eprintln!("error: {}", crate::secrets::clean(&format!("{e:#}")));
+    // A server's or a tool's words may be part of the error: nothing in them drives the
+    // terminal.
+    let message = format!("{e:#}");
+    let message = crate::secrets::clean(&message);
+    eprintln!("error: {}", crate::text::terminal_text(&message));
     if e.downcast_ref::<ConfigError>().is_some() || is_usage(e) {
         USAGE
     } else {

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::text::{clip, clip_json};
+use crate::text::{clip, clip_json, one_line, terminal_text};
 use lsm_harness::{EventEnvelope, EventSink, RunEvent};
 use serde_json::Value;
 
@@ -127,7 +127,9 @@ impl ProgressView {
                 self.mid_line = true;
                 out.push_str(&format!("{}model: ", prefix(label)));
             }
-            out.push_str(data.get("text").and_then(Value::as_str).unwrap_or(""));
+            out.push_str(&terminal_text(
+                data.get("text").and_then(Value::as_str).unwrap_or(""),
+            ));
             return out;
         }
         let streamed = std::mem::take(&mut self.mid_line);
@@ -181,11 +183,11 @@ impl ProgressView {
                 attempt,
                 delay_ms,
                 reason,
-            } => Some(format!(
+            } => Some(one_line(format!(
                 "{}{}",
                 prefix(label),
                 retry_line(reason, *attempt, *delay_ms, self.max_retries)
-            )),
+            ))),
             // Shown once, at the end, as the run's error.
             RunEvent::LlmError { .. } => None,
             // The spinner shows a call under way; its line is not needed.
@@ -473,7 +475,8 @@ pub fn describe(e: &EventEnvelope) -> Option<String> {
         ),
         _ => return None,
     };
-    Some(line)
+    // Tool and item names, reasons and errors come from the model or a server unclipped.
+    Some(one_line(line))
 }
 
 #[cfg(test)]

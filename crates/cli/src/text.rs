@@ -1,7 +1,24 @@
-//! Text shown to a person: one line, cut to fit.
+//! Text shown to a person: one line, cut to fit, and nothing a terminal would obey.
+//!
+//! What is shown comes from models and tools, so from anyone who can put words in a file the
+//! agent reads. A terminal acts on some characters instead of showing them: ESC begins the
+//! sequences that clear the screen, move the cursor, retitle the window or (OSC 52) write
+//! the clipboard; a carriage return goes back over the line; the bidirectional overrides
+//! show text in another order than it is. Those are replaced before anything is printed.
 
-/// `s` on one line (newlines become spaces), at most `max` characters, with `…` where it
-/// was cut.
+use std::borrow::Cow;
+
+/// Shown instead of a character the terminal would act on.
+const STAND_IN: char = '\u{FFFD}';
+
+/// Whether a terminal would act on `c` instead of just showing it: a control character
+/// (C0, DEL, C1) or a bidirectional embedding, override or isolate.
+fn acts_on_terminal(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `s` on one line (line breaks and tabs become spaces, anything else a terminal would act
+/// on becomes `�`), at most `max` characters, with `…` where it was cut.
 pub fn clip(s: &str, max: usize) -> String {
     // Only the part shown is looked at and copied: a model's answer may be long.
     // No more bytes than `max`: no more characters either, nothing to count.
@@ -10,11 +27,48 @@ pub fn clip(s: &str, max: usize) -> String {
     } else {
         None
     };
-    let mut out = s[..cut.unwrap_or(s.len())].replace('\n', " ");
+    let head = &s[..cut.unwrap_or(s.len())];
+    let mut out = String::with_capacity(head.len() + '…'.len_utf8());
+    out.extend(head.chars().map(on_one_line));
     if cut.is_some() {
         out.push('…');
     }
     out
+}
+
+/// `line` as [`clip`] shows it, whole: for a line assembled from parts, some of which (a
+/// tool's name, a server's reason) were not clipped. Returned as it is when nothing changes.
+pub fn one_line(line: String) -> String {
+    if line.chars().all(|c| on_one_line(c) == c) {
+        return line;
+    }
+    line.chars().map(on_one_line).collect()
+}
+
+/// `c` on a line of its own: line breaks and tabs as a space, anything else a terminal would
+/// act on as `�`.
+fn on_one_line(c: char) -> char {
+    match c {
+        '\n' | '\r' | '\t' => ' ',
+        c if acts_on_terminal(c) => STAND_IN,
+        c => c,
+    }
+}
+
+/// `s` as streamed to a terminal: its lines and tabs kept, carriage returns dropped (a `\r\n`
+/// is a line break; a lone `\r` would go back over the line), anything else a terminal would
+/// act on replaced by `�`. Borrowed when there is nothing to replace, the usual case.
+pub fn terminal_text(s: &str) -> Cow<'_, str> {
+    let kept = |c: char| matches!(c, '\n' | '\t') || !acts_on_terminal(c);
+    if s.chars().all(kept) {
+        return Cow::Borrowed(s);
+    }
+    Cow::Owned(
+        s.chars()
+            .filter(|&c| c != '\r')
+            .map(|c| if kept(c) { c } else { STAND_IN })
+            .collect(),
+    )
 }
 
 /// `value` as one line of JSON, clipped as [`clip`] does; serialized no further than the
@@ -70,6 +124,40 @@ mod tests {
         assert_eq!(clip("123456", 5), "12345…");
         assert_eq!(clip("", 5), "");
         assert_eq!(clip("abc", 0), "…");
+    }
+
+    #[test]
+    fn nothing_a_terminal_acts_on_is_shown() {
+        // Clear the screen, retitle the window, write the clipboard (OSC 52), the C1 form of
+        // ESC [, a carriage return over the line, a right-to-left override.
+        let hostile = "a\x1b[2Jb\x1b]0;owned\x07c\x1b]52;c;ZXZpbA==\x07d\u{9b}31me\rf\u{202E}g\x7f";
+        assert_eq!(
+            clip(hostile, 200),
+            "a�[2Jb�]0;owned�c�]52;c;ZXZpbA==�d�31me f�g�"
+        );
+        assert_eq!(
+            terminal_text("one\r\ntwo\tthree\n\x1b[1A\u{2067}four"),
+            "one\ntwo\tthree\n�[1A�four"
+        );
+        assert_eq!(clip("tab\there", 20), "tab here");
+        assert_eq!(one_line(hostile.to_string()), clip(hostile, 200));
+        assert_eq!(one_line("as it is".to_string()), "as it is");
+        // Plain text, accents and emoji included, is passed through as it is.
+        for plain in ["", "héllo wörld", "line\nnext\tcol", "日本語 🚀"] {
+            assert!(
+                matches!(terminal_text(plain), Cow::Borrowed(_)),
+                "{plain:?}"
+            );
+        }
+        for s in [hostile, "one\r\ntwo", "\u{202A}x\u{2069}"] {
+            assert!(!clip(s, 200).chars().any(acts_on_terminal), "{s:?}");
+            assert!(
+                !terminal_text(s)
+                    .chars()
+                    .any(|c| c != '\n' && c != '\t' && acts_on_terminal(c)),
+                "{s:?}"
+            );
+        }
     }
 
     #[test]

@@ -251,3 +251,59 @@ fn streamed_text_on_a_terminal_is_never_erased() {
     ));
     assert_eq!(terminal(&written), ["model: Soil holds carbon.", ""]);
 }
+
+/// Words from a model, a tool or a server never drive the terminal: streamed text, a tool
+/// the model named, its result, a retry's reason and a refusal each carry ESC sequences (and
+/// a carriage return), and none of them reaches the screen.
+#[test]
+fn nothing_from_a_model_a_tool_or_a_server_drives_the_terminal() {
+    use Step::Event;
+    let esc = "\u{1b}]52;c;ZXZpbA==\u{7}\u{1b}[2J\r";
+    let shown = screen(vec![
+        Event(0, request("__default__", 1)),
+        Event(
+            10,
+            ev(
+                "llm_stream",
+                json!({"label": "__default__", "kind": "text_delta", "text": format!("hi{esc}\r\nthere")}),
+            ),
+        ),
+        Event(20, response("__default__", &format!("hi{esc}"), 1)),
+        Event(
+            30,
+            ev(
+                "tool_call_started",
+                json!({"label": null, "call_id": "c0",
+            "tool": format!("read{esc}"), "arguments": {"path": esc}}),
+            ),
+        ),
+        Event(
+            40,
+            ev(
+                "tool_result",
+                json!({"label": null, "call_id": "c0",
+            "tool": format!("read{esc}"), "success": false, "content": esc, "summary": esc}),
+            ),
+        ),
+        Event(
+            50,
+            ev(
+                "tool_denied",
+                json!({"label": null, "call_id": "c1", "tool": format!("x{esc}"), "reason": esc}),
+            ),
+        ),
+        Event(
+            60,
+            ev(
+                "llm_retry",
+                json!({"label": "__default__", "attempt": 1, "delay_ms": 500,
+                       "reason": format!("HTTP 500: {esc}")}),
+            ),
+        ),
+    ]);
+    assert!(shown.contains("hi"), "{shown}");
+    assert!(shown.contains("there"), "{shown}");
+    for c in ['\u{1b}', '\u{7}', '\r'] {
+        assert!(!shown.contains(c), "{c:?} reached the screen: {shown:?}");
+    }
+}
