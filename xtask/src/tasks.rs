@@ -167,7 +167,20 @@ pub fn eval_retrieval(
 /// `local`, also the local model provider (see [`local_checks`]); its tests count in the total.
 pub fn ci(root: &Path, local: bool) -> Result<()> {
     check(root)?;
-    let mut totals = run_tests(root, &["test", "--workspace"], &[])?;
+    // The MCP test server `cargo test --workspace` builds for lsm-mcp's tests, handed to the
+    // end-to-end tests so that they need not build it again with lsm-mcp's own feature set
+    // (nearly two minutes on two cores). `lsm` itself they do build apart, on purpose: with
+    // the features a user's build has, not those the test build unifies (tokio's `test-util`,
+    // serde_json's `unbounded_depth`, …).
+    let server = crate::demo::target_dir(root)
+        .join("debug")
+        .join("lsm-mcp-test-server");
+    let server = server.to_string_lossy();
+    let mut totals = run_tests(
+        root,
+        &["test", "--workspace"],
+        &[("LSM_MCP_TEST_SERVER", server.as_ref())],
+    )?;
     if local {
         local_checks(root, &mut totals)?;
     }

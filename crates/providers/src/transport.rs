@@ -242,16 +242,30 @@ impl DirectHttp {
     }
 
     async fn post(&self, body: Bytes) -> Result<DirectReply<'_>, SendFault> {
-        let mut request = self.request(body);
+        let mut request = self.request(body.clone());
         // A kept connection the server has closed since is noticed here (the connection
-        // task saw the end of the stream) or, in a race, when the request cannot be
-        // written; either way the request goes out on a new connection instead.
+        // task saw the end of the stream), in a race when the request cannot be written, or
+        // — the server closing an idle connection just as the request went out — when the
+        // connection ends or is reset before any answer. In each case the request goes out
+        // on a new connection, at once: not a retry of the call (none is counted, none
+        // waited for), the same resend a browser makes on a stale kept connection.
         while let Some(mut sender) = self.take_idle() {
             match tokio::time::timeout(self.read_timeout, sender.try_send_request(request)).await {
                 Err(_) => return Err(SendFault::AnswerTimeout),
                 Ok(Ok(response)) => return Ok(DirectReply::new(self, sender, response)),
                 Ok(Err(mut e)) => match e.take_message() {
                     Some(unsent) => request = unsent,
+                    None if closed_before_answering(e.error()) => {
+                        tracing::debug!(
+                            "a kept connection to {} closed before answering ({}); sending on a new one",
+                            self.address,
+                            chain(e.error())
+                        );
+                        // Once: a server that drops every request is not asked again and
+                        // again on its other kept connections.
+                        request = self.request(body);
+                        break;
+                    }
                     None => return Err(SendFault::Connect(chain(e.error()))),
                 },
             }
@@ -427,6 +441,28 @@ fn is_dns_failure(e: &reqwest::Error) -> bool {
 }
 
 /// An error and its causes, one after the other.
+/// Whether `e`, from a request sent on a kept connection, says the connection ended (closed
+/// or reset by the server) before an answer was complete: what a server's idle timeout
+/// firing as the request goes out looks like from here.
+fn closed_before_answering(e: &hyper::Error) -> bool {
+    if e.is_incomplete_message() {
+        return true;
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::BrokenPipe
+            );
+        }
+        source = s.source();
+    }
+    false
+}
+
 fn chain(e: &dyn std::error::Error) -> String {
     let mut msg = e.to_string();
     let mut source = e.source();

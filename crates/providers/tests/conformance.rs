@@ -1366,10 +1366,22 @@ async fn a_body_that_is_not_json_is_malformed() {
     }
 }
 
-/// A server on a raw socket that answers every request on a connection with a text answer
-/// and then, when `close_after_answer`, closes that connection. Returns its base URL and the
-/// count of connections it accepted.
-async fn counting_server(close_after_answer: bool) -> (String, Arc<AtomicUsize>) {
+/// When [`counting_server`] hangs up a connection.
+#[derive(Clone, Copy, Debug)]
+enum Hangup {
+    /// Never: the connection is kept for the next request.
+    Never,
+    /// Right after each answer.
+    AfterAnswer,
+    /// At the second request on a connection, unanswered, as a server whose idle timeout
+    /// fires just as the request arrives: read whole, then closed (the client sees the
+    /// connection end) or, when `reset`, closed unread (the kernel resets it).
+    AtSecondRequest { reset: bool },
+}
+
+/// A server on a raw socket that answers requests on a connection with a text answer and
+/// hangs up as `hangup` says. Returns its base URL and the count of connections it accepted.
+async fn counting_server(hangup: Hangup) -> (String, Arc<AtomicUsize>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let accepted = Arc::new(AtomicUsize::new(0));
@@ -1382,7 +1394,16 @@ async fn counting_server(close_after_answer: bool) -> (String, Arc<AtomicUsize>)
             tokio::spawn(async move {
                 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
                 let mut sock = BufReader::new(sock);
+                let mut served = 0;
                 loop {
+                    let hang_up_now =
+                        matches!(hangup, Hangup::AtSecondRequest { .. }) && served == 1;
+                    if hang_up_now && matches!(hangup, Hangup::AtSecondRequest { reset: true }) {
+                        // Unread bytes in the socket when it closes: the kernel resets it.
+                        let _ = sock.get_ref().readable().await;
+                        let _ = sock.get_ref().set_zero_linger();
+                        return;
+                    }
                     // The head, then a body of its content-length.
                     let mut length = 0usize;
                     loop {
@@ -1400,6 +1421,10 @@ async fn counting_server(close_after_answer: bool) -> (String, Arc<AtomicUsize>)
                     }
                     let mut body = vec![0u8; length];
                     sock.read_exact(&mut body).await.unwrap();
+                    if hang_up_now {
+                        return;
+                    }
+                    served += 1;
                     let head = format!(
                         "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
                         answer.len()
@@ -1408,7 +1433,7 @@ async fn counting_server(close_after_answer: bool) -> (String, Arc<AtomicUsize>)
                     if sock.get_mut().write_all(&reply).await.is_err() {
                         return;
                     }
-                    if close_after_answer {
+                    if matches!(hangup, Hangup::AfterAnswer) {
                         let _ = sock.get_mut().shutdown().await;
                         return;
                     }
@@ -1423,7 +1448,7 @@ async fn counting_server(close_after_answer: bool) -> (String, Arc<AtomicUsize>)
 async fn calls_reuse_one_connection_and_a_closed_one_is_replaced() {
     for direct in TRANSPORTS {
         // A server that keeps connections open: three calls, one connection.
-        let (base, accepted) = counting_server(false).await;
+        let (base, accepted) = counting_server(Hangup::Never).await;
         let mut c = ProviderConfig::new(ProviderKind::Compatible, "m");
         c.base_url = Some(base);
         c.http = fast_settings();
@@ -1437,7 +1462,7 @@ async fn calls_reuse_one_connection_and_a_closed_one_is_replaced() {
 
         // A server that closes each connection after its answer: every call still succeeds
         // (without a retry: none is allowed), each on a new connection.
-        let (base, accepted) = counting_server(true).await;
+        let (base, accepted) = counting_server(Hangup::AfterAnswer).await;
         c.base_url = Some(base);
         let p = build(&c);
         for _ in 0..3 {
@@ -1447,6 +1472,32 @@ async fn calls_reuse_one_connection_and_a_closed_one_is_replaced() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         assert_eq!(accepted.load(Ordering::SeqCst), 3, "{direct}");
+    }
+}
+
+/// A server whose idle timeout fires just as a request arrives on a kept connection (it
+/// closes or resets the connection unanswered): the direct transport sends the request again
+/// on a new connection at once, so the call succeeds without a retry (none is allowed here)
+/// and without a retry's wait.
+#[tokio::test]
+async fn a_kept_connection_closed_as_the_request_goes_out_is_replaced_at_once() {
+    for reset in [false, true] {
+        let (base, accepted) = counting_server(Hangup::AtSecondRequest { reset }).await;
+        let mut c = ProviderConfig::new(ProviderKind::Compatible, "m");
+        c.base_url = Some(base);
+        c.http = fast_settings();
+        c.http.max_retries = 0;
+        let p = build(&c);
+        for call in 1..=3 {
+            let answer = p.complete(&simple_request()).await;
+            assert_eq!(
+                answer.map(|a| a.text).map_err(|e| e.to_string()),
+                Ok("ok".to_string()),
+                "call {call}, reset {reset}"
+            );
+        }
+        // Each connection answers one call and drops the next, which a new one answers.
+        assert_eq!(accepted.load(Ordering::SeqCst), 3, "reset {reset}");
     }
 }
 
