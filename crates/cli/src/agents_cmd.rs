@@ -2,7 +2,6 @@
 //! `lsm_agents` (its `AgentCore` asks a factory for the run's harness) via
 //! [`crate::launch::launch_agent`]; the run's summary comes back in memory.
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -15,7 +14,7 @@ use crate::exit;
 use crate::exit::usage;
 use crate::launch::{AgentLaunch, launch_agent};
 use crate::secrets;
-use crate::text::terminal_text;
+use crate::text::{for_stdout, terminal_text};
 
 /// `lsm agent list [--json]`: name, tier, input, description and tools of every agent.
 pub fn list(json: bool) -> u8 {
@@ -310,13 +309,7 @@ fn print_artifacts(output: &AgentOutput) {
 fn print_human(output: &AgentOutput, s: &RunSummary, dir: &Path) {
     println!();
     if !output.text.is_empty() {
-        let text = secrets::clean(&output.text);
-        // On a terminal, the answer cannot drive it; into a file or a pipe it goes as it is.
-        if std::io::stdout().is_terminal() {
-            println!("{}", terminal_text(&text));
-        } else {
-            println!("{text}");
-        }
+        println!("{}", for_stdout(&secrets::clean(&output.text)));
         println!();
     }
     let cost = s

@@ -15,6 +15,7 @@ use lsm_tools_kb::{
 use crate::config::Config;
 use crate::exit::{self, usage};
 use crate::output::{self, OutputFormat};
+use crate::text::{for_stdout, one_line};
 use crate::wiring;
 
 /// Arguments of `lsm ingest`.
@@ -390,8 +391,11 @@ fn print_response(r: &QueryResponse, format: OutputFormat) -> Result<()> {
         output::print_final(format, output::versioned(document));
         return Ok(());
     }
-    println!("{}", r.answer);
+    println!("{}", for_stdout(&r.answer));
+    // A document's file name and heading are shown on one line, nothing in them obeyed.
     let source_line = |label: &str, path: &str, heading: &str, chunk: u64| {
+        let path = one_line(path.to_string());
+        let heading = one_line(heading.to_string());
         if heading.is_empty() {
             println!("  [{label}] {path} (chunk {chunk})");
         } else {

@@ -184,7 +184,11 @@ fn run_inner(cfg: &crate::config::ConfigArgs, command: MemoryCommand) -> Result<
                     serde_json::to_string_pretty(&json!({"approved": memory, "changed": changed}))?
                 );
             } else if changed {
-                println!("approved {}: {}", memory.id, memory.text);
+                println!(
+                    "approved {}: {}",
+                    memory.id,
+                    crate::text::for_stdout(&memory.text)
+                );
             } else {
                 println!("{} was already approved", memory.id);
             }

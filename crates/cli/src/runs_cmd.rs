@@ -264,18 +264,18 @@ async fn list(cfg: &crate::config::ConfigArgs, args: ListArgs) -> Result<u8> {
         "RUN_ID", "AGENT", "STATUS", "STARTED"
     );
     for r in &rows {
+        let topic: String = r.topic.chars().take(60).collect();
         let status = serde_json::to_value(r.status)
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default();
-        let topic: String = r.topic.chars().take(60).collect();
         println!(
             "{:<26}  {:<18}  {:<11}  {:<24}  {}",
             r.run_id,
             r.agent,
             status,
             r.started_at,
-            crate::secrets::clean(&topic.replace('\n', " "))
+            crate::text::one_line(crate::secrets::clean(&topic).into_owned())
         );
     }
     Ok(exit::OK)

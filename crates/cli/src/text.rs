@@ -55,6 +55,17 @@ fn on_one_line(c: char) -> char {
     }
 }
 
+/// `s` for stdout: as [`terminal_text`] shows it when stdout is a terminal; as it is into a
+/// file or a pipe (an answer saved with `>` keeps every character the model wrote).
+pub fn for_stdout(s: &str) -> Cow<'_, str> {
+    use std::io::IsTerminal;
+    if std::io::stdout().is_terminal() {
+        terminal_text(s)
+    } else {
+        Cow::Borrowed(s)
+    }
+}
+
 /// `s` as streamed to a terminal: its lines and tabs kept, carriage returns dropped (a `\r\n`
 /// is a line break; a lone `\r` would go back over the line), anything else a terminal would
 /// act on replaced by `�`. Borrowed when there is nothing to replace, the usual case.

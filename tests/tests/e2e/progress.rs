@@ -65,3 +65,56 @@ async fn retries_are_announced_and_the_final_error_is_printed_once() {
         "the error once: {err}"
     );
 }
+
+/// On a terminal (a pseudo-terminal from `script`, as a person's), nothing a model writes or
+/// a file holds drives it: the answer's OSC 52 clipboard write and screen clear, and the
+/// window title in the file the agent reads, arrive as `�`. Into a pipe, the answer is
+/// written as the model wrote it.
+#[test]
+fn escape_sequences_from_a_model_or_a_file_never_reach_a_terminal() {
+    use lsm_test_support::script::{call, text};
+    let answer = "done \u{1b}]52;c;ZXZpbA==\u{7} \u{1b}[2J";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.md"), "hi \u{1b}]0;owned\u{7}\n").unwrap();
+    let lines = [
+        call("read_file", serde_json::json!({"path": "notes.md"})),
+        text(answer),
+    ];
+    let script = lsm_test_support::script::write(dir.path(), "script.jsonl", &lines).unwrap();
+    let args = format!(
+        "agent run general --task t --agents-folder Agents --provider scripted:{}",
+        script.display()
+    );
+
+    let env_of = lsm(dir.path());
+    let mut on_terminal = std::process::Command::new("script");
+    on_terminal
+        .args([
+            "-qec",
+            &format!("'{}' {args}", lsm_e2e::lsm_bin().display()),
+            "/dev/null",
+        ])
+        .current_dir(dir.path());
+    for (k, v) in env_of.get_envs() {
+        match v {
+            Some(v) => on_terminal.env(k, v),
+            None => on_terminal.env_remove(k),
+        };
+    }
+    let out = run(&mut on_terminal);
+    let seen = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{seen}");
+    assert!(seen.contains("done �]52;c;ZXZpbA==� �[2J"), "{seen:?}");
+    for sequence in ["\u{1b}]52", "\u{1b}[2J", "\u{1b}]0;owned"] {
+        assert!(
+            !seen.contains(sequence),
+            "{sequence:?} reached the terminal: {seen:?}"
+        );
+    }
+
+    let mut piped = lsm(dir.path());
+    piped.args(args.split(' '));
+    let out = run(&mut piped);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(answer));
+}
