@@ -236,10 +236,17 @@ fn start_and_kill(ws: &Ws, kind: Kind, k: u64) -> bool {
                 }
             }
             drop(person);
-            child.wait().unwrap();
+            let status = child.wait().unwrap();
+            // What the terminal showed last says why (an error, the run's end).
+            let tail: String = {
+                let chars: Vec<char> = shown.chars().collect();
+                chars[chars.len().saturating_sub(3000)..].iter().collect()
+            };
             assert!(
                 killed,
-                "{agent}: permission request {approved} was never posted"
+                "{agent}: permission request {approved} was never posted ({} prompt(s) seen; \
+                 `script` ended with {status}); the terminal showed, at its end:\n{tail}",
+                shown.matches(PROMPT).count()
             );
             true
         }
