@@ -171,7 +171,9 @@ pub fn ci(root: &Path, local: bool) -> Result<()> {
     // end-to-end tests so that they need not build it again with lsm-mcp's own feature set
     // (nearly two minutes on two cores). `lsm` itself they do build apart, on purpose: with
     // the features a user's build has, not those the test build unifies (tokio's `test-util`,
-    // serde_json's `unbounded_depth`, …).
+    // serde_json's `unbounded_depth`, …). The variable is `LSM_TEST_*`: `lsm` reads every
+    // other `LSM_*` variable as a setting and refuses one that names none, and some tests
+    // start `lsm` with the test process's environment.
     let server = crate::demo::target_dir(root)
         .join("debug")
         .join("lsm-mcp-test-server");
@@ -179,7 +181,7 @@ pub fn ci(root: &Path, local: bool) -> Result<()> {
     let mut totals = run_tests(
         root,
         &["test", "--workspace"],
-        &[("LSM_MCP_TEST_SERVER", server.as_ref())],
+        &[("LSM_TEST_MCP_SERVER", server.as_ref())],
     )?;
     if local {
         local_checks(root, &mut totals)?;

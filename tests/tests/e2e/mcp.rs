@@ -9,17 +9,17 @@ use serde_json::{Value, json};
 
 use super::{agent_run, call, stderr, stdout_json, text, workspace_with_script};
 
-/// The test server's binary: `$LSM_MCP_TEST_SERVER` if set (`cargo xtask ci` names the one
+/// The test server's binary: `$LSM_TEST_MCP_SERVER` if set (`cargo xtask ci` names the one
 /// `cargo test --workspace` built for lsm-mcp's own tests: a test fixture, so its feature set
 /// does not matter), else built once like `lsm` itself.
 fn test_server() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        if let Some(p) = std::env::var_os("LSM_MCP_TEST_SERVER") {
+        if let Some(p) = std::env::var_os("LSM_TEST_MCP_SERVER") {
             let p = PathBuf::from(p);
             assert!(
                 p.is_file(),
-                "LSM_MCP_TEST_SERVER names {}, which is not a file",
+                "LSM_TEST_MCP_SERVER names {}, which is not a file",
                 p.display()
             );
             return p;
