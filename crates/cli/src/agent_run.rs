@@ -148,14 +148,11 @@ pub fn run(cfg: &crate::config::ConfigArgs, args: RunArgs) -> u8 {
 async fn run_async(cfg: &crate::config::ConfigArgs, args: RunArgs) -> Result<u8> {
     // Caught from here on: a signal during the set-up stops the run before its first step.
     let stop = CancellationToken::new();
-    let signals = crate::signals::on_stop({
+    // Ctrl-C (SIGINT) or SIGTERM: the run stops at its next step, its summary is written
+    // and the program exits with code 4 (`stop_requested`), like any requested stop.
+    let signals = crate::signals::on_stop("finishing the current step", {
         let stop = stop.clone();
-        // Ctrl-C (SIGINT) or SIGTERM: the run stops at its next step, its summary is written
-        // and the program exits with code 4 (`stop_requested`), like any requested stop.
-        move |name| {
-            eprintln!("{name}: stop requested; finishing the current step…");
-            stop.cancel();
-        }
+        move || stop.cancel()
     });
     let config = cfg.load()?;
     let output = Output::from(OutputFormat::chosen(args.json, args.output_format));

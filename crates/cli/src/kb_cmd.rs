@@ -191,8 +191,7 @@ fn ingest_inner(cfg: &crate::config::ConfigArgs, args: IngestArgs) -> Result<u8>
     let cancel = Arc::clone(&options.cancel);
     let _signals = {
         let _in_runtime = rt.enter();
-        crate::signals::on_stop(move |_| {
-            eprintln!("stop requested; committing the files done so far…");
+        crate::signals::on_stop("committing the files done so far", move || {
             cancel.store(true, Ordering::SeqCst);
         })
     };

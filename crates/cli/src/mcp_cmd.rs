@@ -124,9 +124,9 @@ async fn serve(cfg: &crate::config::ConfigArgs, args: ServeArgs) -> Result<u8> {
     let bound = listener.local_addr()?;
     println!("listening on http://{bound}/mcp");
     let stop = tokio_util::sync::CancellationToken::new();
-    let _signals = crate::signals::on_stop({
+    let _signals = crate::signals::on_stop("closing the server", {
         let stop = stop.clone();
-        move |_| stop.cancel()
+        move || stop.cancel()
     });
     server.serve_http(listener, stop).await?;
     Ok(exit::OK)

@@ -218,13 +218,11 @@ async fn worker_loop(cfg: &crate::config::ConfigArgs, args: WorkerArgs) -> Resul
         ));
     };
     let shutdown = CancellationToken::new();
-    let _signals = crate::signals::on_stop({
-        let stop = shutdown.clone();
-        move |_| {
-            eprintln!("worker: stopping; the runs in flight stop at their next step");
-            stop.cancel();
-        }
-    });
+    let _signals =
+        crate::signals::on_stop("the worker's runs in flight stop at their next step", {
+            let stop = shutdown.clone();
+            move || stop.cancel()
+        });
     eprintln!(
         "worker {} on {} (concurrency {})",
         pg.owner(),

@@ -118,7 +118,9 @@ async fn run_async(cfg: &crate::config::ConfigArgs, args: RunManyArgs) -> Result
         ids.push(id);
     }
     let stop = manager.clone();
-    let signals = crate::signals::on_stop(move |_| stop.shutdown("interrupted"));
+    let signals = crate::signals::on_stop("the runs stop at their next step", move || {
+        stop.shutdown("interrupted");
+    });
     let mut ended = Vec::with_capacity(ids.len());
     for id in &ids {
         ended.push(manager.wait(id).await?);

@@ -649,3 +649,117 @@ fn runs_recorded_before_typed_events_are_listed_and_refused_by_resume() {
         "an old run is refused before it is touched"
     );
 }
+
+/// A second Ctrl-C or SIGTERM does not wait for the step to finish: the process ends at
+/// once, killed by that signal (a shell shows 130 or 143), and the run it left is resumed to
+/// its end. The step that holds the first stop up is a `pre_tool` hook that runs until `lsm`
+/// is gone (it writes to its stdout, a pipe to `lsm`, until that pipe breaks) or its 20 s
+/// timeout, the first time it runs; at the resume it allows at once.
+fn a_second_signal_quits_at_once(first: &str, second: &str, killed_by: i32) {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::ExitStatusExt;
+    let ws = Ws::new(&[call("read_file", json!({"path": "notes.md"})), text("done")]);
+    let marks = ws.path().join("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    let started = marks.join("hook_started");
+    let hook = ws.path().join("hold.sh");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\ncat >/dev/null\n[ -e '{m}' ] && exit 0\n: > '{m}'\nwhile echo .; do sleep 0.2; done\n",
+            m = started.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        ws.path().join("lsm.toml"),
+        format!(
+            "[sandbox]\nallowed_write_paths = [\"marks\"]\n\n[[hooks.pre_tool]]\ncommand = [{:?}]\ntimeout_seconds = 20\n",
+            hook.display().to_string()
+        ),
+    )
+    .unwrap();
+    let mut child = ws
+        .cmd()
+        .args([
+            "agent",
+            "run",
+            "general",
+            "--task",
+            "t",
+            "--agents-folder",
+            "Agents",
+            "--yes",
+            "--json",
+        ])
+        .arg("--provider")
+        .arg(format!("scripted:{}", ws.script.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !started.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the hook never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = child.id().to_string();
+    let kill = |signal: &str| {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    kill(first);
+    // The second signal is sent once the first was taken (two pending signals of one kind
+    // would be one): `lsm` says so on stderr.
+    let mut err = BufReader::new(child.stderr.take().unwrap()).lines();
+    let said = err
+        .by_ref()
+        .map(Result::unwrap)
+        .find(|l| l.contains("stop requested"));
+    assert!(
+        said.as_deref()
+            .is_some_and(|l| l.contains("again quits at once")),
+        "{said:?}"
+    );
+    kill(second);
+    let rest: Vec<String> = err.map(Result::unwrap).collect();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.signal(),
+        Some(killed_by),
+        "{:?}\n{}",
+        out.status,
+        rest.join("\n")
+    );
+    assert!(
+        rest.iter().any(|l| l.contains("quitting at once")),
+        "{}",
+        rest.join("\n")
+    );
+    // Nothing recorded is lost: the run is resumable and ends as it would have.
+    let run_dir = ws.run_dir("general");
+    assert!(!run_dir.join("run_summary.json").exists());
+    let run_id = run_dir.file_name().unwrap().to_str().unwrap().to_string();
+    let resumed = ws.resume(&run_id, &["--json"]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
+    let s = stdout_json(&resumed);
+    assert_eq!(s["status"], "completed", "{s}");
+    assert_eq!(s["tool_sequence"], json!(["read_file"]), "{s}");
+}
+
+#[test]
+fn a_second_ctrl_c_quits_at_once_and_the_run_resumes() {
+    a_second_signal_quits_at_once("INT", "INT", 2);
+}
+
+#[test]
+fn a_second_sigterm_quits_at_once_too() {
+    a_second_signal_quits_at_once("TERM", "TERM", 15);
+}
