@@ -157,22 +157,14 @@ async fn run_async(cfg: &crate::config::ConfigArgs, args: RunArgs) -> Result<u8>
     let config = cfg.load()?;
     let output = Output::from(OutputFormat::chosen(args.json, args.output_format));
     let yes = args.yes;
-    let run = prepare(config, args, output)?;
+    let run = prepare(config, args, output, stop)?;
     let answering = foreground::answer_in_foreground(&run.channel, yes);
-    let forward = tokio::spawn({
-        let run_stop = run.stop.clone();
-        async move {
-            stop.cancelled().await;
-            run_stop.cancel();
-        }
-    });
     let channel = Arc::clone(&run.channel);
     let lease_done = run.lease_done.clone();
     let code = agents_cmd::run(run.spec, &run.objective, run.factory, run.opts).await;
     lease_done.cancel();
     channel.shutdown("the run ended");
     answering.abort();
-    forward.abort();
     signals.abort();
     code
 }
@@ -210,13 +202,20 @@ pub(crate) fn find_agent(name: &str) -> Result<&'static lsm_agents::AgentSpec> {
 
 /// Wire one run of `config` as `args` say: the agent and its task or topic, a resumed run's
 /// records, the limits, the tools offered, the provider, the channel and the factory, with
-/// `output`'s event sink. Runs on a multi-threaded runtime (MCP servers are listed on it).
+/// `output`'s event sink; cancelling `stop` stops the run at its next step (a stop cancelled
+/// before the run starts stops it at its first). Runs on a multi-threaded runtime (MCP
+/// servers are listed on it).
 ///
 /// # Errors
 /// A usage error (exit code 2) for a bad argument or configuration.
-pub fn prepare(config: Config, args: RunArgs, output: Output) -> Result<PreparedRun> {
+pub fn prepare(
+    config: Config,
+    args: RunArgs,
+    output: Output,
+    stop: CancellationToken,
+) -> Result<PreparedRun> {
     let pg = crate::run_store::pg_runs(&config)?;
-    prepare_with(config, args, output, pg, None, None)
+    prepare_with(config, args, output, pg, None, None, stop)
 }
 
 /// [`prepare`] on the PostgreSQL runs `pg` (when `[store] url` is set), starting the new run
@@ -232,6 +231,7 @@ pub fn prepare_with(
     pg: Option<lsm_store_pg::PgRuns>,
     run_id: Option<String>,
     cwd: Option<PathBuf>,
+    stop: CancellationToken,
 ) -> Result<PreparedRun> {
     let mut cwd = match cwd {
         Some(dir) => dir,
@@ -361,7 +361,6 @@ pub fn prepare_with(
         config.agents.compaction.context_window = llm.context_window_for(provider.model());
     }
     let channel = interaction_wiring::run_channel(&config.agents.interaction)?;
-    let stop = CancellationToken::new();
     let parts = run_wiring::build_run(&config, provider, &channel, stop.clone())?;
     let ask_user_available = parts.ask_user_available;
     let extra_tools = parts.expand_allowlist(extra_tools);

@@ -335,6 +335,7 @@ async fn drive(config: crate::config::Config, pg: lsm_store_pg::PgRuns, row: lsm
         Some(pg.clone()),
         Some(run_id.clone()),
         cwd,
+        CancellationToken::new(),
     );
     let run = match prepared {
         Ok(run) => run,

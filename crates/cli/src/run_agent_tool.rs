@@ -131,8 +131,13 @@ impl Tool for RunAgentTool {
             self.provider.clone(),
             self.config.agents.max_tokens_budget,
         );
-        let run = agent_run::prepare(self.config.clone(), args, Output::Silent)
-            .map_err(|e| ToolError::InvalidArguments(format!("{e:#}")))?;
+        let run = agent_run::prepare(
+            self.config.clone(),
+            args,
+            Output::Silent,
+            tokio_util::sync::CancellationToken::new(),
+        )
+        .map_err(|e| ToolError::InvalidArguments(format!("{e:#}")))?;
         // Nobody answers: permission requests are denied at once and recorded as unattended.
         let answering = foreground::spawn(
             std::sync::Arc::clone(&run.channel),
