@@ -66,6 +66,27 @@ pub fn lsm(cwd: &Path) -> Command {
     cmd
 }
 
+/// `lsm args…` on a pseudo-terminal of its own, through `script` (util-linux), with the same
+/// clean environment as [`lsm`]: what the terminal shows is `script`'s stdout, what a person
+/// types goes to its stdin.
+pub fn lsm_on_a_terminal(cwd: &Path, args: &[String]) -> Command {
+    let quoted: Vec<String> = std::iter::once(lsm_bin().display().to_string())
+        .chain(args.iter().cloned())
+        .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
+        .collect();
+    let mut on_terminal = Command::new("script");
+    on_terminal
+        .args(["-qfec", &quoted.join(" "), "/dev/null"])
+        .current_dir(cwd);
+    for (k, v) in lsm(cwd).get_envs() {
+        match v {
+            Some(v) => on_terminal.env(k, v),
+            None => on_terminal.env_remove(k),
+        };
+    }
+    on_terminal
+}
+
 /// Run and capture.
 ///
 /// # Panics

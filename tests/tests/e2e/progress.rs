@@ -81,27 +81,20 @@ fn escape_sequences_from_a_model_or_a_file_never_reach_a_terminal() {
         text(answer),
     ];
     let script = lsm_test_support::script::write(dir.path(), "script.jsonl", &lines).unwrap();
-    let args = format!(
-        "agent run general --task t --agents-folder Agents --provider scripted:{}",
-        script.display()
-    );
-
-    let env_of = lsm(dir.path());
-    let mut on_terminal = std::process::Command::new("script");
-    on_terminal
-        .args([
-            "-qec",
-            &format!("'{}' {args}", lsm_e2e::lsm_bin().display()),
-            "/dev/null",
-        ])
-        .current_dir(dir.path());
-    for (k, v) in env_of.get_envs() {
-        match v {
-            Some(v) => on_terminal.env(k, v),
-            None => on_terminal.env_remove(k),
-        };
-    }
-    let out = run(&mut on_terminal);
+    let args: Vec<String> = [
+        "agent",
+        "run",
+        "general",
+        "--task",
+        "t",
+        "--agents-folder",
+        "Agents",
+        "--provider",
+        &format!("scripted:{}", script.display()),
+    ]
+    .map(String::from)
+    .into();
+    let out = run(&mut lsm_e2e::lsm_on_a_terminal(dir.path(), &args));
     let seen = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{seen}");
     assert!(seen.contains("done �]52;c;ZXZpbA==� �[2J"), "{seen:?}");
@@ -113,7 +106,7 @@ fn escape_sequences_from_a_model_or_a_file_never_reach_a_terminal() {
     }
 
     let mut piped = lsm(dir.path());
-    piped.args(args.split(' '));
+    piped.args(&args);
     let out = run(&mut piped);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains(answer));

@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use lsm_e2e::lsm_bin;
+use lsm_e2e::lsm_on_a_terminal;
 use serde_json::{Value, json};
 
 use super::resume::{Ws, general_script, journal, research_script, tokens};
@@ -189,19 +189,10 @@ fn start_and_kill(ws: &Ws, kind: Kind, k: u64) -> bool {
         Kind::Permission { approved } => {
             // `script` gives the run a terminal for stdin, so its permission requests wait for
             // a person, who answers `y` to the first `approved` of them.
-            let mut cmdline = vec![lsm_bin().display().to_string()];
-            cmdline.extend(agent_args(agent));
+            let mut cmdline: Vec<String> = agent_args(agent);
             cmdline.extend(["--provider".to_string(), provider]);
-            let cmdline: Vec<String> = cmdline
-                .iter()
-                .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
-                .collect();
-            let mut child = Command::new("script")
-                .args(["-qfec", &cmdline.join(" "), "/dev/null"])
-                .current_dir(ws.path())
+            let mut child = lsm_on_a_terminal(ws.path(), &cmdline)
                 .env("LSM_TEST_SCRIPTED_SERVED_LOG", ws.path().join("served.log"))
-                .env_remove("LSM_TEST_CRASH_AFTER_SEQ")
-                .env_remove("LSM_TEST_CRASH_BEFORE_SEQ")
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
