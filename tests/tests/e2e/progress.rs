@@ -111,3 +111,80 @@ fn escape_sequences_from_a_model_or_a_file_never_reach_a_terminal() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains(answer));
 }
+
+/// `lsm query` and `lsm runs list` show what a document or a task holds without obeying it:
+/// a heading's and a task's escape sequences are shown as `�`, on one line, wherever the
+/// output goes; the query's answer is cleaned on a terminal and written as the model wrote it
+/// into a pipe.
+#[test]
+fn a_heading_a_task_or_an_answer_cannot_drive_the_terminal_through_query_or_runs_list() {
+    use lsm_test_support::script::text;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("notes")).unwrap();
+    std::fs::write(
+        dir.path().join("lsm.toml"),
+        "[kb]\nindex_dir = \".lsm/kb\"\n\n[kb.embedder]\nkind = \"none\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("notes/wing.md"),
+        "# Wing \u{1b}]0;owned\u{7} flutter\n\nFlutter is an aeroelastic vibration of a wing.\n",
+    )
+    .unwrap();
+    let answer = "Flutter is a vibration [S1]. \u{1b}[2J";
+    lsm_test_support::script::write(dir.path(), "answer.jsonl", &[text(answer)]).unwrap();
+    let ingested = run(lsm(dir.path()).args(["ingest", "notes"]));
+    assert_eq!(ingested.status.code(), Some(0), "{}", stderr(&ingested));
+    let query: Vec<String> = [
+        "query",
+        "What is flutter?",
+        "--provider",
+        "scripted:answer.jsonl",
+    ]
+    .map(String::from)
+    .into();
+
+    let piped = run(lsm(dir.path()).args(&query));
+    assert_eq!(piped.status.code(), Some(0), "{}", stderr(&piped));
+    let shown = String::from_utf8_lossy(&piped.stdout);
+    let (first, sources) = shown.split_once('\n').unwrap();
+    assert_eq!(first, answer, "into a pipe, the answer as written");
+    assert!(
+        sources.contains("Wing �]0;owned� flutter") && !sources.contains(['\u{1b}', '\u{7}']),
+        "{sources:?}"
+    );
+
+    // `script` may leave its own terminal codes; none of the answer's or the heading's.
+    let on_terminal = run(&mut lsm_e2e::lsm_on_a_terminal(dir.path(), &query));
+    let seen = String::from_utf8_lossy(&on_terminal.stdout);
+    assert_eq!(on_terminal.status.code(), Some(0), "{seen}");
+    assert!(seen.contains("vibration [S1]. �[2J"), "{seen:?}");
+    for sequence in ["\u{1b}[2J", "\u{1b}]0;owned"] {
+        assert!(
+            !seen.contains(sequence),
+            "{sequence:?} reached the terminal: {seen:?}"
+        );
+    }
+
+    lsm_test_support::script::write(dir.path(), "done.jsonl", &[text("done")]).unwrap();
+    let task = "tidy \u{1b}]0;owned\u{7} notes";
+    let ran = run(lsm(dir.path()).args([
+        "agent",
+        "run",
+        "general",
+        "--task",
+        task,
+        "--agents-folder",
+        "Agents",
+        "--provider",
+        "scripted:done.jsonl",
+    ]));
+    assert_eq!(ran.status.code(), Some(0), "{}", stderr(&ran));
+    let listed = run(lsm(dir.path()).args(["runs", "list", "--agents-folder", "Agents"]));
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr(&listed));
+    let table = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        table.contains("tidy �]0;owned� notes") && !table.contains(['\u{1b}', '\u{7}']),
+        "{table:?}"
+    );
+}
