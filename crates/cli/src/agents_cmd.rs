@@ -14,7 +14,7 @@ use crate::exit;
 use crate::exit::usage;
 use crate::launch::{AgentLaunch, launch_agent};
 use crate::secrets;
-use crate::text::{for_stdout, terminal_text};
+use crate::text::{for_stdout, one_line, terminal_text};
 
 /// `lsm agent list [--json]`: name, tier, input, description and tools of every agent.
 pub fn list(json: bool) -> u8 {
@@ -299,11 +299,17 @@ pub fn summary_json(summary: &RunSummary) -> Result<String> {
 
 fn print_artifacts(output: &AgentOutput) {
     for a in &output.artifacts {
-        println!("artifact: {}", a.display());
+        println!("artifact: {}", shown(&a.display().to_string()));
     }
     if let Some(log) = &output.log_file {
         println!("log: {}", log.display());
     }
+}
+
+/// A line the model had a hand in (a file name it chose, a work item's title), as the
+/// summary shows it: secrets masked, on one line, nothing in it obeyed by the terminal.
+fn shown(text: &str) -> String {
+    one_line(secrets::clean(text).into_owned())
 }
 
 fn print_human(output: &AgentOutput, s: &RunSummary, dir: &Path) {
@@ -329,12 +335,12 @@ fn print_human(output: &AgentOutput, s: &RunSummary, dir: &Path) {
     );
     // The summary lists the files the tools wrote and the artifacts the agent saved.
     for a in &s.artifacts_created {
-        println!("artifact: {a}");
+        println!("artifact: {}", shown(a));
     }
     for a in &output.artifacts {
-        let shown = a.display().to_string();
-        if !s.artifacts_created.contains(&shown) {
-            println!("artifact: {shown}");
+        let path = a.display().to_string();
+        if !s.artifacts_created.contains(&path) {
+            println!("artifact: {}", shown(&path));
         }
     }
     if let Some(log) = &output.log_file {
@@ -360,19 +366,19 @@ fn print_completion(s: &RunSummary) {
             c.coverage.len()
         );
         for u in &c.unmet {
-            println!("  unmet: {}", secrets::clean(u));
+            println!("  unmet: {}", shown(u));
         }
     }
     if !s.work_items.is_empty() {
         let done = s.work_items.iter().filter(|i| i.is_done()).count();
         println!("work items: {done} of {} done", s.work_items.len());
         for item in s.work_items.iter().filter(|i| !i.is_done()) {
-            println!("  open: {}", secrets::clean(&item.line()));
+            println!("  open: {}", shown(&item.line()));
         }
     }
     if s.contract.is_none() {
         for u in &s.unmet_checks {
-            println!("unmet at stop: {}", secrets::clean(u));
+            println!("unmet at stop: {}", shown(u));
         }
     }
 }

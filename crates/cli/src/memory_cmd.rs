@@ -204,7 +204,11 @@ fn run_inner(cfg: &crate::config::ConfigArgs, command: MemoryCommand) -> Result<
                     serde_json::to_string_pretty(&json!({"removed": memory}))?
                 );
             } else {
-                println!("removed {}: {}", memory.id, memory.text);
+                println!(
+                    "removed {}: {}",
+                    memory.id,
+                    crate::text::for_stdout(&memory.text)
+                );
             }
         }
     }
@@ -214,7 +218,8 @@ fn run_inner(cfg: &crate::config::ConfigArgs, command: MemoryCommand) -> Result<
 fn describe(m: &Memory) -> String {
     let mut text = clip(&m.text, 100);
     if !m.tags.is_empty() {
-        text.push_str(&format!(" [{}]", m.tags.join(", ")));
+        // Tags come from the model as the text does: nothing in them is obeyed.
+        text.push_str(&format!(" [{}]", crate::text::one_line(m.tags.join(", "))));
     }
     if let Some(t) = m.expires_at {
         text.push_str(&format!(" (expires {})", t.format("%Y-%m-%d %H:%M UTC")));

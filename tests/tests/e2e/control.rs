@@ -550,3 +550,41 @@ fn work_items_are_kept_through_a_run_and_survive_a_kill_and_resume() {
         "no change recorded twice"
     );
 }
+
+/// The lines the human summary prints from what the model chose — a work item's title, a
+/// written file's name — are shown without obeying an escape sequence in them.
+#[test]
+fn the_human_summary_shows_a_work_item_and_an_artifact_without_obeying_them() {
+    let lines = [
+        call(
+            "work_item_add",
+            json!({"title": "Tidy \u{1b}]0;owned\u{7} notes"}),
+        ),
+        call(
+            "write_file",
+            json!({"path": "docs/a\u{1b}[2J.md", "content": "# A\n"}),
+        ),
+        text("Stopping here."),
+        text("Stopping here."),
+        text("Stopping here."),
+        text("Stopping here."),
+    ];
+    let (dir, script) = workspace(&lines, "");
+    let config = std::fs::read_to_string(dir.path().join("lsm.toml"))
+        .unwrap()
+        .replace("[agents]\n", "[agents]\nwork_items = true\n");
+    std::fs::write(dir.path().join("lsm.toml"), &config).unwrap();
+    let mut cmd = lsm(dir.path());
+    cmd.args(["agent", "run", "general", "--task", "tidy the notes"])
+        .arg("--provider")
+        .arg(format!("scripted:{}", script.display()))
+        .args(["--config", "lsm.toml"]);
+    let out = run(&mut cmd);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains("Tidy �]0;owned� notes") && shown.contains("a�[2J.md"),
+        "{shown:?}\n{}",
+        stderr(&out)
+    );
+    assert!(!shown.contains(['\u{1b}', '\u{7}']), "{shown:?}");
+}
