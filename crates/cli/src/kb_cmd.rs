@@ -148,15 +148,16 @@ impl IngestProgress for Bar {
             output::stream_line("file", fields);
         }
         if let FileOutcome::Failed { reason } = outcome {
-            self.bar
-                .suspend(|| eprintln!("skipped {}: {reason}", path.display()));
+            let line = one_line(format!("skipped {}: {reason}", path.display()));
+            self.bar.suspend(|| eprintln!("{line}"));
         }
         let done = self.files.fetch_add(1, Ordering::SeqCst) + 1;
         self.bar.set_message(format!(
             "file {done}/{} {}",
             self.total_files.load(Ordering::SeqCst),
+            // A file's name is shown, never obeyed.
             path.file_name()
-                .map(|n| n.to_string_lossy().into_owned())
+                .map(|n| one_line(n.to_string_lossy().into_owned()))
                 .unwrap_or_default()
         ));
     }
@@ -247,7 +248,7 @@ fn print_ingest(report: &IngestReport, kb: &KnowledgeBase, format: OutputFormat)
         }
     );
     for f in &report.failed {
-        println!("failed: {}: {}", f.path, f.reason);
+        println!("{}", one_line(format!("failed: {}: {}", f.path, f.reason)));
     }
     if report.unsupported > 0 {
         println!("{} files of unsupported types ignored", report.unsupported);
@@ -296,7 +297,7 @@ pub fn rm(cfg: &crate::config::ConfigArgs, args: RmArgs) -> u8 {
             println!("nothing in the index is at {}", path.display());
         } else {
             for p in &removed {
-                println!("removed {p}");
+                println!("removed {}", one_line(p.clone()));
             }
         }
         Ok(exit::OK)

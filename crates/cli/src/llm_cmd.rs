@@ -108,7 +108,11 @@ pub async fn ping_with(
                 if let Some(c) = cost {
                     println!("cost: ${c:.6}");
                 }
-                println!("reply: {}", secrets::clean(r.text.trim()));
+                // The model's words: nothing in them drives the terminal.
+                println!(
+                    "reply: {}",
+                    crate::text::for_stdout(&secrets::clean(r.text.trim()))
+                );
             } else {
                 output::print_final(
                     format,
@@ -135,7 +139,9 @@ pub async fn ping_with(
             }
             eprintln!(
                 "{}",
-                secrets::clean(&format!("error: ping failed after {latency_ms} ms: {e}"))
+                crate::text::terminal_text(&secrets::clean(&format!(
+                    "error: ping failed after {latency_ms} ms: {e}"
+                )))
             );
             Ok(exit::ERROR)
         }

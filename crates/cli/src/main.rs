@@ -339,6 +339,26 @@ fn config_show(cfg: &config::ConfigArgs, json: bool) -> u8 {
     })
 }
 
+/// How a log line's fields are written: tracing-subscriber makes its `message` safe for a
+/// terminal but writes every other field as it is, and fields carry outside text (a file's
+/// name, a server's words). Each is shown the way `lsm` shows such text everywhere.
+fn log_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> {
+    use tracing_subscriber::field::MakeExt;
+    tracing_subscriber::fmt::format::debug_fn(|w, field, value| {
+        if field.name() == "message" {
+            write!(w, "{}", crate::text::terminal_text(&format!("{value:?}")))
+        } else {
+            write!(
+                w,
+                "{}={}",
+                field.name(),
+                crate::text::one_line(format!("{value:?}"))
+            )
+        }
+    })
+    .delimited(" ")
+}
+
 fn init_logging(verbose: u8) {
     let default = match verbose {
         // The harness's "phase ended in error" warning is the run's error, which the command
@@ -350,6 +370,7 @@ fn init_logging(verbose: u8) {
     let filter = tracing_subscriber::EnvFilter::try_from_env(config::LOG_ENV)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
+        .fmt_fields(log_fields())
         .with_env_filter(filter)
         // Provider errors and agent log lines are logged: redact every line.
         .with_writer(|| secrets::RedactingWriter::new(std::io::stderr()))

@@ -10,6 +10,7 @@ use clap::{Args, Subcommand};
 use lsm_mcp::{McpClients, ServerState};
 
 use crate::exit;
+use crate::text::one_line;
 
 /// `lsm mcp …`.
 #[derive(Debug, Subcommand)]
@@ -182,6 +183,7 @@ async fn list(cfg: &crate::config::ConfigArgs, args: ListArgs) -> Result<u8> {
             match &s.state {
                 ServerState::Disabled => println!("{}  ({})  disabled", s.name, s.transport),
                 ServerState::Failed { reason } => {
+                    let reason = one_line(reason.clone());
                     println!("{}  ({})  FAILED: {reason}", s.name, s.transport);
                 }
                 ServerState::Ok { tools, skipped } => {
@@ -197,11 +199,14 @@ async fn list(cfg: &crate::config::ConfigArgs, args: ListArgs) -> Result<u8> {
                             } else {
                                 t.risk.to_string()
                             };
-                        let first_line = t.description.lines().next().unwrap_or("");
-                        println!("  {:<width$}  {risk:<17}  {first_line}", t.name);
+                        // The server's words: nothing in them drives the terminal.
+                        let first_line =
+                            one_line(t.description.lines().next().unwrap_or("").to_string());
+                        let name = one_line(t.name.clone());
+                        println!("  {name:<width$}  {risk:<17}  {first_line}");
                     }
                     for why in skipped {
-                        println!("  left out: {why}");
+                        println!("  left out: {}", one_line(why.clone()));
                     }
                 }
             }

@@ -3,6 +3,7 @@
 use lsm_sandbox::RiskLevel;
 use serde::Serialize;
 
+use crate::text::one_line;
 use crate::{config, exit};
 
 /// When a run is offered a tool.
@@ -125,7 +126,8 @@ pub fn list(cfg: &crate::config::ConfigArgs, agent: Option<&str>, json: bool) ->
             "{:<width$}  {:<risk_width$}  {}{}{no_agent}",
             r.name,
             risk_of(r),
-            r.description,
+            // An MCP server's words: nothing in them drives the terminal.
+            one_line(r.description.clone()),
             r.offered.marker()
         );
     }
@@ -233,7 +235,11 @@ fn mcp_rows(config: &config::Config) -> Vec<Row> {
                 }));
             }
             lsm_mcp::ServerState::Failed { reason } => {
-                eprintln!("note: MCP server '{}' failed: {reason}", status.name);
+                eprintln!(
+                    "note: MCP server '{}' failed: {}",
+                    status.name,
+                    one_line(reason.clone())
+                );
             }
             lsm_mcp::ServerState::Disabled => {}
         }

@@ -112,13 +112,8 @@ fn escape_sequences_from_a_model_or_a_file_never_reach_a_terminal() {
     assert!(String::from_utf8_lossy(&out.stdout).contains(answer));
 }
 
-/// `lsm query` and `lsm runs list` show what a document or a task holds without obeying it:
-/// a heading's and a task's escape sequences are shown as `�`, on one line, wherever the
-/// output goes; the query's answer is cleaned on a terminal and written as the model wrote it
-/// into a pipe.
-#[test]
-fn a_heading_a_task_or_an_answer_cannot_drive_the_terminal_through_query_or_runs_list() {
-    use lsm_test_support::script::text;
+/// A workspace with a lexical knowledge base over `notes/`, which holds `files` (name, text).
+fn lexical_kb(files: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("notes")).unwrap();
     std::fs::write(
@@ -126,11 +121,23 @@ fn a_heading_a_task_or_an_answer_cannot_drive_the_terminal_through_query_or_runs
         "[kb]\nindex_dir = \".lsm/kb\"\n\n[kb.embedder]\nkind = \"none\"\n",
     )
     .unwrap();
-    std::fs::write(
-        dir.path().join("notes/wing.md"),
+    for (name, text) in files {
+        std::fs::write(dir.path().join("notes").join(name), text).unwrap();
+    }
+    dir
+}
+
+/// `lsm query` and `lsm runs list` show what a document or a task holds without obeying it:
+/// a heading's and a task's escape sequences are shown as `�`, on one line, wherever the
+/// output goes; the query's answer is cleaned on a terminal and written as the model wrote it
+/// into a pipe.
+#[test]
+fn a_heading_a_task_or_an_answer_cannot_drive_the_terminal_through_query_or_runs_list() {
+    use lsm_test_support::script::text;
+    let dir = lexical_kb(&[(
+        "wing.md",
         "# Wing \u{1b}]0;owned\u{7} flutter\n\nFlutter is an aeroelastic vibration of a wing.\n",
-    )
-    .unwrap();
+    )]);
     let answer = "Flutter is a vibration [S1]. \u{1b}[2J";
     lsm_test_support::script::write(dir.path(), "answer.jsonl", &[text(answer)]).unwrap();
     let ingested = run(lsm(dir.path()).args(["ingest", "notes"]));
@@ -187,4 +194,71 @@ fn a_heading_a_task_or_an_answer_cannot_drive_the_terminal_through_query_or_runs
         table.contains("tidy �]0;owned� notes") && !table.contains(['\u{1b}', '\u{7}']),
         "{table:?}"
     );
+}
+
+/// Other lines made of outside text: a file's name in `lsm ingest`'s failures and `lsm kb
+/// rm`'s removals, the first line of each answer in `lsm agent run-many`'s table, and `lsm
+/// llm ping`'s reply on a terminal.
+#[test]
+fn file_names_and_replies_in_other_commands_cannot_drive_the_terminal() {
+    use lsm_test_support::script::text;
+    let dir = lexical_kb(&[
+        (
+            "a \u{1b}]0;owned\u{7}.md",
+            "# A\n\nFlutter is a vibration.\n",
+        ),
+        // Not a PDF: it fails, and its failure names it.
+        ("b \u{1b}]0;owned\u{7}.pdf", "not a pdf"),
+    ]);
+    let clean = |out: &std::process::Output| {
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!all.contains(['\u{1b}', '\u{7}']), "{all:?}");
+        all
+    };
+    let ingested = run(lsm(dir.path()).args(["ingest", "notes"]));
+    let shown = clean(&ingested);
+    assert!(shown.contains("b �]0;owned�.pdf"), "{shown}");
+
+    let removed = run(lsm(dir.path()).args(["kb", "rm", "notes"]));
+    assert_eq!(removed.status.code(), Some(0), "{}", stderr(&removed));
+    let shown = clean(&removed);
+    assert!(
+        shown.contains("removed ") && shown.contains("a �]0;owned�.md"),
+        "{shown}"
+    );
+
+    let reply = "pong \u{1b}]0;owned\u{7}";
+    lsm_test_support::script::write(dir.path(), "reply.jsonl", &[text(reply)]).unwrap();
+    let ping: Vec<String> = ["llm", "ping", "--provider", "scripted:reply.jsonl"]
+        .map(String::from)
+        .into();
+    let on_terminal = run(&mut lsm_e2e::lsm_on_a_terminal(dir.path(), &ping));
+    let seen = String::from_utf8_lossy(&on_terminal.stdout);
+    assert_eq!(on_terminal.status.code(), Some(0), "{seen}");
+    assert!(
+        seen.contains("reply: pong �]0;owned�") && !seen.contains("\u{1b}]0;owned"),
+        "{seen:?}"
+    );
+
+    lsm_test_support::script::write(dir.path(), "answer.jsonl", &[text(reply)]).unwrap();
+    let many = run(lsm(dir.path()).args([
+        "agent",
+        "run-many",
+        "general",
+        "--count",
+        "1",
+        "--task",
+        "t",
+        "--agents-folder",
+        "Agents",
+        "--provider",
+        "scripted:answer.jsonl",
+    ]));
+    assert_eq!(many.status.code(), Some(0), "{}", stderr(&many));
+    let shown = clean(&many);
+    assert!(shown.contains("pong �]0;owned�"), "{shown}");
 }
