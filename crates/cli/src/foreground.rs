@@ -223,8 +223,11 @@ async fn ask_person<W: Write>(
     }
 }
 
-/// The request as shown on the terminal, ending with the answer prompt.
+/// The request as shown on the terminal, ending with the answer prompt. A question, a reason
+/// and a diff hold a model's or a file's text: shown, never obeyed, so nothing in them can
+/// move the cursor over the request and make it read as something else.
 pub fn render(request: &InteractionRequest) -> String {
+    use crate::text::{one_line, terminal_text};
     let mut s = String::new();
     let title = match request.request_type {
         RequestType::Permission => "permission request",
@@ -233,20 +236,23 @@ pub fn render(request: &InteractionRequest) -> String {
         RequestType::Confirmation => "confirmation request",
     };
     s.push_str(&format!("\n---- {title} {} ----\n", request.request_id));
-    s.push_str(&format!("{}\n", request.prompt));
+    s.push_str(&format!("{}\n", terminal_text(&request.prompt)));
     if !request.reason.is_empty() {
-        s.push_str(&format!("  reason: {}\n", request.reason));
+        s.push_str(&format!("  reason: {}\n", one_line(request.reason.clone())));
     }
     match &request.preview {
         // The diff says what the arguments would do; they would only repeat it.
         Some(preview) => {
             s.push_str("  what it would change:\n");
             for line in preview.lines() {
-                s.push_str(&format!("    {line}\n"));
+                s.push_str(&format!("    {}\n", one_line(line.to_string())));
             }
         }
         None if !request.args_summary.is_empty() => {
-            s.push_str(&format!("  arguments: {}\n", request.args_summary));
+            s.push_str(&format!(
+                "  arguments: {}\n",
+                one_line(request.args_summary.clone())
+            ));
         }
         None => {}
     }
@@ -345,6 +351,36 @@ mod tests {
             "perm-ID",
         );
         insta::assert_snapshot!(shown);
+    }
+
+    #[test]
+    fn a_request_shows_a_question_a_reason_or_a_diff_without_obeying_them() {
+        let mut request = perm();
+        request.reason = "needs permission \u{1b}[1A".into();
+        request.preview = Some(lsm_sandbox::preview::file_diff(
+            "out.md",
+            "kept\n",
+            "kept\n\u{1b}[2A\u{1b}[2Knothing to see\r\n",
+        ));
+        let shown = render(&InteractionRequest::permission(&request));
+        let question = render(&InteractionRequest::clarification(
+            "ask_user",
+            "Which file?\u{1b}]0;owned\u{7}\nnotes.md or todo.md?",
+            Some("the \u{1b}[8m part"),
+        ));
+        for text in [&shown, &question] {
+            assert!(
+                !text.contains(|c: char| c.is_control() && c != '\n'),
+                "{text:?}"
+            );
+        }
+        assert!(shown.contains("�[2A�[2Knothing to see"), "{shown}");
+        assert!(shown.contains("reason: needs permission �[1A"), "{shown}");
+        assert!(
+            question.contains("Which file?�]0;owned�\nnotes.md or todo.md?")
+                && question.contains("reason: the �[8m part"),
+            "{question}"
+        );
     }
 
     fn setup(config: InteractionConfig) -> (Arc<InteractionChannel>, Arc<Events>) {
