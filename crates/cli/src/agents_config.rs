@@ -146,11 +146,17 @@ impl<'de> Deserialize<'de> for AgentsConfig {
             toml::Value::Table(table)
                 .try_into()
                 .map_err(|e: toml::de::Error| {
-                    D::Error::custom(format!(
-                        "{} (the runtime's keys are {})",
-                        e.message(),
-                        RUNTIME_KEYS.join(", ")
-                    ))
+                    // The keys serde lists for an unknown one are the harness's; the section
+                    // takes the runtime's too. A bad value needs no list.
+                    if e.message().starts_with("unknown field") {
+                        D::Error::custom(format!(
+                            "{}; [agents] also takes {}",
+                            e.message(),
+                            RUNTIME_KEYS.join(", ")
+                        ))
+                    } else {
+                        D::Error::custom(e.message())
+                    }
                 })?;
         let runtime: RuntimeKeys = toml::Value::Table(runtime)
             .try_into()
@@ -276,7 +282,16 @@ mod tests {
     #[test]
     fn unknown_and_out_of_range_keys_are_clear_errors() {
         let e = parse("max_token_budget = 3").unwrap_err();
-        assert!(e.contains("max_token_budget"), "{e}");
+        assert!(
+            e.contains("max_token_budget")
+                && e.contains("[agents] also takes interaction, max_concurrent"),
+            "an unknown key is told every key the section takes: {e}"
+        );
+        let e = parse("max_iterations = -1").unwrap_err();
+        assert!(
+            e.contains("expected u32") && !e.contains("also takes"),
+            "a bad value is told what was expected, not the keys: {e}"
+        );
         let e = parse("[interaction]\ntimeout_secs = 3").unwrap_err();
         assert!(e.contains("timeout_secs"), "{e}");
         let e = parse("[interaction]\ntimeout_seconds = 0").unwrap_err();
