@@ -2246,6 +2246,69 @@ fn a_query_answer_that_cites_nothing_still_shows_its_sources() {
     assert!(text.contains("aero"), "{text}");
 }
 
+/// SIGTERM during `lsm ingest` commits the files done so far and exits 4 (the exit-code table);
+/// the same command again finishes the rest, redoing none of them.
+#[test]
+fn sigterm_stops_an_ingest_with_the_files_done_so_far_committed() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("lsm.toml"),
+        "[kb]\nindex_dir = \".lsm/kb\"\n\n[kb.embedder]\nkind = \"none\"\n",
+    )
+    .unwrap();
+    let notes = dir.path().join("notes");
+    std::fs::create_dir_all(&notes).unwrap();
+    // Enough files that the signal, sent on the first one's line, arrives long before the
+    // last is done.
+    let total = 1000;
+    for i in 0..total {
+        std::fs::write(
+            notes.join(format!("n{i}.md")),
+            format!("# Note {i}\n\nWhat note {i} says about flutter.\n"),
+        )
+        .unwrap();
+    }
+    let mut child = lsm(dir.path())
+        .args(["ingest", "notes", "--output-format", "stream-json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert!(first.contains("\"event\":\"file\""), "{first}");
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("SIGTERM: stop requested"),
+        "{}",
+        stderr(&out)
+    );
+    let stopped: Value = serde_json::from_str(rest.last().unwrap()).unwrap();
+    assert_eq!(stopped["event"], "result", "{stopped}");
+    assert_eq!(stopped["interrupted"], true, "{stopped}");
+    let done = stopped["indexed"].as_u64().unwrap();
+    assert!(done >= 1 && done < total, "{stopped}");
+
+    let again = run(lsm(dir.path()).args(["ingest", "notes", "--json"]));
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+    let finished = stdout_json(&again);
+    assert_eq!(finished["interrupted"], false, "{finished}");
+    assert_eq!(
+        finished["skipped"], done,
+        "what was committed is not redone: {finished}"
+    );
+    assert_eq!(finished["indexed"], total - done, "{finished}");
+    assert_eq!(finished["total_files"], total, "{finished}");
+}
+
 #[test]
 fn ingest_is_incremental_and_kb_stats_and_rm_report_the_index() {
     let dir = kb_fixture();
