@@ -288,6 +288,16 @@ async fn nothing_left(pg: &lsm_store_pg::PgRuns, agents: &[String]) -> bool {
     }
 }
 
+/// A line on the worker's stderr that carries outside text (an error a server or a tool
+/// wrote, a stored request): secrets masked as in every error `lsm` prints, and shown,
+/// never obeyed by a terminal.
+fn say(line: String) {
+    eprintln!(
+        "{}",
+        crate::text::terminal_text(&crate::secrets::clean(&line))
+    );
+}
+
 /// Drive one claimed run to its end (a new run from its request, or a resume from its
 /// journal).
 async fn drive(config: crate::config::Config, pg: lsm_store_pg::PgRuns, row: lsm_store_pg::RunRow) {
@@ -295,7 +305,9 @@ async fn drive(config: crate::config::Config, pg: lsm_store_pg::PgRuns, row: lsm
     let request: QueuedRequest = match serde_json::from_value(row.request.clone()) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("run {run_id}: its request cannot be read ({e}); ending it as failed");
+            say(format!(
+                "run {run_id}: its request cannot be read ({e}); ending it as failed"
+            ));
             let _ = pg.finish(
                 &run_id,
                 "failed",
@@ -340,7 +352,7 @@ async fn drive(config: crate::config::Config, pg: lsm_store_pg::PgRuns, row: lsm
     let run = match prepared {
         Ok(run) => run,
         Err(e) => {
-            eprintln!("run {run_id}: cannot be started: {e:#}");
+            say(format!("run {run_id}: cannot be started: {e:#}"));
             // Handed back: a run that cannot start here may start on another worker; a run
             // that cannot start anywhere is ended so it is not claimed for ever.
             let _ = pg.finish(
@@ -373,6 +385,7 @@ async fn drive(config: crate::config::Config, pg: lsm_store_pg::PgRuns, row: lsm
                 .as_ref()
                 .map_or_else(|| "ended without records".to_string(), |s| s.status.clone())
         ),
-        Err(e) => eprintln!("run {run_id}: failed: {e:#}"),
+        // A server's or a tool's words may be in the error.
+        Err(e) => say(format!("run {run_id}: failed: {e:#}")),
     }
 }
