@@ -2246,19 +2246,28 @@ fn a_query_answer_that_cites_nothing_still_shows_its_sources() {
     assert!(text.contains("aero"), "{text}");
 }
 
-/// SIGTERM during `lsm ingest` commits the files done so far and exits 4 (the exit-code table);
-/// the same command again finishes the rest, redoing none of them.
-#[test]
-fn sigterm_stops_an_ingest_with_the_files_done_so_far_committed() {
-    use std::io::{BufRead, BufReader};
+/// A workspace with a lexical knowledge base over `notes/`, which holds `files` (name, text).
+pub(crate) fn lexical_kb(files: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("notes")).unwrap();
     std::fs::write(
         dir.path().join("lsm.toml"),
         "[kb]\nindex_dir = \".lsm/kb\"\n\n[kb.embedder]\nkind = \"none\"\n",
     )
     .unwrap();
+    for (name, text) in files {
+        std::fs::write(dir.path().join("notes").join(name), text).unwrap();
+    }
+    dir
+}
+
+/// SIGTERM during `lsm ingest` commits the files done so far and exits 4 (the exit-code table);
+/// the same command again finishes the rest, redoing none of them.
+#[test]
+fn sigterm_stops_an_ingest_with_the_files_done_so_far_committed() {
+    use std::io::{BufRead, BufReader};
+    let dir = lexical_kb(&[]);
     let notes = dir.path().join("notes");
-    std::fs::create_dir_all(&notes).unwrap();
     // Enough files that the signal, sent on the first one's line, arrives long before the
     // last is done.
     let total = 1000;

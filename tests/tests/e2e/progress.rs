@@ -112,21 +112,6 @@ fn escape_sequences_from_a_model_or_a_file_never_reach_a_terminal() {
     assert!(String::from_utf8_lossy(&out.stdout).contains(answer));
 }
 
-/// A workspace with a lexical knowledge base over `notes/`, which holds `files` (name, text).
-fn lexical_kb(files: &[(&str, &str)]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("notes")).unwrap();
-    std::fs::write(
-        dir.path().join("lsm.toml"),
-        "[kb]\nindex_dir = \".lsm/kb\"\n\n[kb.embedder]\nkind = \"none\"\n",
-    )
-    .unwrap();
-    for (name, text) in files {
-        std::fs::write(dir.path().join("notes").join(name), text).unwrap();
-    }
-    dir
-}
-
 /// `lsm query` and `lsm runs list` show what a document or a task holds without obeying it:
 /// a heading's and a task's escape sequences are shown as `�`, on one line, wherever the
 /// output goes; the query's answer is cleaned on a terminal and written as the model wrote it
@@ -134,7 +119,7 @@ fn lexical_kb(files: &[(&str, &str)]) -> tempfile::TempDir {
 #[test]
 fn a_heading_a_task_or_an_answer_cannot_drive_the_terminal_through_query_or_runs_list() {
     use lsm_test_support::script::text;
-    let dir = lexical_kb(&[(
+    let dir = super::lexical_kb(&[(
         "wing.md",
         "# Wing \u{1b}]0;owned\u{7} flutter\n\nFlutter is an aeroelastic vibration of a wing.\n",
     )]);
@@ -202,7 +187,7 @@ fn a_heading_a_task_or_an_answer_cannot_drive_the_terminal_through_query_or_runs
 #[test]
 fn file_names_and_replies_in_other_commands_cannot_drive_the_terminal() {
     use lsm_test_support::script::text;
-    let dir = lexical_kb(&[
+    let dir = super::lexical_kb(&[
         (
             "a \u{1b}]0;owned\u{7}.md",
             "# A\n\nFlutter is a vibration.\n",
