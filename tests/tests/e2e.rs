@@ -433,7 +433,7 @@ fn a_malformed_script_line_is_an_error_naming_the_line() {
 fn exit_code_2_for_usage_and_config_errors_with_clear_messages() {
     let (dir, script) = workspace_with_script(&[text("x")]);
     let provider = format!("scripted:{}", script.display());
-    let cases: Vec<(Vec<&str>, &str)> = vec![
+    let mut cases: Vec<(Vec<&str>, &str)> = vec![
         (
             vec![
                 "agent",
@@ -504,6 +504,24 @@ fn exit_code_2_for_usage_and_config_errors_with_clear_messages() {
             "does not exist",
         ),
     ];
+    // A limit of zero, by flag or setting, would start a run that can do nothing.
+    let zero_limits = [
+        (["--max-iterations", "0"], "'0' for '--max-iterations <N>'"),
+        (
+            ["--max-tokens-budget", "0"],
+            "'0' for '--max-tokens-budget <N>'",
+        ),
+        (
+            ["-c", "agents.max_iterations=0"],
+            "[agents] max_iterations must be at least 1",
+        ),
+    ];
+    for (extra, needle) in zero_limits {
+        let mut args = vec!["agent", "run", "general", "--task", "x", "--provider"];
+        args.push(&provider);
+        args.extend(extra);
+        cases.push((args, needle));
+    }
     for (args, needle) in cases {
         let out = run(lsm(dir.path()).args(&args));
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));

@@ -49,11 +49,11 @@ pub struct RunArgs {
     pub agents_folder: Option<PathBuf>,
 
     /// Iteration limit of the run (default: [agents] max_iterations).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_iterations: Option<u32>,
 
     /// Token ceiling of the run (default: [agents] max_tokens_budget).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_tokens_budget: Option<u64>,
 
     /// Cost ceiling of the run in US dollars (default: [agents] max_cost_usd); needs the

@@ -158,6 +158,19 @@ impl<'de> Deserialize<'de> for AgentsConfig {
                         D::Error::custom(e.message())
                     }
                 })?;
+        // Zero would start a run that can do nothing and end it as a failure (an iteration
+        // limit, a spent budget); say what is wrong instead.
+        for (key, value) in [
+            ("max_iterations", u64::from(harness.max_iterations)),
+            ("max_tokens_budget", harness.max_tokens_budget),
+            ("max_output_tokens", harness.max_output_tokens.unwrap_or(1)),
+        ] {
+            if value == 0 {
+                return Err(D::Error::custom(format!(
+                    "[agents] {key} must be at least 1"
+                )));
+            }
+        }
         let runtime: RuntimeKeys = toml::Value::Table(runtime)
             .try_into()
             .map_err(|e: toml::de::Error| D::Error::custom(e.message().to_string()))?;
@@ -300,5 +313,13 @@ mod tests {
         assert!(e.contains("max_concurrent"), "{e}");
         let e = parse("log_stream_queue_limit = 0").unwrap_err();
         assert!(e.contains("log_stream_queue_limit"), "{e}");
+        for key in ["max_iterations", "max_tokens_budget", "max_output_tokens"] {
+            let e = parse(&format!("{key} = 0")).unwrap_err();
+            assert!(
+                e.contains(&format!("[agents] {key} must be at least 1")),
+                "{key} = 0: {e}"
+            );
+            assert!(parse(&format!("{key} = 1")).is_ok(), "{key} = 1");
+        }
     }
 }

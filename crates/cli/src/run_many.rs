@@ -43,11 +43,11 @@ pub struct RunManyArgs {
     pub agents_folder: Option<PathBuf>,
 
     /// Iteration limit of each run (default: [agents] max_iterations).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_iterations: Option<u32>,
 
     /// Token ceiling of each run (default: [agents] max_tokens_budget).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_tokens_budget: Option<u64>,
 
     /// Approve every permission request (otherwise they are denied: nobody is asked).
