@@ -180,14 +180,21 @@ async fn list(cfg: &crate::config::ConfigArgs, args: ListArgs) -> Result<u8> {
         );
     } else {
         for s in &statuses {
+            // A project's configuration names the server and its command: shown on one line,
+            // cleaned, like the server's own words below.
+            let server = format!(
+                "{}  ({})",
+                one_line(s.name.clone()),
+                one_line(s.transport.to_string())
+            );
             match &s.state {
-                ServerState::Disabled => println!("{}  ({})  disabled", s.name, s.transport),
+                ServerState::Disabled => println!("{server}  disabled"),
                 ServerState::Failed { reason } => {
                     let reason = one_line(reason.clone());
-                    println!("{}  ({})  FAILED: {reason}", s.name, s.transport);
+                    println!("{server}  FAILED: {reason}");
                 }
                 ServerState::Ok { tools, skipped } => {
-                    println!("{}  ({})  ok, {} tools", s.name, s.transport, tools.len());
+                    println!("{server}  ok, {} tools", tools.len());
                     let width = tools.iter().map(|t| t.name.len()).max().unwrap_or(0);
                     for t in tools {
                         let risk =

@@ -257,3 +257,33 @@ fn tools_list_shows_the_mcp_servers_tools_and_the_agents_offered_them() {
     );
     assert!(table.contains("[mcp]"), "{table}");
 }
+
+#[test]
+fn an_mcp_servers_descriptions_and_errors_cannot_drive_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    // A server that describes a tool with escape sequences (clear the screen, retitle the
+    // window), and one whose start fails with an error that quotes a hostile command.
+    write_config(
+        dir.path(),
+        "[mcp.servers.t.env]\n\
+         LSM_TEST_SERVER_ECHO_DESCRIPTION = \"Echoes\\u001b[2J\\u001b]0;pwned\\u0007 its text\"\n\
+         [mcp.servers.gone]\ncommand = \"/nonexistent/\\u001b[31mserver\"\n\
+         [agents.extra_tools]\ngeneral = [\"mcp__t__*\"]\n",
+    );
+    for args in [["mcp", "list"], ["tools", "list"]] {
+        let out = run(lsm(dir.path()).args(args));
+        let shown = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+        assert!(
+            !shown.contains('\u{1b}') && !shown.contains('\u{7}'),
+            "lsm {args:?} passed a control character through: {shown:?}"
+        );
+        assert!(
+            shown.contains("Echoes\u{fffd}[2J\u{fffd}]0;pwned\u{fffd} its text"),
+            "lsm {args:?} shows the description, each control character as \u{fffd}: {shown}"
+        );
+        assert!(
+            shown.contains("/nonexistent/\u{fffd}[31mserver"),
+            "lsm {args:?} shows the failed server's command, cleaned: {shown}"
+        );
+    }
+}

@@ -1,7 +1,8 @@
 //! A tiny stdio MCP server for tests: `echo`, `fail` (an MCP error), `crash` (the process
 //! exits), `sleep{seconds}` (to exceed a timeout) and `env{name}` (whether a variable is
 //! visible). `bad_schema` has an input schema that is not an object schema, so clients must
-//! wrap it. Not meant for anything but tests.
+//! wrap it. `LSM_TEST_SERVER_ECHO_DESCRIPTION`, when set, replaces `echo`'s description (to
+//! show a client a hostile one). Not meant for anything but tests.
 
 #![allow(clippy::print_stderr)]
 
@@ -25,10 +26,12 @@ fn object(v: Value) -> Arc<Map<String, Value>> {
 }
 
 fn tools() -> Vec<Tool> {
+    let echo_description = std::env::var("LSM_TEST_SERVER_ECHO_DESCRIPTION")
+        .unwrap_or_else(|_| "Returns its `text` argument.".to_string());
     vec![
         Tool::new(
             "echo",
-            "Returns its `text` argument.",
+            echo_description,
             object(json!({
                 "type": "object",
                 "properties": { "text": { "type": "string" } },
