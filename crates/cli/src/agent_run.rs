@@ -404,7 +404,10 @@ pub fn prepare_with(
     }
     if let Some(point) = point {
         if let Some(w) = point.warning() {
-            eprintln!("note: {}", secrets::clean(w));
+            eprintln!(
+                "note: {}",
+                crate::text::one_line(secrets::clean(w).into_owned())
+            );
         }
         if output == Output::Human {
             eprintln!(

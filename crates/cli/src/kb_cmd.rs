@@ -430,8 +430,9 @@ fn print_response(r: &QueryResponse, format: OutputFormat) -> Result<()> {
             r.invalid_citations.join(", ")
         );
     }
+    // A note may quote a remote source's error: shown on one line, nothing in it obeyed.
     for n in &r.package.retrieval_trace.notes {
-        eprintln!("note: {n}");
+        eprintln!("note: {}", one_line(crate::secrets::clean(n).into_owned()));
     }
     Ok(())
 }
