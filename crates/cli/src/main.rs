@@ -333,7 +333,11 @@ fn config_show(cfg: &config::ConfigArgs, json: bool) -> u8 {
             let text = serde_json::to_string_pretty(&config::show::json(&config))?;
             println!("{}", secrets::clean_json_text(&text));
         } else {
-            print!("{}", secrets::clean(&config::show::text(&config)));
+            // Values are shown as TOML (escaped); a file's path in a comment is not.
+            print!(
+                "{}",
+                text::for_stdout(&secrets::clean(&config::show::text(&config)))
+            );
         }
         Ok(exit::OK)
     })

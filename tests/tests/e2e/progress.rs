@@ -247,3 +247,24 @@ fn file_names_and_replies_in_other_commands_cannot_drive_the_terminal() {
     let shown = clean(&many);
     assert!(shown.contains("pong �]0;owned�"), "{shown}");
 }
+
+#[test]
+fn config_show_names_a_hostile_folder_without_obeying_it_on_a_terminal() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A project checked out under a folder whose name clears the screen.
+    let project = tmp.path().join("p\u{1b}[2Jq");
+    std::fs::create_dir(&project).unwrap();
+    std::fs::write(project.join("lsm.toml"), "[llm]\nmodel = \"m\"\n").unwrap();
+    let show: Vec<String> = ["config", "show"].map(String::from).into();
+    let on_terminal = run(&mut lsm_e2e::lsm_on_a_terminal(&project, &show));
+    let seen = String::from_utf8_lossy(&on_terminal.stdout);
+    assert_eq!(on_terminal.status.code(), Some(0), "{seen}");
+    assert!(
+        seen.contains("p\u{fffd}[2Jq/lsm.toml:2") && !seen.contains('\u{1b}'),
+        "{seen:?}"
+    );
+    // Into a pipe the path is written as it is.
+    let piped = run(lsm(&project).args(["config", "show"]));
+    let text = String::from_utf8_lossy(&piped.stdout);
+    assert!(text.contains("p\u{1b}[2Jq/lsm.toml:2"), "{text:?}");
+}
