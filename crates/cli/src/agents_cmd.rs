@@ -302,12 +302,12 @@ fn print_artifacts(output: &AgentOutput) {
         println!("artifact: {}", shown(&a.display().to_string()));
     }
     if let Some(log) = &output.log_file {
-        println!("log: {}", log.display());
+        println!("log: {}", shown(&log.display().to_string()));
     }
 }
 
-/// A line the model had a hand in (a file name it chose, a work item's title), as the
-/// summary shows it: secrets masked, on one line, nothing in it obeyed by the terminal.
+/// A line the model had a hand in (a file name it chose, a work item's title) or a path
+/// under the project's folder, as the summary shows it: secrets masked, on one line, nothing in it obeyed by the terminal.
 fn shown(text: &str) -> String {
     one_line(secrets::clean(text).into_owned())
 }
@@ -344,11 +344,13 @@ fn print_human(output: &AgentOutput, s: &RunSummary, dir: &Path) {
         }
     }
     if let Some(log) = &output.log_file {
-        println!("log: {}", log.display());
+        println!("log: {}", shown(&log.display().to_string()));
     }
     print_completion(s);
-    println!("summary: {}", dir.join("run_summary.json").display());
-    println!("transcript: {}", dir.join("transcript.jsonl").display());
+    // Under the project's folder, whose name is not ours either.
+    let record = |name: &str| shown(&dir.join(name).display().to_string());
+    println!("summary: {}", record("run_summary.json"));
+    println!("transcript: {}", record("transcript.jsonl"));
 }
 
 /// The completion checks' verdict, when the run had any: the contract, the work items, what

@@ -249,7 +249,7 @@ fn file_names_and_replies_in_other_commands_cannot_drive_the_terminal() {
 }
 
 #[test]
-fn config_show_names_a_hostile_folder_without_obeying_it_on_a_terminal() {
+fn a_hostile_project_folder_cannot_drive_the_terminal_through_config_show_or_a_summary() {
     let tmp = tempfile::tempdir().unwrap();
     // A project checked out under a folder whose name clears the screen.
     let project = tmp.path().join("p\u{1b}[2Jq");
@@ -267,4 +267,31 @@ fn config_show_names_a_hostile_folder_without_obeying_it_on_a_terminal() {
     let piped = run(lsm(&project).args(["config", "show"]));
     let text = String::from_utf8_lossy(&piped.stdout);
     assert!(text.contains("p\u{1b}[2Jq/lsm.toml:2"), "{text:?}");
+
+    // A run's human summary names its records under that folder.
+    lsm_test_support::script::write(
+        &project,
+        "answer.jsonl",
+        &[lsm_test_support::script::text("done")],
+    )
+    .unwrap();
+    let ran = run(lsm(&project).args([
+        "agent",
+        "run",
+        "general",
+        "--task",
+        "t",
+        "--provider",
+        "scripted:answer.jsonl",
+    ]));
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&ran.stdout),
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    assert_eq!(ran.status.code(), Some(0), "{all}");
+    assert!(
+        all.contains("p\u{fffd}[2Jq/") && all.contains("summary: ") && !all.contains('\u{1b}'),
+        "{all:?}"
+    );
 }
