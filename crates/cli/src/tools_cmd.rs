@@ -201,7 +201,7 @@ fn mcp_rows(config: &config::Config) -> Vec<Row> {
     let clients = match lsm_mcp::McpClients::new(&config.mcp) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("note: MCP servers not listed: {e}");
+            eprintln!("note: MCP servers not listed: {}", one_line(e.to_string()));
             return Vec::new();
         }
     };
