@@ -232,7 +232,10 @@ async fn init(cfg: &ConfigArgs, args: InitArgs) -> Result<u8> {
     let answers = answers(&args, &mut ask)?;
     let text = render(&answers);
     write_new(&path, &text)?;
-    eprintln!("wrote {}", path.display());
+    eprintln!(
+        "wrote {}",
+        crate::text::one_line(path.display().to_string())
+    );
     if args.no_ping {
         return Ok(exit::OK);
     }

@@ -274,7 +274,7 @@ pub fn stats(cfg: &crate::config::ConfigArgs, args: StatsArgs) -> u8 {
         if args.json {
             println!("{}", serde_json::to_string_pretty(&s)?);
         } else {
-            println!("index:    {}", s.index_dir);
+            println!("index:    {}", one_line(s.index_dir.clone()));
             println!("files:    {}", s.files);
             println!("chunks:   {}", s.chunks);
             println!("size:     {:.1} MB", s.index_bytes as f64 / 1e6);
@@ -294,7 +294,8 @@ pub fn rm(cfg: &crate::config::ConfigArgs, args: RmArgs) -> u8 {
         if args.json {
             println!("{}", serde_json::json!({ "removed": removed }));
         } else if removed.is_empty() {
-            println!("nothing in the index is at {}", path.display());
+            let shown = one_line(path.display().to_string());
+            println!("nothing in the index is at {shown}");
         } else {
             for p in &removed {
                 println!("removed {}", one_line(p.clone()));

@@ -255,7 +255,10 @@ async fn list(cfg: &crate::config::ConfigArgs, args: ListArgs) -> Result<u8> {
     if rows.is_empty() {
         match &pg {
             Some(pg) => println!("no runs in {}", pg.db().settings().target()),
-            None => println!("no runs under {}", root.display()),
+            None => println!(
+                "no runs under {}",
+                crate::text::one_line(root.display().to_string())
+            ),
         }
         return Ok(exit::OK);
     }

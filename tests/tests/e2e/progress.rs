@@ -249,7 +249,7 @@ fn file_names_and_replies_in_other_commands_cannot_drive_the_terminal() {
 }
 
 #[test]
-fn a_hostile_project_folder_cannot_drive_the_terminal_through_config_show_or_a_summary() {
+fn a_hostile_project_folder_cannot_drive_the_terminal_through_config_show_runs_list_or_a_summary() {
     let tmp = tempfile::tempdir().unwrap();
     // A project checked out under a folder whose name clears the screen.
     let project = tmp.path().join("p\u{1b}[2Jq");
@@ -267,6 +267,16 @@ fn a_hostile_project_folder_cannot_drive_the_terminal_through_config_show_or_a_s
     let piped = run(lsm(&project).args(["config", "show"]));
     let text = String::from_utf8_lossy(&piped.stdout);
     assert!(text.contains("p\u{1b}[2Jq/lsm.toml:2"), "{text:?}");
+
+    // So does an empty list of its runs.
+    let listed = run(lsm(&project).args(["runs", "list"]));
+    let shown = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        shown.contains("no runs under ")
+            && shown.contains("p\u{fffd}[2Jq/")
+            && !shown.contains('\u{1b}'),
+        "{shown:?}"
+    );
 
     // A run's human summary names its records under that folder.
     lsm_test_support::script::write(
