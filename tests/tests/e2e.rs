@@ -522,6 +522,18 @@ fn exit_code_2_for_usage_and_config_errors_with_clear_messages() {
         args.extend(extra);
         cases.push((args, needle));
     }
+    cases.push((
+        vec![
+            "agent",
+            "run-many",
+            "general",
+            "--task",
+            "x",
+            "--max-tokens-budget",
+            "0",
+        ],
+        "'0' for '--max-tokens-budget <N>'",
+    ));
     for (args, needle) in cases {
         let out = run(lsm(dir.path()).args(&args));
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));

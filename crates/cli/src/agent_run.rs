@@ -20,7 +20,6 @@ use crate::interaction_wiring;
 pub use crate::output::OutputFormat;
 use crate::run_sinks;
 use crate::run_wiring;
-use crate::secrets;
 use crate::wiring;
 
 /// Arguments of `lsm agent run`.
@@ -404,10 +403,7 @@ pub fn prepare_with(
     }
     if let Some(point) = point {
         if let Some(w) = point.warning() {
-            eprintln!(
-                "note: {}",
-                crate::text::one_line(secrets::clean(w).into_owned())
-            );
+            eprintln!("note: {}", crate::text::masked_line(w));
         }
         if output == Output::Human {
             eprintln!(

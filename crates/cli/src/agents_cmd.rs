@@ -14,7 +14,7 @@ use crate::exit;
 use crate::exit::usage;
 use crate::launch::{AgentLaunch, launch_agent};
 use crate::secrets;
-use crate::text::{for_stdout, one_line, terminal_text};
+use crate::text::{for_stdout, masked_line, terminal_text};
 
 /// `lsm agent list [--json]`: name, tier, input, description and tools of every agent.
 pub fn list(json: bool) -> u8 {
@@ -299,17 +299,11 @@ pub fn summary_json(summary: &RunSummary) -> Result<String> {
 
 fn print_artifacts(output: &AgentOutput) {
     for a in &output.artifacts {
-        println!("artifact: {}", shown(&a.display().to_string()));
+        println!("artifact: {}", masked_line(&a.display().to_string()));
     }
     if let Some(log) = &output.log_file {
-        println!("log: {}", shown(&log.display().to_string()));
+        println!("log: {}", masked_line(&log.display().to_string()));
     }
-}
-
-/// A line the model had a hand in (a file name it chose, a work item's title) or a path
-/// under the project's folder, as the summary shows it: secrets masked, on one line, nothing in it obeyed by the terminal.
-fn shown(text: &str) -> String {
-    one_line(secrets::clean(text).into_owned())
 }
 
 fn print_human(output: &AgentOutput, s: &RunSummary, dir: &Path) {
@@ -335,20 +329,20 @@ fn print_human(output: &AgentOutput, s: &RunSummary, dir: &Path) {
     );
     // The summary lists the files the tools wrote and the artifacts the agent saved.
     for a in &s.artifacts_created {
-        println!("artifact: {}", shown(a));
+        println!("artifact: {}", masked_line(a));
     }
     for a in &output.artifacts {
         let path = a.display().to_string();
         if !s.artifacts_created.contains(&path) {
-            println!("artifact: {}", shown(&path));
+            println!("artifact: {}", masked_line(&path));
         }
     }
     if let Some(log) = &output.log_file {
-        println!("log: {}", shown(&log.display().to_string()));
+        println!("log: {}", masked_line(&log.display().to_string()));
     }
     print_completion(s);
     // Under the project's folder, whose name is not ours either.
-    let record = |name: &str| shown(&dir.join(name).display().to_string());
+    let record = |name: &str| masked_line(&dir.join(name).display().to_string());
     println!("summary: {}", record("run_summary.json"));
     println!("transcript: {}", record("transcript.jsonl"));
 }
@@ -368,19 +362,19 @@ fn print_completion(s: &RunSummary) {
             c.coverage.len()
         );
         for u in &c.unmet {
-            println!("  unmet: {}", shown(u));
+            println!("  unmet: {}", masked_line(u));
         }
     }
     if !s.work_items.is_empty() {
         let done = s.work_items.iter().filter(|i| i.is_done()).count();
         println!("work items: {done} of {} done", s.work_items.len());
         for item in s.work_items.iter().filter(|i| !i.is_done()) {
-            println!("  open: {}", shown(&item.line()));
+            println!("  open: {}", masked_line(&item.line()));
         }
     }
     if s.contract.is_none() {
         for u in &s.unmet_checks {
-            println!("unmet at stop: {}", shown(u));
+            println!("unmet at stop: {}", masked_line(u));
         }
     }
 }

@@ -433,7 +433,7 @@ fn print_response(r: &QueryResponse, format: OutputFormat) -> Result<()> {
     }
     // A note may quote a remote source's error: shown on one line, nothing in it obeyed.
     for n in &r.package.retrieval_trace.notes {
-        eprintln!("note: {}", one_line(crate::secrets::clean(n).into_owned()));
+        eprintln!("note: {}", crate::text::masked_line(n));
     }
     Ok(())
 }

@@ -163,7 +163,7 @@ fn report(runs: &[RunInfo], json: bool) {
             r.record_id.as_deref().unwrap_or("-"),
             r.status,
             end.map_or("-", |e| e.outcome.as_str()),
-            crate::text::one_line(crate::secrets::clean(first_line).into_owned())
+            crate::text::masked_line(first_line)
         );
     }
     let completed = runs

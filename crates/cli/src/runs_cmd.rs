@@ -278,7 +278,7 @@ async fn list(cfg: &crate::config::ConfigArgs, args: ListArgs) -> Result<u8> {
             r.agent,
             status,
             r.started_at,
-            crate::text::one_line(crate::secrets::clean(&topic).into_owned())
+            crate::text::masked_line(&topic)
         );
     }
     Ok(exit::OK)

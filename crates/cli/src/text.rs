@@ -45,6 +45,12 @@ pub fn one_line(line: String) -> String {
     line.chars().map(on_one_line).collect()
 }
 
+/// Text from outside (a model's file name, a server's note, a path under the project's
+/// folder) as a one-line display shows it: secrets masked, then [`one_line`].
+pub fn masked_line(text: &str) -> String {
+    one_line(crate::secrets::clean(text).into_owned())
+}
+
 /// `c` on a line of its own: line breaks and tabs as a space, anything else a terminal would
 /// act on as `�`.
 fn on_one_line(c: char) -> char {
@@ -126,6 +132,14 @@ impl std::io::Write for Bounded {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_masked_line_hides_a_key_and_everything_a_terminal_acts_on() {
+        let shown = masked_line("failed: sk-abcdefghijklmnop1234\u{1b}[2J\nnext");
+        assert!(!shown.contains("sk-abcdefghijklmnop1234"), "{shown}");
+        assert!(shown.contains("[REDACTED]"), "{shown}");
+        assert!(shown.ends_with("\u{fffd}[2J next"), "{shown:?}");
+    }
 
     #[test]
     fn clip_keeps_one_line_and_marks_the_cut() {
