@@ -237,7 +237,7 @@ async fn worker_loop(cfg: &crate::config::ConfigArgs, args: WorkerArgs) -> Resul
             let claimed = match pg.claim(&args.agents).await {
                 Ok(c) => c,
                 Err(e) => {
-                    eprintln!("worker: cannot claim a run: {e}");
+                    say(format!("worker: cannot claim a run: {e}"));
                     None
                 }
             };
@@ -255,9 +255,9 @@ async fn worker_loop(cfg: &crate::config::ConfigArgs, args: WorkerArgs) -> Resul
             while running.join_next().await.is_some() {}
             for (_, run_id) in &in_flight {
                 if let Err(e) = pg.release(run_id) {
-                    eprintln!("worker: cannot hand run {run_id} back: {e}");
+                    say(format!("worker: cannot hand run {run_id} back: {e}"));
                 } else {
-                    eprintln!("worker: handed run {run_id} back");
+                    say(format!("worker: handed run {run_id} back"));
                 }
             }
             return Ok(exit::OK);
@@ -289,13 +289,11 @@ async fn nothing_left(pg: &lsm_store_pg::PgRuns, agents: &[String]) -> bool {
 }
 
 /// A line on the worker's stderr that carries outside text (an error a server or a tool
-/// wrote, a stored request): secrets masked as in every error `lsm` prints, and shown,
-/// never obeyed by a terminal.
+/// wrote, a stored request, a queued row's id and agent): secrets masked as in every error
+/// `lsm` prints, and shown on one line (a line break in a row's id cannot forge a line of
+/// the worker's), never obeyed by a terminal.
 fn say(line: String) {
-    eprintln!(
-        "{}",
-        crate::text::terminal_text(&crate::secrets::clean(&line))
-    );
+    eprintln!("{}", crate::text::masked_line(&line));
 }
 
 /// Drive one claimed run to its end (a new run from its request, or a resume from its
@@ -328,7 +326,8 @@ async fn drive(config: crate::config::Config, pg: lsm_store_pg::PgRuns, row: lsm
         .as_deref()
         .map(PathBuf::from)
         .filter(|d| d.is_dir());
-    eprintln!(
+    // The id and the agent are the row's: whoever can write to the database chose them.
+    say(format!(
         "run {run_id} ({}): {}",
         row.agent,
         if resuming {
@@ -339,7 +338,7 @@ async fn drive(config: crate::config::Config, pg: lsm_store_pg::PgRuns, row: lsm
         } else {
             "starting".to_string()
         }
-    );
+    ));
     let prepared = agent_run::prepare_with(
         config,
         args,
@@ -379,12 +378,12 @@ async fn drive(config: crate::config::Config, pg: lsm_store_pg::PgRuns, row: lsm
     channel.shutdown("the run ended");
     answering.abort();
     match finished {
-        Ok(f) => eprintln!(
+        Ok(f) => say(format!(
             "run {run_id}: {}",
             f.summary
                 .as_ref()
                 .map_or_else(|| "ended without records".to_string(), |s| s.status.clone())
-        ),
+        )),
         // A server's or a tool's words may be in the error.
         Err(e) => say(format!("run {run_id}: failed: {e:#}")),
     }

@@ -272,12 +272,14 @@ async fn list(cfg: &crate::config::ConfigArgs, args: ListArgs) -> Result<u8> {
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default();
+        // Every column is outside text: a database row (written by whoever can write to
+        // it) or a run folder's name and summary.
         println!(
             "{:<26}  {:<18}  {:<11}  {:<24}  {}",
-            r.run_id,
-            r.agent,
+            crate::text::masked_line(&r.run_id),
+            crate::text::masked_line(&r.agent),
             status,
-            r.started_at,
+            crate::text::masked_line(&r.started_at),
             crate::text::masked_line(&topic)
         );
     }

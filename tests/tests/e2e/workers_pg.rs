@@ -52,6 +52,20 @@ impl Store {
     }
 }
 
+/// The shared test database's store for `test`, with a lease of `lease` seconds, and a
+/// working folder with its `served/` log folder; `None` (the test skipped) without one.
+fn shared_store(test: &str, lease: &'static str) -> Option<(Store, tempfile::TempDir)> {
+    let db = pg::database(test)?;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("served")).unwrap();
+    let store = Store {
+        url: db.url,
+        schema: db.schema,
+        lease,
+    };
+    Some((store, dir))
+}
+
 /// A run's script: two appends and an answer, each answer held back `delay_ms`.
 fn script(k: usize, delay_ms: u64) -> String {
     [
@@ -132,16 +146,9 @@ fn count(events: &[Value], name: &str) -> usize {
 
 #[test]
 fn three_workers_drain_sixty_runs_and_finish_the_runs_of_one_killed_mid_run() {
-    let Some(db) = pg::database("three_workers_drain_sixty_runs") else {
+    let Some((store, dir)) = shared_store("three_workers_drain_sixty_runs", "3") else {
         return;
     };
-    let store = Store {
-        url: db.url,
-        schema: db.schema,
-        lease: "3",
-    };
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("served")).unwrap();
     let ids: Vec<String> = (0..60).map(|k| submit(&store, dir.path(), k, 60)).collect();
 
     // The first worker is killed once it drives runs (with lines of their journals written).
@@ -234,16 +241,9 @@ fn three_workers_drain_sixty_runs_and_finish_the_runs_of_one_killed_mid_run() {
 
 #[test]
 fn cancel_reaches_a_run_in_another_process_and_follow_streams_its_events_to_the_end() {
-    let Some(db) = pg::database("cancel_across_processes") else {
+    let Some((store, dir)) = shared_store("cancel_across_processes", "3") else {
         return;
     };
-    let store = Store {
-        url: db.url,
-        schema: db.schema,
-        lease: "3",
-    };
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("served")).unwrap();
     // Each answer takes 3 s: the run is mid-call when it is cancelled.
     let id = submit(&store, dir.path(), 0, 3000);
     let follow = store
@@ -343,16 +343,9 @@ fn kill9(pid: i32) {
 
 #[test]
 fn a_foreground_run_on_postgres_that_crashed_is_listed_interrupted_and_resumed_from_the_database() {
-    let Some(db) = pg::database("foreground_run_on_postgres") else {
+    let Some((store, dir)) = shared_store("foreground_run_on_postgres", "2") else {
         return;
     };
-    let store = Store {
-        url: db.url,
-        schema: db.schema,
-        lease: "2",
-    };
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("served")).unwrap();
     std::fs::write(dir.path().join("r0.jsonl"), script(0, 0)).unwrap();
     let out = run(store
         .cmd(dir.path())
@@ -414,5 +407,52 @@ fn a_foreground_run_on_postgres_that_crashed_is_listed_interrupted_and_resumed_f
         stderr(&out).contains("already finished"),
         "{}",
         stderr(&out)
+    );
+}
+
+/// A row of the shared queue is outside text to a worker: anyone who can write to the
+/// database chooses a run's id and agent. The worker's lines about it are shown cleaned, so
+/// a row cannot drive the terminal the worker runs in.
+#[test]
+fn a_hostile_row_in_the_queue_cannot_drive_the_workers_terminal() {
+    let Some((store, dir)) = shared_store("hostile_row_in_the_queue", "3") else {
+        return;
+    };
+    // A real request, queued again under an id and agent that hold terminal commands.
+    let id = submit(&store, dir.path(), 0, 0);
+    let runs = store.runs();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let request = rt.block_on(runs.get(&id)).unwrap().unwrap().request;
+    let hostile_id = "20261130_000000_\u{1b}]0;pwned\u{7}\u{1b}[2J\nrun forged: completed";
+    rt.block_on(runs.submit(hostile_id, "general\u{1b}[31m", "t", request))
+        .unwrap();
+    let out = worker(&store, dir.path(), "1").wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    for row in [&id, hostile_id] {
+        let row = rt.block_on(runs.get(row)).unwrap().unwrap();
+        assert_ne!(row.status, "queued", "the worker took {:?}", row.run_id);
+    }
+    assert!(
+        !err.contains('\u{1b}') && !err.contains('\u{7}'),
+        "a control character reached the terminal: {err:?}"
+    );
+    assert!(err.contains("pwned"), "the run's line is shown: {err}");
+    assert!(
+        !err.lines().any(|l| l.starts_with("run forged")),
+        "a line break in a row's id forged a line: {err}"
+    );
+    // Nor the terminal of whoever lists the runs.
+    let out = run(store.cmd(dir.path()).args(["runs", "list"]));
+    let listed = String::from_utf8_lossy(&out.stdout).into_owned() + &stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{listed}");
+    assert!(listed.contains("pwned"), "{listed}");
+    assert!(
+        !listed.contains('\u{1b}') && !listed.contains('\u{7}'),
+        "a control character reached the terminal: {listed:?}"
+    );
+    assert!(
+        !listed.lines().any(|l| l.starts_with("run forged")),
+        "{listed}"
     );
 }
