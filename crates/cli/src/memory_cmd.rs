@@ -186,11 +186,14 @@ fn run_inner(cfg: &crate::config::ConfigArgs, command: MemoryCommand) -> Result<
             } else if changed {
                 println!(
                     "approved {}: {}",
-                    memory.id,
+                    crate::text::masked_line(&memory.id),
                     crate::text::for_stdout(&memory.text)
                 );
             } else {
-                println!("{} was already approved", memory.id);
+                println!(
+                    "{} was already approved",
+                    crate::text::masked_line(&memory.id)
+                );
             }
         }
         MemoryCommand::Rm(args) => {
@@ -206,7 +209,7 @@ fn run_inner(cfg: &crate::config::ConfigArgs, command: MemoryCommand) -> Result<
             } else {
                 println!(
                     "removed {}: {}",
-                    memory.id,
+                    crate::text::masked_line(&memory.id),
                     crate::text::for_stdout(&memory.text)
                 );
             }
@@ -229,9 +232,20 @@ fn describe(m: &Memory) -> String {
 
 fn print_table<'a>(rows: impl Iterator<Item = &'a Memory>) {
     let rows: Vec<&Memory> = rows.collect();
-    let owner_w = rows
+    // A row's id and agent are the database's: in a shared one, whoever can write to it
+    // chose them, past the checks `lsm` makes when it writes a memory.
+    let shown: Vec<(String, String)> = rows
         .iter()
-        .map(|m| m.owner_agent.len())
+        .map(|m| {
+            (
+                crate::text::masked_line(&m.id),
+                crate::text::masked_line(&m.owner_agent),
+            )
+        })
+        .collect();
+    let owner_w = shown
+        .iter()
+        .map(|(_, owner)| owner.chars().count())
         .max()
         .unwrap_or(5)
         .max(5);
@@ -239,12 +253,12 @@ fn print_table<'a>(rows: impl Iterator<Item = &'a Memory>) {
         "{:<18}  {:<7}  {:<owner_w$}  {:<9}  {:<16}  TEXT",
         "ID", "SCOPE", "OWNER", "STATUS", "UPDATED (UTC)"
     );
-    for m in rows {
+    for (m, (id, owner)) in rows.iter().zip(&shown) {
         println!(
             "{:<18}  {:<7}  {:<owner_w$}  {:<9}  {:<16}  {}",
-            m.id,
+            id,
             m.scope.as_str(),
-            m.owner_agent,
+            owner,
             m.status.as_str(),
             m.updated_at.format("%Y-%m-%d %H:%M"),
             describe(m)

@@ -2,7 +2,8 @@
 //! killed with SIGKILL has its runs finished by the others with no answered line asked
 //! again (only a call in flight at the kill is repeated), a cancel reaches a run on another
 //! process within a heartbeat, `lsm runs follow` streams a run's events, and a database
-//! restart mid-run is ridden out.
+//! restart mid-run is ridden out. A row of the shared database (a queued run's, a memory's)
+//! cannot drive the terminal of a command that shows it.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -455,4 +456,40 @@ fn a_hostile_row_in_the_queue_cannot_drive_the_workers_terminal() {
         !listed.lines().any(|l| l.starts_with("run forged")),
         "{listed}"
     );
+}
+
+/// A memory in the shared database is outside text as a queued run is: `lsm memory list`
+/// shows a row's id and agent (which a database writer chooses, past the checks `lsm`
+/// makes when it writes one) cleaned, on one line.
+#[test]
+fn a_hostile_memory_row_cannot_drive_the_terminal_of_memory_list() {
+    let Some((store, dir)) = shared_store("hostile_memory_row", "3") else {
+        return;
+    };
+    let runs = store.runs();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(runs.db().run("a hostile memory", |c| async move {
+        c.execute(
+            "INSERT INTO lsm_memories (id, scope, project, owner_agent, text, created_at, \
+             updated_at, status) VALUES ($1, 'global', '', $2, 'a fact', now(), now(), 'approved')",
+            &[&"m-\u{1b}]0;pwned\u{7}\nforged", &"general\u{1b}[2J"],
+        )
+        .await?;
+        Ok(())
+    }))
+    .unwrap();
+    let out = run(store
+        .cmd(dir.path())
+        .args(["memory", "list", "--agents-folder", "Agents"]));
+    let listed = String::from_utf8_lossy(&out.stdout).into_owned() + &stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{listed}");
+    assert!(
+        listed.contains("pwned") && listed.contains("a fact"),
+        "{listed}"
+    );
+    assert!(
+        !listed.contains('\u{1b}') && !listed.contains('\u{7}'),
+        "a control character reached the terminal: {listed:?}"
+    );
+    assert!(!listed.lines().any(|l| l.starts_with("forged")), "{listed}");
 }
