@@ -254,7 +254,7 @@ pub fn report(finished: &Finished, mode: Output) -> Result<()> {
     if let Some(e) = &finished.records_problem {
         eprintln!(
             "error: the run's records could not be written: {}",
-            secrets::clean(e)
+            terminal_text(&secrets::clean(e))
         );
         if mode == Output::Human {
             print_artifacts(output);

@@ -95,10 +95,11 @@ pub async fn ping_with(
         Ok(r) => {
             let cost = p.pricing().map(|pr| pr.cost(&r.usage));
             if format == OutputFormat::Text {
+                // The model and the URL are settings a project's `lsm.toml` can make.
                 println!("provider: {}", p.name());
-                println!("model: {}", p.model());
+                println!("model: {}", crate::text::masked_line(p.model()));
                 if let Some(url) = &built.base_url {
-                    println!("base_url: {url}");
+                    println!("base_url: {}", crate::text::masked_line(url));
                 }
                 println!("latency: {latency_ms} ms");
                 println!(

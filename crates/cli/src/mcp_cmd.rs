@@ -101,7 +101,7 @@ async fn serve(cfg: &crate::config::ConfigArgs, args: ServeArgs) -> Result<u8> {
     if registry.is_empty() {
         eprintln!(
             "note: no knowledge-base tools: no index at {} (or no [llm] provider); serving run_agent only",
-            config.kb.index_dir.display()
+            one_line(config.kb.index_dir.display().to_string())
         );
     }
     registry.register(Arc::new(crate::run_agent_tool::RunAgentTool::new(
@@ -176,7 +176,8 @@ async fn list(cfg: &crate::config::ConfigArgs, args: ListArgs) -> Result<u8> {
     } else if statuses.is_empty() {
         println!(
             "No MCP servers configured: add [mcp.servers.<name>] to {} (see docs/CONFIG.md).",
-            config.source_name()
+            // Under the project's folder, whose name is not ours.
+            one_line(config.source_name())
         );
     } else {
         for s in &statuses {

@@ -224,14 +224,19 @@ pub fn watch_lease(
                     cancel_requested: true,
                 }) => {
                     if !stop.is_cancelled() {
-                        eprintln!("run {run_id}: cancel requested; stopping at the next step");
+                        // A queued run's id is a database row's: shown, never obeyed.
+                        eprintln!(
+                            "run {}: cancel requested; stopping at the next step",
+                            crate::text::masked_line(&run_id)
+                        );
                         stop.cancel();
                     }
                 }
                 Ok(Heartbeat::Lost) => {
                     if !done.is_cancelled() && !stop.is_cancelled() {
                         eprintln!(
-                            "run {run_id}: its lease was lost (another process holds it); stopping"
+                            "run {}: its lease was lost (another process holds it); stopping",
+                            crate::text::masked_line(&run_id)
                         );
                         stop.cancel();
                     }

@@ -72,7 +72,12 @@ pub fn list(cfg: &crate::config::ConfigArgs, agent: Option<&str>, json: bool) ->
     let config = match cfg.load() {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("error: {}", crate::secrets::clean(&format!("{e:#}")));
+            // As every error `lsm` prints: a path in it (under the project's folder) is
+            // shown, never obeyed.
+            eprintln!(
+                "error: {}",
+                crate::text::terminal_text(&crate::secrets::clean(&format!("{e:#}")))
+            );
             return exit::USAGE;
         }
     };

@@ -304,4 +304,53 @@ fn a_hostile_project_folder_cannot_drive_the_terminal_through_config_show_runs_l
         all.contains("p\u{fffd}[2Jq/") && all.contains("summary: ") && !all.contains('\u{1b}'),
         "{all:?}"
     );
+
+    // `lsm mcp list` names the configuration file to add a server to.
+    let listed = run(lsm(&project).args(["mcp", "list"]));
+    let shown = String::from_utf8_lossy(&listed.stdout);
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr(&listed));
+    assert!(
+        shown.contains("p\u{fffd}[2Jq/lsm.toml") && !shown.contains('\u{1b}'),
+        "{shown:?}"
+    );
+    // And an error about a broken one names it too, in `lsm tools list` as everywhere.
+    std::fs::write(project.join("lsm.toml"), "[llm\n").unwrap();
+    let listed = run(lsm(&project).args(["tools", "list"]));
+    let err = stderr(&listed);
+    assert_eq!(listed.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("p\u{fffd}[2Jq/lsm.toml") && !err.contains('\u{1b}'),
+        "{err:?}"
+    );
+}
+
+/// `lsm llm ping` shows the model and the URL it was given (settings a project's `lsm.toml`
+/// can make) without obeying them.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_model_name_or_a_url_from_the_settings_cannot_drive_the_terminal_through_ping() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "id": "c1",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "pong"},
+                         "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 1}
+        })))
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut ping = lsm(dir.path());
+    ping.args(["llm", "ping", "--provider", "compatible"])
+        .args(["--model", "m\u{1b}]0;owned\u{7}"])
+        .args(["--base-url", &format!("{}/v1?\u{1b}[2J", server.uri())]);
+    let out = tokio::task::spawn_blocking(move || run(&mut ping))
+        .await
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        shown.contains("model: m\u{fffd}]0;owned\u{fffd}") && shown.contains("base_url: http"),
+        "{shown}"
+    );
+    assert!(!shown.contains(['\u{1b}', '\u{7}']), "{shown:?}");
 }
