@@ -466,3 +466,55 @@ fn any_agent_can_be_started_with_its_task_or_topic() {
     }
     assert_eq!(seen.len(), lsm_agents::BUILTIN.len(), "{seen:?}");
 }
+
+/// What a model, a tool or a file put in a run reaches the TUI as text to show: a
+/// bidirectional override (which a terminal that shapes right-to-left text obeys, turning
+/// `gpj.exe` around) never reaches the terminal. ratatui leaves out zero-width characters
+/// (the overrides among them) and control characters from the cells it draws, and the task
+/// in a title is clipped by `clip`, which shows `�`: this guards that against a ratatui
+/// that stops doing so.
+#[test]
+fn a_bidirectional_override_in_a_request_a_log_or_a_run_is_shown_not_obeyed() {
+    let hostile = "evil\u{202e}gpj.exe\u{2066}";
+    let fake = Fake::default();
+    fake.runs.borrow_mut().push(run(
+        "r1",
+        &format!("Summarize {hostile}"),
+        RunStatus::WaitingUser,
+    ));
+    let mut request = InteractionRequest::permission(&PermissionRequest {
+        tool_name: "write_file".into(),
+        risk_level: RiskLevel::WritesWorkspace,
+        reason: format!("the model wants to write {hostile}"),
+        args_summary: String::new(),
+        preview: Some(lsm_sandbox::preview::file_diff(
+            hostile,
+            "old\n",
+            &format!("{hostile}\n"),
+        )),
+    });
+    request.request_id = "perm-1".into();
+    fake.pending.borrow_mut().insert(
+        "r1".into(),
+        PendingView {
+            request,
+            acknowledged_at: None,
+        },
+    );
+    fake.logs
+        .borrow_mut()
+        .insert("r1".into(), log(&[&format!("  <- read_file: {hostile}")]));
+    let shown = screen(&fake, &mut App::new("general"));
+    assert!(
+        !shown.contains(['\u{202e}', '\u{2066}']),
+        "a bidirectional override reached the terminal: {shown:?}"
+    );
+    assert!(
+        shown.contains("reason: the model wants to write evilgpj.exe"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("+evilgpj.exe") && shown.contains("evil\u{fffd}gpj.exe"),
+        "{shown}"
+    );
+}
