@@ -36,7 +36,10 @@ pub fn list(json: bool) -> u8 {
                 })
             })
             .collect();
-        println!("{}", serde_json::Value::Array(rows));
+        println!(
+            "{}",
+            crate::text::json_out(&serde_json::Value::Array(rows).to_string())
+        );
         return exit::OK;
     }
     let width = rows
@@ -265,7 +268,7 @@ pub fn report(finished: &Finished, mode: Output) -> Result<()> {
         return Ok(());
     };
     match mode {
-        Output::Json => println!("{}", summary_json(summary)?),
+        Output::Json => println!("{}", crate::text::json_out(&summary_json(summary)?)),
         Output::StreamJson => crate::output::stream_line(
             "result",
             // An envelope like the run's events (`seq` 0: not a journal line).

@@ -140,7 +140,10 @@ fn run_inner(cfg: &crate::config::ConfigArgs, command: MemoryCommand) -> Result<
             };
             let memories = store.list(&Reach::Everyone, &filter).map_err(store_error)?;
             if args.common.json {
-                println!("{}", serde_json::to_string_pretty(&memories)?);
+                println!(
+                    "{}",
+                    crate::text::json_out(&serde_json::to_string_pretty(&memories)?)
+                );
             } else if memories.is_empty() {
                 println!("no memories");
             } else {
@@ -165,7 +168,10 @@ fn run_inner(cfg: &crate::config::ConfigArgs, command: MemoryCommand) -> Result<
                 .search(&Reach::Everyone, &query)
                 .map_err(store_error)?;
             if args.common.json {
-                println!("{}", serde_json::to_string_pretty(&hits)?);
+                println!(
+                    "{}",
+                    crate::text::json_out(&serde_json::to_string_pretty(&hits)?)
+                );
             } else if hits.is_empty() {
                 println!("no memories match");
             } else {
@@ -181,7 +187,9 @@ fn run_inner(cfg: &crate::config::ConfigArgs, command: MemoryCommand) -> Result<
             if args.common.json {
                 println!(
                     "{}",
-                    serde_json::to_string_pretty(&json!({"approved": memory, "changed": changed}))?
+                    crate::text::json_out(&serde_json::to_string_pretty(
+                        &json!({"approved": memory, "changed": changed})
+                    )?)
                 );
             } else if changed {
                 println!(
@@ -204,7 +212,9 @@ fn run_inner(cfg: &crate::config::ConfigArgs, command: MemoryCommand) -> Result<
             if args.common.json {
                 println!(
                     "{}",
-                    serde_json::to_string_pretty(&json!({"removed": memory}))?
+                    crate::text::json_out(&serde_json::to_string_pretty(
+                        &json!({"removed": memory})
+                    )?)
                 );
             } else {
                 println!(

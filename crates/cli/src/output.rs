@@ -57,7 +57,7 @@ pub fn stream_line(event: &str, fields: Value) {
     let text = secrets::clean_json(Value::Object(line));
     let mut out = std::io::stdout().lock();
     // A closed stdout (the reader went away) must not stop the command.
-    let _ = writeln!(out, "{text}").and_then(|()| out.flush());
+    let _ = writeln!(out, "{}", crate::text::json_line(&text)).and_then(|()| out.flush());
 }
 
 /// Print a command's final document as `format` says: `json` pretty-printed, `stream-json`
@@ -65,7 +65,10 @@ pub fn stream_line(event: &str, fields: Value) {
 pub fn print_final(format: OutputFormat, document: Value) {
     match format {
         OutputFormat::Text => {}
-        OutputFormat::Json => println!("{}", secrets::clean_json_pretty(document)),
+        OutputFormat::Json => println!(
+            "{}",
+            crate::text::json_out(&secrets::clean_json_pretty(document))
+        ),
         OutputFormat::StreamJson => stream_line("result", document),
     }
 }

@@ -149,7 +149,10 @@ fn report(runs: &[RunInfo], json: bool) {
                 })
             })
             .collect();
-        println!("{}", serde_json::Value::Array(runs));
+        println!(
+            "{}",
+            crate::text::json_out(&serde_json::Value::Array(runs).to_string())
+        );
         return;
     }
     for r in runs {

@@ -49,14 +49,14 @@ impl EventSink for StreamJson {
 
     /// A step's lines in one `write`.
     fn events(&self, batch: &[EventEnvelope]) {
-        let mut lines = Vec::new();
+        let mut lines = String::new();
         for event in batch {
-            // The envelope is the transcript's line, already redacted. A line that fails
-            // half-way is taken back, so no torn line reaches the reader.
-            let start = lines.len();
-            match serde_json::to_writer(&mut lines, event) {
-                Ok(()) => lines.push(b'\n'),
-                Err(_) => lines.truncate(start),
+            // The envelope is the transcript's line, already redacted; a model's bidirectional
+            // override or C1 control in it is escaped ([`crate::text::json_line`]). A line
+            // that fails to serialize is left out whole, so no torn line reaches the reader.
+            if let Ok(line) = serde_json::to_string(event) {
+                lines.push_str(&crate::text::json_line(&line));
+                lines.push('\n');
             }
         }
         if lines.is_empty() {
@@ -64,7 +64,7 @@ impl EventSink for StreamJson {
         }
         let mut out = std::io::stdout().lock();
         // A closed stdout (the reader went away) must not stop the run.
-        let _ = out.write_all(&lines).and_then(|()| out.flush());
+        let _ = out.write_all(lines.as_bytes()).and_then(|()| out.flush());
     }
 }
 

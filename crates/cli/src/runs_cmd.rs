@@ -153,7 +153,10 @@ async fn show(cfg: &crate::config::ConfigArgs, args: RunIdArgs) -> Result<u8> {
     match pg.get(&args.run_id).await.map_err(store_error)? {
         Some(row) => {
             let text = serde_json::to_string_pretty(&row)?;
-            println!("{}", crate::secrets::clean_json_text(&text));
+            println!(
+                "{}",
+                crate::text::json_out(&crate::secrets::clean_json_text(&text))
+            );
             Ok(exit::OK)
         }
         None => Err(exit::usage(format!(
@@ -204,7 +207,8 @@ async fn follow(cfg: &crate::config::ConfigArgs, args: FollowArgs) -> Result<u8>
             .map_err(store_error)?;
         let mut out = std::io::stdout().lock();
         for (seq, line) in &lines {
-            writeln!(out, "{line}")?;
+            // A row of a shared database: it cannot drive the terminal or forge a line.
+            writeln!(out, "{}", crate::text::json_line(line))?;
             after = *seq;
         }
         out.flush()?;
@@ -249,7 +253,10 @@ async fn list(cfg: &crate::config::ConfigArgs, args: ListArgs) -> Result<u8> {
         .collect();
     rows.sort_by(|a, b| a.started_at.cmp(&b.started_at));
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        println!(
+            "{}",
+            crate::text::json_out(&serde_json::to_string_pretty(&rows)?)
+        );
         return Ok(exit::OK);
     }
     if rows.is_empty() {

@@ -88,6 +88,40 @@ pub fn terminal_text(s: &str) -> Cow<'_, str> {
     )
 }
 
+/// JSON text for stdout, pretty-printed or not: every character a terminal would act on
+/// but its line breaks written as its `\uXXXX` escape. JSON escapes control characters
+/// below U+0020 itself, but leaves DEL, the C1 controls and the bidirectional overrides in a
+/// string as they are, and those reach a terminal from a model's answer. Lossless: a JSON
+/// parser reads the same value. Borrowed when there is nothing to escape, the usual case.
+pub fn json_out(json: &str) -> Cow<'_, str> {
+    escaped_json(json, true)
+}
+
+/// One line of JSON for stdout (a stream's line, a journal's line): as [`json_out`], its
+/// line breaks escaped too, so that a line stored by someone else (a row of a shared
+/// database) can neither drive the terminal nor forge the next line.
+pub fn json_line(json: &str) -> Cow<'_, str> {
+    escaped_json(json, false)
+}
+
+fn escaped_json(json: &str, keep_line_breaks: bool) -> Cow<'_, str> {
+    use std::fmt::Write as _;
+    let escape = |c: char| acts_on_terminal(c) && !(keep_line_breaks && c == '\n');
+    if !json.chars().any(escape) {
+        return Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if escape(c) {
+            // Every such character is in the Basic Multilingual Plane: one escape each.
+            let _ = write!(out, "\\u{:04x}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// `value` as one line of JSON, clipped as [`clip`] does; serialized no further than the
 /// clip shows (a `write_file` call's arguments hold the whole file).
 pub fn clip_json(value: &serde_json::Value, max: usize) -> String {
@@ -132,6 +166,37 @@ impl std::io::Write for Bounded {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_for_stdout_escapes_what_a_terminal_acts_on_and_means_the_same() {
+        let value = serde_json::json!({
+            "text": "abc\u{202e}def \u{1b}[2J \u{9b}31m \u{7f} \u{2066}x\nnext",
+            "plain": "café ünïcode",
+        });
+        let pretty = serde_json::to_string_pretty(&value).unwrap();
+        let shown = json_out(&pretty);
+        assert!(
+            !shown.chars().any(|c| acts_on_terminal(c) && c != '\n'),
+            "{shown:?}"
+        );
+        assert!(
+            shown.contains("\\u202e") && shown.contains("\\u009b"),
+            "{shown}"
+        );
+        assert!(shown.contains('\n'), "pretty-printing keeps its lines");
+        let read: serde_json::Value = serde_json::from_str(&shown).unwrap();
+        assert_eq!(read, value, "the same value");
+
+        // A stored line that is not JSON: no control character, no second line.
+        let line = json_line("{\"a\":1}\u{1b}]0;x\u{7}\nforged");
+        assert!(!line.chars().any(acts_on_terminal), "{line:?}");
+        assert!(!line.contains('\n'), "{line:?}");
+
+        // Nothing to escape: nothing copied.
+        let clean = serde_json::to_string(&serde_json::json!({"a": "b"})).unwrap();
+        assert!(matches!(json_out(&clean), Cow::Borrowed(_)));
+        assert!(matches!(json_line(&clean), Cow::Borrowed(_)));
+    }
 
     #[test]
     fn a_masked_line_hides_a_key_and_everything_a_terminal_acts_on() {

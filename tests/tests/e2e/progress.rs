@@ -354,3 +354,50 @@ async fn a_model_name_or_a_url_from_the_settings_cannot_drive_the_terminal_throu
     );
     assert!(!shown.contains(['\u{1b}', '\u{7}']), "{shown:?}");
 }
+
+/// JSON on stdout escapes what JSON leaves as it is in a string but a terminal acts on (a
+/// bidirectional override, a C1 control, DEL), so `--json` and `stream-json` read on a
+/// terminal show a model's answer without obeying it, and a parser reads the same text.
+#[test]
+fn a_models_answer_in_json_output_cannot_drive_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let answer = "abc\u{202e}gpj.exe \u{9b}2J \u{7f} \u{2066}x";
+    lsm_test_support::script::write(
+        dir.path(),
+        "answer.jsonl",
+        &[lsm_test_support::script::text(answer)],
+    )
+    .unwrap();
+    let raw = |c: char| {
+        c == '\u{7f}' || ('\u{80}'..='\u{9f}').contains(&c) || "\u{202e}\u{2066}".contains(c)
+    };
+    for format in ["json", "stream-json"] {
+        let out = run(lsm(dir.path()).args([
+            "agent",
+            "run",
+            "general",
+            "--task",
+            "t",
+            "--provider",
+            "scripted:answer.jsonl",
+            "--output-format",
+            format,
+        ]));
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(!shown.chars().any(raw), "{format}: {shown:?}");
+        let texts: Vec<serde_json::Value> = if format == "json" {
+            vec![serde_json::from_str(&shown).unwrap()]
+        } else {
+            shown
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        };
+        assert!(
+            texts.iter().any(|v| v.to_string().contains("gpj.exe")
+                && serde_json::to_string(v).unwrap().contains('\u{202e}')),
+            "{format}: the answer reads back whole: {shown}"
+        );
+    }
+}

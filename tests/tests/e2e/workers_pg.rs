@@ -456,6 +456,34 @@ fn a_hostile_row_in_the_queue_cannot_drive_the_workers_terminal() {
         !listed.lines().any(|l| l.starts_with("run forged")),
         "{listed}"
     );
+    // Nor a journal line a database writer stored: `lsm runs follow` escapes it.
+    let last = rt.block_on(runs.get(&id)).unwrap().unwrap().last_seq;
+    let run_id = id.clone();
+    rt.block_on(runs.db().run("a hostile journal line", move |c| {
+        let run_id = run_id.clone();
+        async move {
+            c.execute(
+                "INSERT INTO lsm_run_events (run_id, seq, line) VALUES ($1, $2, $3)",
+                &[
+                    &run_id,
+                    &(last + 1),
+                    &"{}\u{1b}]0;pwned\u{7}\n{\"event\":\"forged\"}",
+                ],
+            )
+            .await?;
+            Ok(())
+        }
+    }))
+    .unwrap();
+    let followed = run(store.cmd(dir.path()).args(["runs", "follow", &id]));
+    let shown = String::from_utf8_lossy(&followed.stdout);
+    assert_eq!(followed.status.code(), Some(0), "{}", stderr(&followed));
+    assert!(shown.contains("pwned"), "{shown}");
+    assert!(!shown.contains(['\u{1b}', '\u{7}']), "{shown:?}");
+    assert!(
+        !shown.lines().any(|l| l.starts_with("{\"event\":\"forged")),
+        "{shown}"
+    );
 }
 
 /// A memory in the shared database is outside text as a queued run is: `lsm memory list`
