@@ -254,13 +254,17 @@ fn print_ingest(report: &IngestReport, kb: &KnowledgeBase, format: OutputFormat)
         println!("{} files of unsupported types ignored", report.unsupported);
     }
     let mb = report.bytes as f64 / 1e6;
+    // The index is under the project's folder, and the embedder a setting of its lsm.toml.
     println!(
-        "index {}: {} files, {} chunks, embedder {} ({mb:.1} MB read in {:.1} s)",
-        kb.dir().display(),
-        report.total_files,
-        report.total_chunks,
-        kb.store().manifest().embedder_label(),
-        report.seconds
+        "{}",
+        one_line(format!(
+            "index {}: {} files, {} chunks, embedder {} ({mb:.1} MB read in {:.1} s)",
+            kb.dir().display(),
+            report.total_files,
+            report.total_chunks,
+            kb.store().manifest().embedder_label(),
+            report.seconds
+        ))
     );
     Ok(())
 }
@@ -281,7 +285,7 @@ pub fn stats(cfg: &crate::config::ConfigArgs, args: StatsArgs) -> u8 {
             println!("files:    {}", s.files);
             println!("chunks:   {}", s.chunks);
             println!("size:     {:.1} MB", s.index_bytes as f64 / 1e6);
-            println!("embedder: {}", s.embedder);
+            println!("embedder: {}", one_line(s.embedder.clone()));
         }
         Ok(exit::OK)
     })())

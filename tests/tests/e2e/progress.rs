@@ -313,6 +313,21 @@ fn a_hostile_project_folder_cannot_drive_the_terminal_through_config_show_runs_l
         shown.contains("p\u{fffd}[2Jq/lsm.toml") && !shown.contains('\u{1b}'),
         "{shown:?}"
     );
+    // `lsm ingest`'s last line names its index, under that folder.
+    std::fs::write(
+        project.join("lsm.toml"),
+        "[kb]\nindex_dir = \".lsm/kb\"\n\n[kb.embedder]\nkind = \"none\"\n",
+    )
+    .unwrap();
+    std::fs::create_dir(project.join("notes")).unwrap();
+    std::fs::write(project.join("notes/a.md"), "# A\n\nA note.\n").unwrap();
+    let ingested = run(lsm(&project).args(["ingest", "notes"]));
+    let shown = String::from_utf8_lossy(&ingested.stdout);
+    assert_eq!(ingested.status.code(), Some(0), "{}", stderr(&ingested));
+    assert!(
+        shown.contains("index ") && shown.contains("p\u{fffd}[2Jq/") && !shown.contains('\u{1b}'),
+        "{shown:?}"
+    );
     // And an error about a broken one names it too, in `lsm tools list` as everywhere.
     std::fs::write(project.join("lsm.toml"), "[llm\n").unwrap();
     let listed = run(lsm(&project).args(["tools", "list"]));
