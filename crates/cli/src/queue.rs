@@ -226,7 +226,8 @@ async fn worker_loop(cfg: &crate::config::ConfigArgs, args: WorkerArgs) -> Resul
     eprintln!(
         "worker {} on {} (concurrency {})",
         pg.owner(),
-        pg.db().settings().target(),
+        // From `[store] url`, a setting a project's lsm.toml can make.
+        crate::text::one_line(pg.db().settings().target()),
         args.concurrency
     );
     let mut running: JoinSet<()> = JoinSet::new();

@@ -261,7 +261,10 @@ async fn list(cfg: &crate::config::ConfigArgs, args: ListArgs) -> Result<u8> {
     }
     if rows.is_empty() {
         match &pg {
-            Some(pg) => println!("no runs in {}", pg.db().settings().target()),
+            Some(pg) => println!(
+                "no runs in {}",
+                crate::text::one_line(pg.db().settings().target())
+            ),
             None => println!(
                 "no runs under {}",
                 crate::text::one_line(root.display().to_string())
