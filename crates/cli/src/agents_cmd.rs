@@ -36,10 +36,7 @@ pub fn list(json: bool) -> u8 {
                 })
             })
             .collect();
-        println!(
-            "{}",
-            crate::text::json_out(&serde_json::Value::Array(rows).to_string())
-        );
+        crate::output::print_json(&serde_json::Value::Array(rows).to_string());
         return exit::OK;
     }
     let width = rows
@@ -268,7 +265,7 @@ pub fn report(finished: &Finished, mode: Output) -> Result<()> {
         return Ok(());
     };
     match mode {
-        Output::Json => println!("{}", crate::text::json_out(&summary_json(summary)?)),
+        Output::Json => crate::output::print_json(&summary_json(summary)?),
         Output::StreamJson => crate::output::stream_line(
             "result",
             // An envelope like the run's events (`seq` 0: not a journal line).

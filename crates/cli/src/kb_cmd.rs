@@ -276,10 +276,7 @@ pub fn stats(cfg: &crate::config::ConfigArgs, args: StatsArgs) -> u8 {
         let kb = KnowledgeBase::open(&config.kb)?;
         let s = kb.stats()?;
         if args.json {
-            println!(
-                "{}",
-                crate::text::json_out(&serde_json::to_string_pretty(&s)?)
-            );
+            crate::output::print_json(&serde_json::to_string_pretty(&s)?);
         } else {
             println!("index:    {}", one_line(s.index_dir.clone()));
             println!("files:    {}", s.files);
@@ -299,10 +296,7 @@ pub fn rm(cfg: &crate::config::ConfigArgs, args: RmArgs) -> u8 {
         let path = std::env::current_dir()?.join(&args.path);
         let removed = lsm_tools_kb::remove_path(kb.store(), &path)?;
         if args.json {
-            println!(
-                "{}",
-                crate::text::json_out(&serde_json::json!({ "removed": removed }).to_string())
-            );
+            crate::output::print_json(&serde_json::json!({ "removed": removed }).to_string());
         } else if removed.is_empty() {
             let shown = one_line(path.display().to_string());
             println!("nothing in the index is at {shown}");

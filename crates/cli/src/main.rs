@@ -331,10 +331,7 @@ fn config_show(cfg: &config::ConfigArgs, json: bool) -> u8 {
         let config = cfg.load()?;
         if json {
             let text = serde_json::to_string_pretty(&config::show::json(&config))?;
-            println!(
-                "{}",
-                crate::text::json_out(&secrets::clean_json_text(&text))
-            );
+            crate::output::print_json(&secrets::clean_json_text(&text));
         } else {
             // Values are shown as TOML (escaped); a file's path in a comment is not.
             print!(

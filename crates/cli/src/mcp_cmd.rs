@@ -172,10 +172,7 @@ async fn list(cfg: &crate::config::ConfigArgs, args: ListArgs) -> Result<u8> {
         .iter()
         .any(|s| matches!(s.state, ServerState::Failed { .. }));
     if args.json {
-        println!(
-            "{}",
-            crate::text::json_out(&serde_json::to_string(&statuses)?)
-        );
+        crate::output::print_json(&serde_json::to_string(&statuses)?);
     } else if statuses.is_empty() {
         println!(
             "No MCP servers configured: add [mcp.servers.<name>] to {} (see docs/CONFIG.md).",

@@ -140,10 +140,7 @@ fn run_inner(cfg: &crate::config::ConfigArgs, command: MemoryCommand) -> Result<
             };
             let memories = store.list(&Reach::Everyone, &filter).map_err(store_error)?;
             if args.common.json {
-                println!(
-                    "{}",
-                    crate::text::json_out(&serde_json::to_string_pretty(&memories)?)
-                );
+                crate::output::print_json(&serde_json::to_string_pretty(&memories)?);
             } else if memories.is_empty() {
                 println!("no memories");
             } else {
@@ -168,10 +165,7 @@ fn run_inner(cfg: &crate::config::ConfigArgs, command: MemoryCommand) -> Result<
                 .search(&Reach::Everyone, &query)
                 .map_err(store_error)?;
             if args.common.json {
-                println!(
-                    "{}",
-                    crate::text::json_out(&serde_json::to_string_pretty(&hits)?)
-                );
+                crate::output::print_json(&serde_json::to_string_pretty(&hits)?);
             } else if hits.is_empty() {
                 println!("no memories match");
             } else {
@@ -185,12 +179,9 @@ fn run_inner(cfg: &crate::config::ConfigArgs, command: MemoryCommand) -> Result<
                 .approve(&Reach::Everyone, args.id.trim())
                 .map_err(store_error)?;
             if args.common.json {
-                println!(
-                    "{}",
-                    crate::text::json_out(&serde_json::to_string_pretty(
-                        &json!({"approved": memory, "changed": changed})
-                    )?)
-                );
+                crate::output::print_json(&serde_json::to_string_pretty(
+                    &json!({"approved": memory, "changed": changed}),
+                )?);
             } else if changed {
                 println!(
                     "approved {}: {}",
@@ -210,12 +201,9 @@ fn run_inner(cfg: &crate::config::ConfigArgs, command: MemoryCommand) -> Result<
                 .remove(&Reach::Everyone, args.id.trim())
                 .map_err(store_error)?;
             if args.common.json {
-                println!(
-                    "{}",
-                    crate::text::json_out(&serde_json::to_string_pretty(
-                        &json!({"removed": memory})
-                    )?)
-                );
+                crate::output::print_json(&serde_json::to_string_pretty(
+                    &json!({"removed": memory}),
+                )?);
             } else {
                 println!(
                     "removed {}: {}",

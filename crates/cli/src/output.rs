@@ -60,15 +60,18 @@ pub fn stream_line(event: &str, fields: Value) {
     let _ = writeln!(out, "{}", crate::text::json_line(&text)).and_then(|()| out.flush());
 }
 
+/// Print `json` (a document, or the lines of one) on stdout as every JSON output of `lsm`
+/// is: with what a terminal would act on escaped ([`crate::text::json_out`]).
+pub fn print_json(json: &str) {
+    println!("{}", crate::text::json_out(json));
+}
+
 /// Print a command's final document as `format` says: `json` pretty-printed, `stream-json`
 /// as the stream's last line (`"event": "result"`). `text` prints nothing here.
 pub fn print_final(format: OutputFormat, document: Value) {
     match format {
         OutputFormat::Text => {}
-        OutputFormat::Json => println!(
-            "{}",
-            crate::text::json_out(&secrets::clean_json_pretty(document))
-        ),
+        OutputFormat::Json => crate::output::print_json(&secrets::clean_json_pretty(document)),
         OutputFormat::StreamJson => stream_line("result", document),
     }
 }

@@ -149,10 +149,7 @@ fn report(runs: &[RunInfo], json: bool) {
                 })
             })
             .collect();
-        println!(
-            "{}",
-            crate::text::json_out(&serde_json::Value::Array(runs).to_string())
-        );
+        crate::output::print_json(&serde_json::Value::Array(runs).to_string());
         return;
     }
     for r in runs {

@@ -153,10 +153,7 @@ async fn show(cfg: &crate::config::ConfigArgs, args: RunIdArgs) -> Result<u8> {
     match pg.get(&args.run_id).await.map_err(store_error)? {
         Some(row) => {
             let text = serde_json::to_string_pretty(&row)?;
-            println!(
-                "{}",
-                crate::text::json_out(&crate::secrets::clean_json_text(&text))
-            );
+            crate::output::print_json(&crate::secrets::clean_json_text(&text));
             Ok(exit::OK)
         }
         None => Err(exit::usage(format!(
@@ -253,10 +250,7 @@ async fn list(cfg: &crate::config::ConfigArgs, args: ListArgs) -> Result<u8> {
         .collect();
     rows.sort_by(|a, b| a.started_at.cmp(&b.started_at));
     if args.json {
-        println!(
-            "{}",
-            crate::text::json_out(&serde_json::to_string_pretty(&rows)?)
-        );
+        crate::output::print_json(&serde_json::to_string_pretty(&rows)?);
         return Ok(exit::OK);
     }
     if rows.is_empty() {

@@ -98,7 +98,7 @@ pub fn list(cfg: &crate::config::ConfigArgs, agent: Option<&str>, json: bool) ->
     }
     if json {
         match serde_json::to_string(&rows) {
-            Ok(text) => println!("{}", crate::text::json_out(&text)),
+            Ok(text) => crate::output::print_json(&text),
             Err(e) => {
                 eprintln!("error: cannot serialize the tool list: {e}");
                 return exit::ERROR;
