@@ -66,6 +66,22 @@ pub fn lsm(cwd: &Path) -> Command {
     cmd
 }
 
+/// `lsm agent run general --task TASK --provider PROVIDER` in `cwd` (as [`lsm`]), for more
+/// arguments.
+pub fn general_run(cwd: &Path, task: &str, provider: &str) -> Command {
+    let mut cmd = lsm(cwd);
+    cmd.args([
+        "agent",
+        "run",
+        "general",
+        "--task",
+        task,
+        "--provider",
+        provider,
+    ]);
+    cmd
+}
+
 /// `lsm args…` on a pseudo-terminal of its own, through `script` (util-linux), with the same
 /// clean environment as [`lsm`]: what the terminal shows is `script`'s stdout, what a person
 /// types goes to its stdin.

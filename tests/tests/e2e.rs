@@ -99,19 +99,10 @@ fn stderr(out: &std::process::Output) -> String {
 }
 
 fn agent_run(cwd: &Path, script: &Path, extra: &[&str]) -> std::process::Output {
-    let mut cmd = lsm(cwd);
-    cmd.args([
-        "agent",
-        "run",
-        "general",
-        "--task",
-        "work on the notes",
-        "--provider",
-    ])
-    .arg(format!("scripted:{}", script.display()))
-    .args(["--agents-folder", "Agents", "--json"])
-    .args(extra);
-    run(&mut cmd)
+    let provider = format!("scripted:{}", script.display());
+    run(lsm_e2e::general_run(cwd, "work on the notes", &provider)
+        .args(["--agents-folder", "Agents", "--json"])
+        .args(extra))
 }
 
 // ---------- help, version, tools ----------
@@ -1922,15 +1913,7 @@ fn a_missing_key_or_model_is_a_usage_error_naming_what_to_set() {
         stderr(&out)
     );
 
-    let out = run(lsm(dir.path()).env("OPENAI_API_KEY", "k").args([
-        "agent",
-        "run",
-        "general",
-        "--task",
-        "t",
-        "--provider",
-        "openai",
-    ]));
+    let out = run(lsm_e2e::general_run(dir.path(), "t", "openai").env("OPENAI_API_KEY", "k"));
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--model"), "{}", stderr(&out));
 

@@ -28,19 +28,10 @@ fn headless(
     extra: &[&str],
     env: &[(&str, &str)],
 ) -> (i32, Value, Vec<Value>) {
-    let mut cmd = lsm(dir);
-    cmd.args([
-        "agent",
-        "run",
-        "general",
-        "--task",
-        "t",
-        "--json",
-        "--provider",
-    ])
-    .arg(format!("scripted:{}", script.display()))
-    .args(extra)
-    .stdin(std::process::Stdio::null());
+    let mut cmd = lsm_e2e::general_run(dir, "t", &format!("scripted:{}", script.display()));
+    cmd.arg("--json")
+        .args(extra)
+        .stdin(std::process::Stdio::null());
     for (k, v) in env {
         cmd.env(k, v);
     }

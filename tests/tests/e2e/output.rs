@@ -18,25 +18,15 @@ fn lines(out: &std::process::Output) -> Vec<Value> {
 fn agent_runs_end_their_stream_with_the_result_and_json_is_an_alias() {
     let (dir, script) = workspace_with_script(&[text("the answer")]);
     let provider = format!("scripted:{}", script.display());
-    let base = [
-        "agent",
-        "run",
-        "general",
-        "--task",
-        "t",
-        "--provider",
-        &provider,
-    ];
-    let json = run(lsm(dir.path()).args(base).args(["--output-format", "json"]));
+    let base = || lsm_e2e::general_run(dir.path(), "t", &provider);
+    let json = run(base().args(["--output-format", "json"]));
     assert_eq!(json.status.code(), Some(0), "{}", stderr(&json));
     let summary = stdout_json(&json);
     assert_eq!(summary["final_text"], "the answer");
     assert!(summary["schema_version"].as_u64().is_some());
-    let alias = stdout_json(&run(lsm(dir.path()).args(base).arg("--json")));
+    let alias = stdout_json(&run(base().arg("--json")));
     assert_eq!(alias["final_text"], summary["final_text"]);
-    let stream = run(lsm(dir.path())
-        .args(base)
-        .args(["--output-format", "stream-json"]));
+    let stream = run(base().args(["--output-format", "stream-json"]));
     assert_eq!(stream.status.code(), Some(0), "{}", stderr(&stream));
     let events = lines(&stream);
     let last = events.last().unwrap();
@@ -48,7 +38,7 @@ fn agent_runs_end_their_stream_with_the_result_and_json_is_an_alias() {
     assert!(last["schema_version"].as_u64().is_some());
     assert!(events.iter().any(|e| e["event"] == "run_finished"));
     // Text: the answer on stdout.
-    let plain = run(lsm(dir.path()).args(base).args(["--output-format", "text"]));
+    let plain = run(base().args(["--output-format", "text"]));
     assert!(String::from_utf8_lossy(&plain.stdout).contains("the answer"));
 }
 

@@ -285,15 +285,11 @@ fn a_hostile_project_folder_cannot_drive_the_terminal_through_config_show_runs_l
         &[lsm_test_support::script::text("done")],
     )
     .unwrap();
-    let ran = run(lsm(&project).args([
-        "agent",
-        "run",
-        "general",
-        "--task",
+    let ran = run(&mut lsm_e2e::general_run(
+        &project,
         "t",
-        "--provider",
         "scripted:answer.jsonl",
-    ]));
+    ));
     let all = format!(
         "{}{}",
         String::from_utf8_lossy(&ran.stdout),
@@ -387,17 +383,10 @@ fn a_models_answer_in_json_output_cannot_drive_the_terminal() {
         c == '\u{7f}' || ('\u{80}'..='\u{9f}').contains(&c) || "\u{202e}\u{2066}".contains(c)
     };
     for format in ["json", "stream-json"] {
-        let out = run(lsm(dir.path()).args([
-            "agent",
-            "run",
-            "general",
-            "--task",
-            "t",
-            "--provider",
-            "scripted:answer.jsonl",
-            "--output-format",
-            format,
-        ]));
+        let out = run(
+            lsm_e2e::general_run(dir.path(), "t", "scripted:answer.jsonl")
+                .args(["--output-format", format]),
+        );
         let shown = String::from_utf8_lossy(&out.stdout);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         assert!(!shown.chars().any(raw), "{format}: {shown:?}");
