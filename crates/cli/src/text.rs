@@ -17,6 +17,19 @@ fn acts_on_terminal(c: char) -> bool {
     c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
+/// Whether every byte of `s` is printable ASCII (U+0020 to U+007E), or one of the `kept`
+/// bytes: such text holds nothing a terminal acts on and nothing a one-line display changes.
+/// The usual case, told a byte at a time (which the compiler does many bytes at a time)
+/// before any character is decoded: progress lines run this for every call a model makes.
+fn printable_ascii(s: &str, kept: &[u8]) -> bool {
+    match kept {
+        [] => s.bytes().all(|b| matches!(b, 0x20..=0x7e)),
+        _ => s
+            .bytes()
+            .all(|b| matches!(b, 0x20..=0x7e) || kept.contains(&b)),
+    }
+}
+
 /// `s` on one line (line breaks and tabs become spaces, anything else a terminal would act
 /// on becomes `�`), at most `max` characters, with `…` where it was cut.
 pub fn clip(s: &str, max: usize) -> String {
@@ -29,7 +42,11 @@ pub fn clip(s: &str, max: usize) -> String {
     };
     let head = &s[..cut.unwrap_or(s.len())];
     let mut out = String::with_capacity(head.len() + '…'.len_utf8());
-    out.extend(head.chars().map(on_one_line));
+    if printable_ascii(head, &[]) {
+        out.push_str(head);
+    } else {
+        out.extend(head.chars().map(on_one_line));
+    }
     if cut.is_some() {
         out.push('…');
     }
@@ -39,7 +56,7 @@ pub fn clip(s: &str, max: usize) -> String {
 /// `line` as [`clip`] shows it, whole: for a line assembled from parts, some of which (a
 /// tool's name, a server's reason) were not clipped. Returned as it is when nothing changes.
 pub fn one_line(line: String) -> String {
-    if line.chars().all(|c| on_one_line(c) == c) {
+    if printable_ascii(&line, &[]) || line.chars().all(|c| on_one_line(c) == c) {
         return line;
     }
     line.chars().map(on_one_line).collect()
@@ -77,7 +94,7 @@ pub fn for_stdout(s: &str) -> Cow<'_, str> {
 /// act on replaced by `�`. Borrowed when there is nothing to replace, the usual case.
 pub fn terminal_text(s: &str) -> Cow<'_, str> {
     let kept = |c: char| matches!(c, '\n' | '\t') || !acts_on_terminal(c);
-    if s.chars().all(kept) {
+    if printable_ascii(s, b"\n\t") || s.chars().all(kept) {
         return Cow::Borrowed(s);
     }
     Cow::Owned(
@@ -107,7 +124,8 @@ pub fn json_line(json: &str) -> Cow<'_, str> {
 fn escaped_json(json: &str, keep_line_breaks: bool) -> Cow<'_, str> {
     use std::fmt::Write as _;
     let escape = |c: char| acts_on_terminal(c) && !(keep_line_breaks && c == '\n');
-    if !json.chars().any(escape) {
+    let line_breaks: &[u8] = if keep_line_breaks { b"\n" } else { &[] };
+    if printable_ascii(json, line_breaks) || !json.chars().any(escape) {
         return Cow::Borrowed(json);
     }
     let mut out = String::with_capacity(json.len() + 16);
@@ -166,6 +184,67 @@ impl std::io::Write for Bounded {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every string of up to three characters from printable ASCII, its edges, and each kind
+    /// of character a display changes; and a long printable one around each of those.
+    fn samples() -> Vec<String> {
+        let alphabet = [
+            'a', ' ', '~', '\n', '\t', '\r', '\u{1f}', '\u{7f}', '\u{85}', '\u{202e}', 'é',
+            '\u{1b}',
+        ];
+        let mut out = vec![String::new()];
+        let mut last = vec![String::new()];
+        for _ in 0..3 {
+            last = last
+                .iter()
+                .flat_map(|s| alphabet.iter().map(move |c| format!("{s}{c}")))
+                .collect();
+            out.extend(last.iter().cloned());
+        }
+        let long = "Some notes of a small project. ".repeat(4);
+        out.extend(alphabet.iter().map(|c| format!("{long}{c}{long}")));
+        out.push(long);
+        out
+    }
+
+    #[test]
+    fn the_printable_ascii_shortcut_shows_what_the_character_rule_shows() {
+        let escaped = |s: &str, keep: bool| -> String {
+            s.chars()
+                .map(|c| {
+                    if acts_on_terminal(c) && !(keep && c == '\n') {
+                        format!("\\u{:04x}", u32::from(c))
+                    } else {
+                        c.to_string()
+                    }
+                })
+                .collect()
+        };
+        for s in samples() {
+            let line: String = s.chars().map(on_one_line).collect();
+            for max in [0, 1, 2, 5, 200] {
+                let head: String = line.chars().take(max).collect();
+                let cut = s.chars().count() > max;
+                let expected = if cut { format!("{head}…") } else { head };
+                assert_eq!(clip(&s, max), expected, "clip({s:?}, {max})");
+            }
+            assert_eq!(one_line(s.clone()), line, "one_line({s:?})");
+            let streamed: String = s
+                .chars()
+                .filter(|&c| c != '\r')
+                .map(|c| {
+                    if matches!(c, '\n' | '\t') || !acts_on_terminal(c) {
+                        c
+                    } else {
+                        STAND_IN
+                    }
+                })
+                .collect();
+            assert_eq!(terminal_text(&s), streamed, "terminal_text({s:?})");
+            assert_eq!(json_out(&s), escaped(&s, true), "json_out({s:?})");
+            assert_eq!(json_line(&s), escaped(&s, false), "json_line({s:?})");
+        }
+    }
 
     #[test]
     fn json_for_stdout_escapes_what_a_terminal_acts_on_and_means_the_same() {

@@ -207,18 +207,17 @@ impl Core {
             .window
             .limit
             .saturating_sub(c.summary_max_tokens);
-        let request = loop {
-            let request = summary_request(history, from, to);
-            if (env.estimate)(&request) <= room {
-                break request;
-            }
-            // Fewer turns: end before the last turn start in the range.
-            to = (from + 1..to)
-                .rev()
-                .find(|&i| history[i].role != lsm_providers::Role::Tool)?;
-            if to <= from {
-                return None;
-            }
+        let whole = summary_request(history, from, to);
+        let request = if (env.estimate)(&whole) <= room {
+            whole
+        } else {
+            // Fewer turns: the range may end before any later turn start in it.
+            let ends: Vec<usize> = (from + 1..to)
+                .filter(|&i| history[i].role != lsm_providers::Role::Tool)
+                .collect();
+            let fits = |end: usize| (env.estimate)(&summary_request(history, from, end)) <= room;
+            to = last_fitting(&ends, fits)?;
+            summary_request(history, from, to)
         };
         let _ = st;
         let estimate = (env.estimate)(&request);
@@ -401,6 +400,27 @@ impl Core {
 
 /// The summarization request of `history[from..to]`: the fixed instructions and the
 /// messages as text; no tools.
+/// The last of `ends` (ascending) for which `fits` holds, when it holds for a prefix of
+/// them (a longer range never fits where a shorter one does not). Searched from the longest
+/// by doubling steps, then by halving: a range that must lose `k` turns costs about
+/// `2·log2(k)` transcripts, not one per turn.
+fn last_fitting(ends: &[usize], mut fits: impl FnMut(usize) -> bool) -> Option<usize> {
+    // `ends[..fit]` fit and `ends[unfit..]` do not; what lies between is not known yet.
+    let mut fit = 0;
+    let mut unfit = ends.len();
+    let mut step = 1;
+    while let Some(probe) = unfit.checked_sub(step) {
+        if fits(ends[probe]) {
+            fit = probe + 1;
+            break;
+        }
+        unfit = probe;
+        step *= 2;
+    }
+    let fitting = fit + ends[fit..unfit].partition_point(|&end| fits(end));
+    fitting.checked_sub(1).map(|i| ends[i])
+}
+
 fn summary_request(history: &[Arc<Message>], from: usize, to: usize) -> LlmRequest {
     LlmRequest {
         messages: vec![
@@ -438,4 +458,39 @@ fn current_layout(st: &RunState, history: &[Arc<Message>]) -> Layout {
         .and_then(|p| st.context(p.label()))
         .and_then(|c| c.phase_start);
     layout(history, phase_start)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::last_fitting;
+
+    #[test]
+    fn the_longest_range_that_fits_is_found_in_a_few_tries() {
+        let ends: Vec<usize> = (1..=1000).map(|i| 3 * i).collect();
+        // (the longest that may be summarized, the transcripts that may be built to find it)
+        for (limit, most) in [
+            (0, 21),
+            (2, 21),
+            (3, 21),
+            (4, 21),
+            (500, 21),
+            (2990, 8),
+            (2997, 3),
+            (2999, 3),
+            (3000, 1),
+            (5000, 1),
+        ] {
+            let mut tries = 0;
+            let found = last_fitting(&ends, |end| {
+                tries += 1;
+                end <= limit
+            });
+            // What a scan from the longest down finds, one transcript per turn.
+            let scanned = ends.iter().rev().copied().find(|&end| end <= limit);
+            assert_eq!(found, scanned, "limit {limit}");
+            assert!(tries <= most, "{tries} transcripts for limit {limit}");
+        }
+        assert_eq!(last_fitting(&[], |_| true), None);
+        assert_eq!(last_fitting(&[7], |_| false), None);
+    }
 }
