@@ -117,18 +117,26 @@ impl Core {
                         },
                     );
                     let mut after = self.estimate_with(st, Some(&sim), env);
-                    for (_, call_id) in recent {
-                        if after <= target {
-                            break;
-                        }
-                        apply(
-                            &mut sim,
-                            &Step::ElideToolResults {
-                                call_ids: vec![call_id.clone()],
-                            },
-                        );
-                        chosen.push(call_id);
-                        after = self.estimate_with(st, Some(&sim), env);
+                    if after > target && !recent.is_empty() {
+                        // The fewest of the recent results (oldest first) whose elision makes
+                        // the prompt fit; all of them when none does.
+                        let recent: Vec<String> = recent.into_iter().map(|(_, id)| id).collect();
+                        let elided = |n: usize| {
+                            let mut fewer = sim.clone();
+                            apply(
+                                &mut fewer,
+                                &Step::ElideToolResults {
+                                    call_ids: recent[..n].to_vec(),
+                                },
+                            );
+                            fewer
+                        };
+                        let n = first_fitting(recent.len(), |n| {
+                            self.estimate_with(st, Some(&elided(n)), env) <= target
+                        })
+                        .unwrap_or(recent.len());
+                        after = self.estimate_with(st, Some(&elided(n)), env);
+                        chosen.extend(recent.into_iter().take(n));
                     }
                     let step = if chosen.is_empty() {
                         None
@@ -246,20 +254,21 @@ impl Core {
         let ends: Vec<usize> = (from + 1..=stop)
             .filter(|&i| i == stop || history[i].role != lsm_providers::Role::Tool)
             .collect();
-        let mut last = None;
-        for to in ends {
-            if to == from + 1 && history[from].content.starts_with('[') && stop == from + 1 {
-                return None;
-            }
+        if ends.is_empty() || (stop == from + 1 && history[from].content.starts_with('[')) {
+            return None;
+        }
+        let after = |to: usize| {
             let mut sim = history.to_vec();
             apply(&mut sim, &Step::DropOldest { from, to });
-            let after = self.estimate_with(st, Some(&sim), env);
-            last = Some((from, to, after));
-            if after <= self.config.window.target {
-                break;
-            }
-        }
-        last
+            self.estimate_with(st, Some(&sim), env)
+        };
+        // The fewest turns that fit (searched, not dropped one at a time); all when none do.
+        let n = first_fitting(ends.len(), |n| {
+            after(ends[n - 1]) <= self.config.window.target
+        })
+        .unwrap_or(ends.len());
+        let to = ends[n - 1];
+        Some((from, to, after(to)))
     }
 
     fn finish_compaction(
@@ -421,6 +430,27 @@ fn last_fitting(ends: &[usize], mut fits: impl FnMut(usize) -> bool) -> Option<u
     fitting.checked_sub(1).map(|i| ends[i])
 }
 
+/// The least `n` in `1..=count` for which `fits` holds, when it holds from some `n` on
+/// (eliding more never makes a prompt longer). Searched from 1 by doubling steps, then by
+/// halving: about `2·log2(n)` estimates of the whole prompt, not `n`.
+fn first_fitting(count: usize, mut fits: impl FnMut(usize) -> bool) -> Option<usize> {
+    // `1..=unfit` do not fit and `fit..=count` do; what lies between is not known yet.
+    let mut unfit = 0;
+    let mut fit = count + 1;
+    let mut step = 1;
+    while unfit + step <= count {
+        if fits(unfit + step) {
+            fit = unfit + step;
+            break;
+        }
+        unfit += step;
+        step *= 2;
+    }
+    let between: Vec<usize> = (unfit + 1..fit.min(count + 1)).collect();
+    let n = unfit + 1 + between.partition_point(|&n| !fits(n));
+    (n <= count).then_some(n)
+}
+
 fn summary_request(history: &[Arc<Message>], from: usize, to: usize) -> LlmRequest {
     LlmRequest {
         messages: vec![
@@ -462,7 +492,7 @@ fn current_layout(st: &RunState, history: &[Arc<Message>]) -> Layout {
 
 #[cfg(test)]
 mod tests {
-    use super::last_fitting;
+    use super::{first_fitting, last_fitting};
 
     #[test]
     fn the_longest_range_that_fits_is_found_in_a_few_tries() {
@@ -492,5 +522,28 @@ mod tests {
         }
         assert_eq!(last_fitting(&[], |_| true), None);
         assert_eq!(last_fitting(&[7], |_| false), None);
+    }
+
+    #[test]
+    fn the_fewest_results_to_elide_are_found_in_a_few_estimates() {
+        for least in [1, 2, 3, 5, 40, 511, 512, 999, 1000] {
+            let mut tries = 0;
+            let found = first_fitting(1000, |n| {
+                tries += 1;
+                n >= least
+            });
+            assert_eq!(found, Some(least));
+            // About 2·log2(n) estimates, where eliding one at a time made n.
+            let bits = (usize::BITS - least.leading_zeros()) as usize;
+            assert!(tries <= 2 * bits + 1, "{tries} estimates for {least}");
+        }
+        let mut tries = 0;
+        let none = first_fitting(1000, |_| {
+            tries += 1;
+            false
+        });
+        assert_eq!(none, None);
+        assert!(tries <= 20, "{tries} estimates when nothing fits");
+        assert_eq!(first_fitting(0, |_| true), None);
     }
 }
