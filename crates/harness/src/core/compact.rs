@@ -410,31 +410,19 @@ impl Core {
 /// The summarization request of `history[from..to]`: the fixed instructions and the
 /// messages as text; no tools.
 /// The last of `ends` (ascending) for which `fits` holds, when it holds for a prefix of
-/// them (a longer range never fits where a shorter one does not). Searched from the longest
-/// by doubling steps, then by halving: a range that must lose `k` turns costs about
+/// them (a longer range never fits where a shorter one does not): [`first_fitting`] over how
+/// many to give up from the longest, so a range that must lose `k` turns costs about
 /// `2·log2(k)` transcripts, not one per turn.
 fn last_fitting(ends: &[usize], mut fits: impl FnMut(usize) -> bool) -> Option<usize> {
-    // `ends[..fit]` fit and `ends[unfit..]` do not; what lies between is not known yet.
-    let mut fit = 0;
-    let mut unfit = ends.len();
-    let mut step = 1;
-    while let Some(probe) = unfit.checked_sub(step) {
-        if fits(ends[probe]) {
-            fit = probe + 1;
-            break;
-        }
-        unfit = probe;
-        step *= 2;
-    }
-    let fitting = fit + ends[fit..unfit].partition_point(|&end| fits(end));
-    fitting.checked_sub(1).map(|i| ends[i])
+    let len = ends.len();
+    first_fitting(len, |given_up| fits(ends[len - given_up])).map(|given_up| ends[len - given_up])
 }
 
 /// The least `n` in `1..=count` for which `fits` holds, when it holds from some `n` on
 /// (eliding more never makes a prompt longer). Searched from 1 by doubling steps, then by
 /// halving: about `2·log2(n)` estimates of the whole prompt, not `n`.
 fn first_fitting(count: usize, mut fits: impl FnMut(usize) -> bool) -> Option<usize> {
-    // `1..=unfit` do not fit and `fit..=count` do; what lies between is not known yet.
+    // `1..=unfit` do not fit and `fit` does (`count + 1`: none known to).
     let mut unfit = 0;
     let mut fit = count + 1;
     let mut step = 1;
@@ -446,9 +434,16 @@ fn first_fitting(count: usize, mut fits: impl FnMut(usize) -> bool) -> Option<us
         unfit += step;
         step *= 2;
     }
-    let between: Vec<usize> = (unfit + 1..fit.min(count + 1)).collect();
-    let n = unfit + 1 + between.partition_point(|&n| !fits(n));
-    (n <= count).then_some(n)
+    // Halving what lies between.
+    while unfit + 1 < fit {
+        let mid = unfit + (fit - unfit) / 2;
+        if fits(mid) {
+            fit = mid;
+        } else {
+            unfit = mid;
+        }
+    }
+    (fit <= count).then_some(fit)
 }
 
 fn summary_request(history: &[Arc<Message>], from: usize, to: usize) -> LlmRequest {
