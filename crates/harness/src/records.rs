@@ -224,6 +224,9 @@ pub(crate) struct Recorder {
     /// The run's journal, held for this process (opened with the first line, or brought by
     /// the [`crate::ResumePoint`] of a resumed run).
     writer: Option<Box<dyn JournalWriter>>,
+    /// The last journal timestamp made, and its millisecond: the lines of the steps within
+    /// one millisecond share it instead of formatting the same text again.
+    last_stamp: Option<(i64, String)>,
 }
 
 impl Recorder {
@@ -238,6 +241,7 @@ impl Recorder {
             side_effects: HashSet::new(),
             store: Arc::new(FileStore),
             writer: None,
+            last_stamp: None,
         }
     }
 
@@ -339,12 +343,32 @@ impl Recorder {
 
     /// The envelope `event` would get now, without recording it (stream pieces: seq 0).
     pub fn envelope(&self, event: RunEvent, seq: u64) -> EventEnvelope {
+        Self::envelope_at(&self.run_id, event, seq, timestamp(Utc::now()))
+    }
+
+    fn envelope_at(run_id: &str, event: RunEvent, seq: u64, ts: String) -> EventEnvelope {
         EventEnvelope {
             seq,
-            ts: timestamp(Utc::now()),
-            run_id: self.run_id.clone(),
+            ts,
+            run_id: run_id.to_string(),
             schema_version: SCHEMA_VERSION,
             event,
+        }
+    }
+
+    /// Now, as a journal timestamp (RFC 3339, milliseconds): the last one made when the
+    /// clock has not reached the next millisecond (a step's lines, and a short step after it,
+    /// share the text).
+    fn now_stamp(&mut self) -> String {
+        let now = Utc::now();
+        let millis = now.timestamp_millis();
+        match &self.last_stamp {
+            Some((at, text)) if *at == millis => text.clone(),
+            _ => {
+                let text = timestamp(now);
+                self.last_stamp = Some((millis, text.clone()));
+                text
+            }
         }
     }
 
@@ -387,10 +411,11 @@ impl Recorder {
         let mut records = Vec::with_capacity(events.len());
         let mut lines = Vec::with_capacity(events.len());
         let mut seq = self.seq;
+        let ts = self.now_stamp();
         for event in events {
             sync |= self.must_sync(&event);
             seq += 1;
-            let (record, line) = self.prepare(event, seq, shown)?;
+            let (record, line) = self.prepare(event, seq, ts.clone(), shown)?;
             records.push(record);
             lines.push(line);
         }
@@ -418,9 +443,10 @@ impl Recorder {
         &self,
         event: RunEvent,
         seq: u64,
+        ts: String,
         shown: bool,
     ) -> Result<(EventEnvelope, Option<Vec<u8>>), HarnessError> {
-        let mut record = self.envelope(event, seq);
+        let mut record = Self::envelope_at(&self.run_id, event, seq, ts);
         let serialize = |e: serde_json::Error| HarnessError::Serialize {
             what: "a transcript event",
             reason: e.to_string(),

@@ -86,43 +86,54 @@ impl StallState {
 
 /// `value` as JSON with every object's keys sorted (whatever order they arrived in).
 pub fn canonical_json(value: &Value) -> String {
-    // serde_json's map keeps insertion order with `preserve_order`; the keys are sorted here
-    // either way.
-    let mut out = String::new();
-    write_canonical(value, &mut out);
-    out
+    let mut out = Vec::new();
+    write_canonical(value, None, &mut out);
+    // Only JSON text was written: always UTF-8.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
-fn write_canonical(v: &Value, out: &mut String) {
+/// `v` as canonical JSON into `out`; when `v` is an object and `keep` is given, only its keys
+/// named in `keep` (a call's identifying arguments). Written in place, with no copy of the
+/// value and no text per key: this runs for every call of every iteration.
+fn write_canonical(v: &Value, keep: Option<&[String]>, out: &mut Vec<u8>) {
     match v {
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
+            // serde_json's map keeps insertion order with `preserve_order`; the keys are
+            // sorted here either way.
+            let mut entries: Vec<(&String, &Value)> = map
+                .iter()
+                .filter(|(k, _)| keep.is_none_or(|keep| keep.iter().any(|key| key == *k)))
+                .collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
+            for (i, (k, item)) in entries.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                if let Some(item) = map.get(k) {
-                    write_canonical(item, out);
-                }
+                write_json(k, out);
+                out.push(b':');
+                write_canonical(item, None, out);
             }
-            out.push('}');
+            out.push(b'}');
         }
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                write_canonical(item, out);
+                write_canonical(item, None, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        other => out.push_str(&other.to_string()),
+        other => write_json(other, out),
     }
+}
+
+/// A string or a scalar as compact JSON, appended to `out`.
+fn write_json<T: Serialize + ?Sized>(v: &T, out: &mut Vec<u8>) {
+    // Writing a string or a scalar into a `Vec` cannot fail.
+    let _ = serde_json::to_writer(&mut *out, v);
 }
 
 fn hex_digest(parts: &[&[u8]]) -> String {
@@ -146,22 +157,19 @@ const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
 
 /// The canonical key of one call: name, identifying arguments, outcome.
 pub fn call_key(call: &ToolCallRecord, identity: &CallIdentity) -> String {
-    let arguments = match (identity.get(&call.name), &call.arguments) {
-        (Some(keys), Value::Object(map)) => Value::Object(
-            map.iter()
-                .filter(|(k, _)| keys.iter().any(|key| key == *k))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        ),
-        (_, other) => other.clone(),
-    };
+    let mut arguments = Vec::new();
+    write_canonical(
+        &call.arguments,
+        identity.get(&call.name).map(Vec::as_slice),
+        &mut arguments,
+    );
     let (kind, text) = match &call.outcome {
         ToolOutcome::Result(t) => ("result", t.as_str()),
         ToolOutcome::Error(t) => ("error", t.as_str()),
     };
     hex_digest(&[
         call.name.as_bytes(),
-        canonical_json(&arguments).as_bytes(),
+        &arguments,
         kind.as_bytes(),
         text.as_bytes(),
     ])
@@ -178,6 +186,7 @@ pub fn fingerprint(text: &str, calls: &[ToolCallRecord], identity: &CallIdentity
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use serde_json::json;
 
     fn call(name: &str, arguments: Value, result: &str) -> ToolCallRecord {
@@ -203,6 +212,90 @@ mod tests {
         let expected: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(hex_digest(&[b"abc", b""]), expected);
         assert_eq!(expected.len(), 64);
+    }
+
+    /// The canonical form and call key as they were made before they were written in place
+    /// (a filtered copy of the arguments, a `String` per key and scalar): the specification
+    /// the in-place writer must match byte for byte, so a run's streak survives an upgrade.
+    fn canonical_by_copy(v: &Value) -> String {
+        match v {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                let items: Vec<String> = keys
+                    .into_iter()
+                    .map(|k| {
+                        format!(
+                            "{}:{}",
+                            Value::String(k.clone()),
+                            canonical_by_copy(&map[k])
+                        )
+                    })
+                    .collect();
+                format!("{{{}}}", items.join(","))
+            }
+            Value::Array(items) => format!(
+                "[{}]",
+                items
+                    .iter()
+                    .map(canonical_by_copy)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            other => other.to_string(),
+        }
+    }
+
+    fn call_key_by_copy(call: &ToolCallRecord, identity: &CallIdentity) -> String {
+        let arguments = match (identity.get(&call.name), &call.arguments) {
+            (Some(keys), Value::Object(map)) => Value::Object(
+                map.iter()
+                    .filter(|(k, _)| keys.iter().any(|key| key == *k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            ),
+            (_, other) => other.clone(),
+        };
+        let (kind, text) = match &call.outcome {
+            ToolOutcome::Result(t) => ("result", t.as_str()),
+            ToolOutcome::Error(t) => ("error", t.as_str()),
+        };
+        hex_digest(&[
+            call.name.as_bytes(),
+            canonical_by_copy(&arguments).as_bytes(),
+            kind.as_bytes(),
+            text.as_bytes(),
+        ])
+    }
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            (-1e6f64..1e6).prop_map(Value::from),
+            "[a-z\\\"\u{0}-\u{1f}é🦀]{0,8}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 24, 5, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                prop::collection::btree_map("[a-e\"\\\n]{0,3}", inner, 0..5)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn the_in_place_canonical_form_is_the_one_made_by_copy(v in json_value()) {
+            prop_assert_eq!(canonical_json(&v), canonical_by_copy(&v));
+            let mut identity = CallIdentity::new();
+            identity.insert("t".into(), vec!["a".into(), "\"".into(), "missing".into()]);
+            for name in ["t", "other"] {
+                let c = call(name, v.clone(), "r");
+                prop_assert_eq!(call_key(&c, &identity), call_key_by_copy(&c, &identity));
+            }
+        }
     }
 
     #[test]

@@ -43,6 +43,36 @@ fn transcript_lines_are_numbered_json_objects() {
     assert_eq!(lines[1]["schema_version"], SCHEMA_VERSION);
 }
 
+#[test]
+fn a_kept_timestamp_is_never_older_than_its_millisecond() {
+    // Stamps are kept while the clock stays in one millisecond: each must still be the time
+    // of its own call, to the millisecond, across the clock moving on several times.
+    let mut r = Recorder::new(PathBuf::new(), "r".into(), "a".into(), false);
+    let mut seen = std::collections::BTreeSet::new();
+    while seen.len() < 4 {
+        let before = timestamp(Utc::now());
+        let stamp = r.now_stamp();
+        let after = timestamp(Utc::now());
+        // Same width and layout: the text order is the time order.
+        assert!(
+            before <= stamp && stamp <= after,
+            "{before} <= {stamp} <= {after}"
+        );
+        seen.insert(stamp);
+    }
+    // A step's lines share the stamp made for it.
+    let records = r
+        .append_all(
+            vec![
+                RunEvent::Artifact { path: "a".into() },
+                RunEvent::Artifact { path: "b".into() },
+            ],
+            true,
+        )
+        .unwrap();
+    assert_eq!(records[0].ts, records[1].ts);
+}
+
 fn two_lines(dir: &Path) -> PathBuf {
     let mut r = Recorder::new(dir.join("run"), "r1".into(), "a".into(), true);
     r.append(RunEvent::Artifact { path: "a".into() }).unwrap();
