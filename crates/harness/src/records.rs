@@ -342,8 +342,9 @@ impl Recorder {
     }
 
     /// The envelope `event` would get now, without recording it (stream pieces: seq 0).
-    pub fn envelope(&self, event: RunEvent, seq: u64) -> EventEnvelope {
-        Self::envelope_at(&self.run_id, event, seq, timestamp(Utc::now()))
+    pub fn envelope(&mut self, event: RunEvent, seq: u64) -> EventEnvelope {
+        let ts = self.now_stamp();
+        Self::envelope_at(&self.run_id, event, seq, ts)
     }
 
     fn envelope_at(run_id: &str, event: RunEvent, seq: u64, ts: String) -> EventEnvelope {

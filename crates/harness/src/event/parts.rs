@@ -10,7 +10,8 @@ pub struct EventEnvelope {
     /// Position in the run's journal, from 1, without gaps. Events that are never journaled
     /// (streamed model output, sent to the event sink only) carry 0.
     pub seq: u64,
-    /// When the event was recorded (RFC 3339, UTC, milliseconds).
+    /// When the event was recorded (RFC 3339, UTC, milliseconds; the events one step records
+    /// share it).
     pub ts: String,
     /// The run.
     pub run_id: String,
