@@ -18,7 +18,11 @@
 //!
 //! The peers live in a private virtual environment under `target/bench-peers/venv`, made by
 //! `--install` (pip, from PyPI); without it they are skipped and the table says so.
+//!
+//! With `--instructions` the same `lsm` runs and the bare exchange are counted in user-space
+//! instructions under valgrind's callgrind instead of timed (see [`instructions`]).
 
+mod instructions;
 mod mock;
 mod peers;
 
@@ -59,6 +63,12 @@ pub struct Options {
     /// machine.
     #[arg(long, value_name = "LSM_BINARY")]
     pub baseline: Option<PathBuf>,
+    /// Count user-space instructions under valgrind's callgrind instead of timing: one run
+    /// per point (`--runs` is not used), `lsm` (also with the whole history, and
+    /// `--baseline`) and the bare exchange only. Repeatable whatever else the machine is
+    /// doing; try `--calls 50,200`.
+    #[arg(long)]
+    pub instructions: bool,
 }
 
 /// A system under test.
@@ -131,8 +141,8 @@ pub fn bench_peers(root: &Path, opts: &Options) -> Result<()> {
         peers::install(&venv)?;
     }
     let python = venv.join("bin").join("python");
-    let with_peers = !opts.lsm_only && peers::installed(&python);
-    if !opts.lsm_only && !with_peers {
+    let with_peers = !opts.lsm_only && !opts.instructions && peers::installed(&python);
+    if !opts.lsm_only && !opts.instructions && !with_peers {
         eprintln!(
             "xtask: the peers are not installed in {}; run `cargo xtask bench-peers --install` \
              to compare with them (pip, from PyPI). Measuring lsm only.",
@@ -186,6 +196,9 @@ pub fn bench_peers(root: &Path, opts: &Options) -> Result<()> {
         calls: &calls,
     };
     let baseline = opts.baseline.as_deref().map(|b| Bench { lsm: b, ..bench });
+    if opts.instructions {
+        return instructions::bench(&bench, baseline.as_ref(), &bare_exchange, opts);
+    }
     let mut rows = Vec::new();
     for &system in &systems {
         let mut points = Vec::new();
@@ -286,9 +299,23 @@ const TASK: &str = "Read the files the tool calls name, one after the other, the
 impl Bench<'_> {
     /// Run `system` with `agents` agents of `n` calls each; check the mock saw every call.
     fn run(&self, system: System, n: u64, agents: usize) -> Result<Usage> {
+        let (mut cmd, started, before) = self.prepare(system, n, agents)?;
+        let used = measure(&mut cmd, self.work, &format!("{system:?}-{n}-{agents}"))?;
+        self.check_calls(system, n, agents, started, before)?;
+        Ok(used)
+    }
+
+    /// The command that runs `system` with `agents` agents of `n` calls each, with the mock
+    /// set for `n` calls; also the time and the mock's request count before it runs.
+    fn prepare(
+        &self,
+        system: System,
+        n: u64,
+        agents: usize,
+    ) -> Result<(Command, std::time::SystemTime, u64)> {
         self.calls.store(n, Ordering::SeqCst);
         let before = self.mock.requests();
-        let mut cmd = match system {
+        let cmd = match system {
             System::Lsm | System::LsmFull | System::LsmBaseline => {
                 self.lsm_command(system, n, agents)
             }
@@ -310,8 +337,19 @@ impl Bench<'_> {
                 bail!("the bare exchange runs no agent (see Bench::floor)")
             }
         };
-        let started = std::time::SystemTime::now();
-        let used = measure(&mut cmd, self.work, &format!("{system:?}-{n}-{agents}"))?;
+        Ok((cmd, std::time::SystemTime::now(), before))
+    }
+
+    /// Check a finished run of `system`: every `lsm` run wrote its summary with no call
+    /// denied, and the mock saw at least the conversation's calls.
+    fn check_calls(
+        &self,
+        system: System,
+        n: u64,
+        agents: usize,
+        started: std::time::SystemTime,
+        before: u64,
+    ) -> Result<()> {
         if matches!(system, System::Lsm | System::LsmFull | System::LsmBaseline) {
             check_no_denials(self.work, started, agents)?;
         }
@@ -335,7 +373,7 @@ impl Bench<'_> {
                 seen - expected
             );
         }
-        Ok(used)
+        Ok(())
     }
 
     /// A floor row: at each N, the bodies of `lsm`'s last run there replayed by
