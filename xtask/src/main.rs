@@ -32,7 +32,8 @@
 //! - `cargo xtask bench-peers [--install] [--calls 10,200,1000] [--runs 3] [--agents 50] [--baseline LSM] [--instructions]`
 //!   measures `lsm` beside pydantic-ai and openai-agents on a loopback mock of Chat
 //!   Completions: client CPU per model call, cold start, peak RSS, and many agents at once;
-//!   with `--instructions`, `lsm` and its floors in user-space instructions under callgrind
+//!   with `--instructions`, `lsm` and the bare exchange of its bodies in user-space
+//!   instructions under callgrind
 //!   (`bench_peers/`; the figures are in docs/PERFORMANCE.md).
 //! - `cargo xtask eval-retrieval <dir> [--profile P]... [--json] [--llm-url U --llm-model M]`
 //!   scores retrieval profiles (nDCG@10, recall@100) on a BEIR collection, in release mode;

@@ -10,8 +10,9 @@
 //!
 //! The peers are not counted (a Python agent under valgrind takes tens of minutes), nor the
 //! concurrent part, nor the blocking socket's floor: what it measures is the kernel's work,
-//! which user-space instructions leave out. The release binary has no symbols: callgrind's totals are all this needs;
-//! `cargo build --profile profiling` keeps them for `callgrind_annotate`.
+//! which user-space instructions leave out. The release binary has no symbols: callgrind's
+//! totals are all this needs; `cargo build --profile profiling` keeps them for
+//! `callgrind_annotate`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -19,7 +20,7 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 
-use super::{Bench, Options, Row, System, bodies_file, cold_start, fit, segment_slopes};
+use super::{Bench, Options, Row, System, bodies_file, cold_start, fit, own_above, segment_slopes};
 
 /// Where callgrind writes the counts of one run.
 fn out_file(work: &Path, label: &str) -> PathBuf {
@@ -27,7 +28,7 @@ fn out_file(work: &Path, label: &str) -> PathBuf {
 }
 
 /// Fail with what to do unless valgrind can be started.
-fn check_valgrind() -> Result<()> {
+pub(super) fn check_valgrind() -> Result<()> {
     match Command::new("valgrind").arg("--version").output() {
         Ok(out) if out.status.success() => Ok(()),
         _ => bail!(
@@ -66,24 +67,6 @@ pub(super) fn total_instructions(text: &str) -> Option<u64> {
     field("summary:").or_else(|| field("totals:"))
 }
 
-/// How many bodies a file written by [`super::write_bodies`] holds (each a little-endian
-/// `u32` length, then its bytes).
-fn bodies_in(mut bytes: &[u8]) -> Result<u64> {
-    let mut count = 0;
-    while !bytes.is_empty() {
-        let Some((len, rest)) = bytes.split_first_chunk::<4>() else {
-            bail!("a body's length is cut off after {count} bodies");
-        };
-        let len = u32::from_le_bytes(*len) as usize;
-        if rest.len() < len {
-            bail!("body {} is cut off", count + 1);
-        }
-        bytes = &rest[len..];
-        count += 1;
-    }
-    Ok(count)
-}
-
 /// Run `cmd` in `work` under callgrind; its output goes to `work/out/LABEL.log`.
 fn count(cmd: &Command, work: &Path, label: &str) -> Result<u64> {
     let out = out_file(work, label);
@@ -119,22 +102,19 @@ impl Bench<'_> {
         Ok(instructions)
     }
 
-    /// Count `bare_exchange` replaying the bodies `lsm` sent at `n` with `system`'s client.
-    fn count_floor(&self, bare_exchange: &Path, system: System, n: u64) -> Result<u64> {
+    /// Count `bare_exchange` replaying the `sent` bodies `lsm` sent at `n` (its own
+    /// summarization calls among them, if it made any), as `lsm` reaches the mock.
+    fn count_floor(&self, bare_exchange: &Path, n: u64, sent: usize) -> Result<u64> {
+        let system = System::BareExchange;
         self.calls.store(n, std::sync::atomic::Ordering::SeqCst);
         let before = self.mock.requests();
-        let bodies = bodies_file(self.work, n);
-        // `lsm`'s own summarization calls, if it made any, are among its bodies.
-        let sent = bodies_in(
-            &std::fs::read(&bodies).with_context(|| format!("cannot read {}", bodies.display()))?,
-        )?;
         let mut cmd = Command::new(bare_exchange);
         cmd.args(["--client", system.client()])
             .arg(&self.mock.base_url)
-            .arg(&bodies);
+            .arg(bodies_file(self.work, n));
         let instructions = count(&cmd, self.work, &format!("{system:?}-{n}-instructions"))?;
         let seen = self.mock.requests() - before;
-        if seen != sent {
+        if seen != sent as u64 {
             bail!("bare_exchange made {seen} requests for {sent} bodies");
         }
         Ok(instructions)
@@ -154,6 +134,7 @@ pub(super) fn bench(
     let mut lsm = Vec::new();
     let mut full = Vec::new();
     let mut before = Vec::new();
+    let mut sent = Vec::new();
     for &n in &opts.calls {
         if let Some(b) = baseline {
             let counted = b.count(System::LsmBaseline, n)?;
@@ -162,7 +143,9 @@ pub(super) fn bench(
         }
         bench.mock.record();
         let counted = bench.count(System::Lsm, n)?;
-        super::write_bodies(&bodies_file(bench.work, n), &bench.mock.take_recorded())?;
+        let bodies = bench.mock.take_recorded();
+        super::write_bodies(&bodies_file(bench.work, n), &bodies)?;
+        sent.push(bodies.len());
         report(System::Lsm, n, counted);
         lsm.push((n, counted as f64, 0));
         let counted = bench.count(System::LsmFull, n)?;
@@ -188,8 +171,8 @@ pub(super) fn bench(
     // The blocking socket's floor is the kernel's, which user-space instructions do not
     // count: only the bare exchange's row is a floor here.
     let mut points = Vec::new();
-    for &n in &opts.calls {
-        let counted = bench.count_floor(bare_exchange, System::BareExchange, n)?;
+    for (&n, &sent) in opts.calls.iter().zip(&sent) {
+        let counted = bench.count_floor(bare_exchange, n, sent)?;
         report(System::BareExchange, n, counted);
         points.push((n, counted as f64, 0));
     }
@@ -226,18 +209,6 @@ fn thousands(x: f64) -> String {
     if x < -0.5 { format!("-{out}") } else { out }
 }
 
-/// The rows' instructions per call less the bare exchange's: `lsm`'s own, per build.
-fn own_per_call(rows: &[Row], system: System) -> Option<(f64, f64, f64)> {
-    let slope_of = |s| {
-        rows.iter()
-            .find(|r| r.system == s)
-            .map(|r| fit(&r.points).0)
-    };
-    let lsm = slope_of(system)?;
-    let floor = slope_of(System::BareExchange)?;
-    Some((lsm - floor, lsm, floor))
-}
-
 /// The Markdown table of the counts, and `lsm`'s own instructions per call above the bare
 /// exchange.
 fn table(rows: &[Row], calls: &[u64]) -> String {
@@ -267,7 +238,7 @@ fn table(rows: &[Row], calls: &[u64]) -> String {
         ));
     }
     for system in [System::Lsm, System::LsmBaseline] {
-        if let Some((own, lsm, floor)) = own_per_call(rows, system) {
+        if let Some((own, lsm, floor)) = own_above(rows, system, System::BareExchange) {
             out.push_str(&format!(
                 "\n{}'s own instructions per call, above the bare exchange of its bodies: {} \
                  ({} − {}).\n",
@@ -297,9 +268,9 @@ fn to_json(rows: &[Row]) -> serde_json::Value {
         .collect();
     json!({
         "meter": "instructions",
-        "lsm_own_instructions_per_call": own_per_call(rows, System::Lsm).map(|(own, _, _)| own),
+        "lsm_own_instructions_per_call": own_above(rows, System::Lsm, System::BareExchange).map(|(own, _, _)| own),
         "baseline_own_instructions_per_call":
-            own_per_call(rows, System::LsmBaseline).map(|(own, _, _)| own),
+            own_above(rows, System::LsmBaseline, System::BareExchange).map(|(own, _, _)| own),
         "sequential": sequential,
     })
 }
@@ -383,21 +354,6 @@ mod tests {
         let own = v["lsm_own_instructions_per_call"].as_f64().unwrap();
         assert!((own - 195_600.0).abs() < 1e-6, "{own}");
         assert_eq!(v["sequential"][0]["points"][1]["instructions"], 53_120_000);
-    }
-
-    #[test]
-    fn the_bodies_of_a_file_are_counted_as_they_were_written() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("b.bin");
-        super::super::write_bodies(&path, &[b"{}".to_vec(), Vec::new(), b"[1,2]".to_vec()])
-            .unwrap();
-        let bytes = std::fs::read(&path).unwrap();
-        assert_eq!(bodies_in(&bytes).unwrap(), 3);
-        assert_eq!(bodies_in(&[]).unwrap(), 0);
-        let err = bodies_in(&bytes[..bytes.len() - 1]).unwrap_err();
-        assert!(err.to_string().contains("body 3 is cut off"), "{err}");
-        let err = bodies_in(&bytes[..2]).unwrap_err();
-        assert!(err.to_string().contains("after 0 bodies"), "{err}");
     }
 
     #[test]

@@ -149,6 +149,9 @@ pub fn bench_peers(root: &Path, opts: &Options) -> Result<()> {
             venv.display()
         );
     }
+    if opts.instructions {
+        instructions::check_valgrind()?;
+    }
     crate::tasks::run_cargo(
         root,
         "build",
@@ -728,14 +731,20 @@ fn print_tables(rows: &[Row], concurrent: &[(System, Usage)], opts: &Options) {
 
 /// `lsm`'s CPU per call less the `floor` row's, with both: (own, lsm, floor) in seconds.
 fn harness_own(rows: &[Row], floor: System) -> Option<(f64, f64, f64)> {
+    own_above(rows, System::Lsm, floor)
+}
+
+/// `system`'s cost per call (the slope of its row) less the `floor` row's, with both:
+/// (own, system's, floor's), in the rows' unit (seconds, or instructions).
+fn own_above(rows: &[Row], system: System, floor: System) -> Option<(f64, f64, f64)> {
     let slope_of = |system| {
         rows.iter()
             .find(|r| r.system == system)
             .map(|r| fit(&r.points).0)
     };
-    let lsm = slope_of(System::Lsm)?;
+    let cost = slope_of(system)?;
     let floor = slope_of(floor)?;
-    Some((lsm - floor, lsm, floor))
+    Some((cost - floor, cost, floor))
 }
 
 fn to_json(rows: &[Row], concurrent: &[(System, Usage)], opts: &Options) -> serde_json::Value {
