@@ -69,6 +69,10 @@ pub struct Options {
     /// doing; try `--calls 50,200`.
     #[arg(long)]
     pub instructions: bool,
+    /// Keep the work folder (the runs' records, the request bodies, callgrind's counts
+    /// under `out/` for `callgrind_annotate`) and print where it is.
+    #[arg(long)]
+    pub keep_work: bool,
 }
 
 /// A system under test.
@@ -172,7 +176,14 @@ pub fn bench_peers(root: &Path, opts: &Options) -> Result<()> {
     let release = crate::demo::target_dir(root).join("release");
     let lsm = release.join("lsm");
     let bare_exchange = release.join("examples").join("bare_exchange");
-    let work = tempfile::tempdir().context("cannot create a temporary folder")?;
+    let mut work = tempfile::tempdir().context("cannot create a temporary folder")?;
+    if opts.keep_work {
+        work.disable_cleanup(true);
+        eprintln!(
+            "xtask: [bench-peers] work folder (kept): {}",
+            work.path().display()
+        );
+    }
     let scripts = prepare_workspace(work.path())?;
     let calls = Arc::new(AtomicU64::new(0));
     let mock = mock::Mock::start(Arc::clone(&calls))?;
