@@ -56,7 +56,13 @@ pub fn clip(s: &str, max: usize) -> String {
 /// `line` as [`clip`] shows it, whole: for a line assembled from parts, some of which (a
 /// tool's name, a server's reason) were not clipped. Returned as it is when nothing changes.
 pub fn one_line(line: String) -> String {
-    if printable_ascii(&line, &[]) || line.chars().all(|c| on_one_line(c) == c) {
+    // Only from the first byte that is not printable ASCII on can a character change (a
+    // progress line is ASCII but for the `…` a clip ends with): the characters are decoded
+    // from there, not from the start.
+    let Some(from) = line.bytes().position(|b| !matches!(b, 0x20..=0x7e)) else {
+        return line;
+    };
+    if line[from..].chars().all(|c| on_one_line(c) == c) {
         return line;
     }
     line.chars().map(on_one_line).collect()

@@ -254,6 +254,14 @@ pub struct Core {
     /// The system prompt as the message every request starts with: one shared message for
     /// the whole run (a provider remembers its wire form).
     system_message: std::sync::Arc<lsm_providers::Message>,
+    /// The registered tools the allowlist names, control tools left out, in the registry's
+    /// order: what every request offers before `tool_names` narrows it (the allowlist and the
+    /// registry never change while the run runs; looking each tool up for every call was a
+    /// hash per tool per call).
+    allowed_tools: Vec<std::sync::Arc<ToolDefinition>>,
+    /// The control tools the allowlist names (offered in the stop modes and settings that
+    /// allow it).
+    allowlisted_controls: Vec<&'static str>,
 }
 
 /// Apply `event` to `state` and keep it for the journal.
@@ -266,9 +274,23 @@ impl Core {
     /// A core for one run.
     pub fn new(config: CoreConfig) -> Self {
         let system_message = lsm_providers::Message::system(config.system_prompt.clone()).into();
+        let allowed_tools = config
+            .tools
+            .iter()
+            .filter(|t| config.allowlist.contains(&t.name) && !is_control_tool(&t.name))
+            .cloned()
+            .collect();
+        let allowlisted_controls = WORK_ITEM_TOOLS
+            .iter()
+            .chain(&[WORK_COMPLETE_TOOL])
+            .copied()
+            .filter(|name| config.allowlist.contains(*name))
+            .collect();
         Core {
             config,
             system_message,
+            allowed_tools,
+            allowlisted_controls,
         }
     }
 

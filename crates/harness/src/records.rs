@@ -207,6 +207,35 @@ pub(crate) fn timestamp(t: DateTime<Utc>) -> String {
 /// The bytes a journal line is first given room for (most lines are 300 to 1,300 bytes).
 const LINE_CAPACITY: usize = 2048;
 
+/// `record` as one JSON object into `line`: the envelope's fields, then the event's (its
+/// `event` tag first) — the bytes `serde_json::to_writer(record)` writes, without serde's
+/// flattening, which buffers each of the event's fields through a map serializer (a large
+/// share of an event's serialization, paid for every line).
+fn write_envelope(record: &EventEnvelope, line: &mut Vec<u8>) -> serde_json::Result<()> {
+    line.extend_from_slice(b"{\"seq\":");
+    serde_json::to_writer(&mut *line, &record.seq)?;
+    line.extend_from_slice(b",\"ts\":");
+    serde_json::to_writer(&mut *line, &record.ts)?;
+    line.extend_from_slice(b",\"run_id\":");
+    serde_json::to_writer(&mut *line, &record.run_id)?;
+    line.extend_from_slice(b",\"schema_version\":");
+    serde_json::to_writer(&mut *line, &record.schema_version)?;
+    let event_at = line.len();
+    serde_json::to_writer(&mut *line, &record.event)?;
+    // The event is an object that opens with its tag: its `{` becomes the comma after the
+    // envelope's fields.
+    let end = line.len();
+    match line.get_mut(event_at) {
+        Some(open) if *open == b'{' && end > event_at + 2 => {
+            *open = b',';
+            Ok(())
+        }
+        _ => Err(serde::ser::Error::custom(
+            "an event did not serialize as a JSON object with fields",
+        )),
+    }
+}
+
 /// Where a run's records go, and the open journal.
 #[derive(Debug)]
 pub(crate) struct Recorder {
@@ -463,7 +492,7 @@ impl Recorder {
         // Room for a usual line at once (`to_vec` starts at 128 bytes and doubles: four
         // reallocations and copies for a line of a tool's result).
         let mut line = Vec::with_capacity(LINE_CAPACITY);
-        serde_json::to_writer(&mut line, &record).map_err(serialize)?;
+        write_envelope(&record, &mut line).map_err(serialize)?;
         if lsm_sandbox::json_may_hold_secrets(&line) {
             let mut value = serde_json::to_value(&record).map_err(serialize)?;
             if lsm_sandbox::redact_json_secrets(&mut value) {

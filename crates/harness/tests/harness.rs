@@ -368,7 +368,13 @@ fn read_summary(fx: &Fixture) -> RunSummary {
 fn transcript(fx: &Fixture) -> Vec<Value> {
     let text = std::fs::read_to_string(fx.harness.run_dir().join("transcript.jsonl")).unwrap();
     text.lines()
-        .map(|l| serde_json::from_str(l).unwrap())
+        .map(|l| {
+            // A line is written without serde's flattening: it must be the very bytes the
+            // envelope's derived serialization gives.
+            let envelope: lsm_harness::EventEnvelope = serde_json::from_str(l).unwrap();
+            assert_eq!(serde_json::to_string(&envelope).unwrap(), l);
+            serde_json::from_str(l).unwrap()
+        })
         .collect()
 }
 

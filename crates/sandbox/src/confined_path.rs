@@ -115,6 +115,8 @@ pub struct ConfinedPath {
     relative: PathBuf,
     shown: PathBuf,
     protected: Arc<Protected>,
+    /// What the sandbox's name check saw (following links), `None` when nothing was there.
+    checked: Option<EntryInfo>,
 }
 
 /// Two confined paths are equal when they name the same checked path (the handles they hold
@@ -139,7 +141,23 @@ impl ConfinedPath {
             relative,
             shown,
             protected,
+            checked: None,
         }
+    }
+
+    /// The same path, with what the sandbox's name check saw of it.
+    pub(crate) fn with_checked(mut self, meta: std::fs::Metadata) -> Self {
+        self.checked = Some(info_of(&cap_std::fs::Metadata::from_just_metadata(meta)));
+        self
+    }
+
+    /// What the entry was when the sandbox checked the path — by name, following links, an
+    /// instant before the tool was given it — or `None` when nothing was there then (or the
+    /// path did not come from the sandbox's check). A look only, as [`ConfinedPath::info`]
+    /// is: it spares a tool that decides on the entry's kind a second look, and what an open
+    /// finds is checked again on the handle, which is what confines.
+    pub fn info_when_checked(&self) -> Option<&EntryInfo> {
+        self.checked.as_ref()
     }
 
     /// The absolute path as resolved when it was checked, for messages and run records.
@@ -228,7 +246,9 @@ impl ConfinedPath {
     }
 
     /// Read at most `limit` bytes of a regular file; blocking (call it off the async
-    /// runtime). Returns the bytes and the file's size when it was opened.
+    /// runtime). Returns the bytes and the file's size when it was opened: the file as it was
+    /// then (what was appended after the open is not read), or, for a file whose size reads
+    /// as 0, whatever reading it gives.
     ///
     /// # Errors
     /// As [`ConfinedPath::open_read`], or a read failure.
@@ -253,11 +273,16 @@ impl ConfinedPath {
 
     fn read_capped_as(&self, probe: Probe, limit: u64) -> Result<(Vec<u8>, u64), ToolError> {
         let (file, size) = self.open_read_sized(probe)?;
-        // Room for the whole file and the read that sees its end: two reads, not a doubling
-        // series of small ones.
-        let room = size.min(limit).saturating_add(1);
+        // The file as it was when opened: the bytes its size counted (one read, none to see
+        // the end). A size of 0 may be a file the kernel makes up as it is read: read to its
+        // end, up to `limit`.
+        let (take, room) = if size == 0 {
+            (limit, 0)
+        } else {
+            (size.min(limit), size.min(limit))
+        };
         let mut bytes = Vec::with_capacity(usize::try_from(room).unwrap_or(0));
-        file.take(limit)
+        file.take(take)
             .read_to_end(&mut bytes)
             .map_err(|e| self.io(e))?;
         Ok((bytes, size))
@@ -502,6 +527,24 @@ mod tests {
             root.join(relative),
             Arc::new(Protected::new(protected)),
         )
+    }
+
+    /// A file is read as its size said when it was opened; a file whose size reads as 0 (the
+    /// kernel's own, made up as they are read) is read to its end all the same.
+    #[test]
+    fn a_file_sized_0_is_read_to_its_end_and_others_by_their_size() {
+        let status = confined(Path::new("/proc/self"), "status", Vec::new());
+        let (bytes, size) = status.read_capped(1 << 20).unwrap();
+        assert_eq!(size, 0);
+        assert!(
+            String::from_utf8_lossy(&bytes).contains("Pid:"),
+            "{bytes:?}"
+        );
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("f"), "0123456789").unwrap();
+        let file = confined(tmp.path(), "f", Vec::new());
+        assert_eq!(file.read_capped(4).unwrap(), (b"0123".to_vec(), 10));
+        assert_eq!(file.read_capped(100).unwrap(), (b"0123456789".to_vec(), 10));
     }
 
     #[test]

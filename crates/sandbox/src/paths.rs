@@ -157,24 +157,30 @@ impl PathPolicy {
         }
         // Refused before anything opens it (a named pipe would block an open for good).
         // The opening code checks again on the handle, so this is the friendly message only.
-        if let Ok(meta) = std::fs::metadata(&resolved) {
-            if let Some(kind) = not_regular_kind(&meta.file_type()) {
-                return Err(format!(
-                    "'{}' is a {kind}; only regular files and folders can be used",
-                    resolved.display()
-                ));
-            }
+        let checked = std::fs::metadata(&resolved).ok();
+        if let Some(meta) = &checked
+            && let Some(kind) = not_regular_kind(&meta.file_type())
+        {
+            return Err(format!(
+                "'{}' is a {kind}; only regular files and folders can be used",
+                resolved.display()
+            ));
         }
         let relative = resolved
             .strip_prefix(&root.path)
             .map_err(|_| format!("'{}' is not under its root", resolved.display()))?
             .to_path_buf();
-        Ok(ConfinedPath::new(
+        let confined = ConfinedPath::new(
             Arc::clone(&root.dir),
             relative,
             resolved,
             Arc::clone(&self.protected),
-        ))
+        );
+        // What was seen is kept: a tool that decides on the entry's kind need not look again.
+        Ok(match checked {
+            Some(meta) => confined.with_checked(meta),
+            None => confined,
+        })
     }
 }
 
@@ -236,6 +242,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::EntryKind;
 
     /// A tempdir with `root/` (allowed), `outside/` (not), and links from inside to both.
     struct Fixture {
@@ -271,6 +278,19 @@ mod tests {
             outside,
             policy,
         }
+    }
+
+    /// The check keeps what it saw of the entry (following links), for the tool that opens it.
+    #[test]
+    fn a_confined_path_carries_what_the_check_saw() {
+        let f = fixture();
+        let file = f.policy.confine("a/file.txt", PathAccess::Read).unwrap();
+        let seen = file.info_when_checked().unwrap();
+        assert_eq!((seen.kind, seen.len), (EntryKind::File, 1));
+        let folder = f.policy.confine("in_link", PathAccess::Read).unwrap();
+        assert_eq!(folder.info_when_checked().unwrap().kind, EntryKind::Folder);
+        let missing = f.policy.confine("a/new.txt", PathAccess::Write).unwrap();
+        assert!(missing.info_when_checked().is_none());
     }
 
     #[test]

@@ -1373,6 +1373,27 @@ fn a_component_swapped_for_a_link_never_leads_out() {
     );
 }
 
+/// read_file decides on what the sandbox's check saw of the path (no second look before its
+/// open): a folder, also one reached through a link inside the workspace, still gets the
+/// message that points to read_folder, and a file reached through such a link is read.
+#[tokio::test]
+async fn read_file_on_a_folder_points_to_read_folder() {
+    let f = fixture();
+    std::os::unix::fs::symlink(f.ws.join("docs"), f.ws.join("docs_link")).unwrap();
+    let sb = f.sandbox(f.open_config());
+    for path in ["docs", "docs_link", "."] {
+        let e = err(sb.execute("read_file", &json!({ "path": path })).await);
+        assert!(
+            e.to_string().contains("is a folder; use read_folder"),
+            "{path}: {e}"
+        );
+    }
+    let (text, _) = ok(sb
+        .execute("read_file", &json!({"path": "docs_link/guide.md"}))
+        .await);
+    assert_eq!(text, "# Guide\nfind the needle here\n");
+}
+
 // ------------------------------------------------------------------------------------------
 // 12. Named pipes, devices and sockets are never opened
 

@@ -43,10 +43,12 @@ impl Core {
             COMPLETE_TOOL => c.offer_complete_tool,
             WORK_COMPLETE_TOOL => {
                 request.completes_task
-                    && (mode == StopMode::StrictAutomation || c.allowlist.contains(name))
+                    && (mode == StopMode::StrictAutomation
+                        || self.allowlisted_controls.contains(&name))
             }
             other => {
-                WORK_ITEM_TOOLS.contains(&other) && (c.work_items || c.allowlist.contains(other))
+                WORK_ITEM_TOOLS.contains(&other)
+                    && (c.work_items || self.allowlisted_controls.contains(&other))
             }
         }
     }
@@ -61,12 +63,9 @@ impl Core {
     ) -> Vec<std::sync::Arc<ToolDefinition>> {
         let tool_names = request.tool_names.as_deref();
         let mut tools: Vec<std::sync::Arc<ToolDefinition>> = self
-            .config
-            .tools
+            .allowed_tools
             .iter()
-            .filter(|t| self.config.allowlist.contains(&t.name))
             .filter(|t| tool_names.is_none_or(|names| names.iter().any(|n| n == &t.name)))
-            .filter(|t| !is_control_tool(&t.name))
             .cloned()
             .collect();
         let control = WORK_ITEM_TOOLS

@@ -346,3 +346,49 @@ fn a_batch_in_the_file_store_reads_back_line_by_line() {
     assert_eq!(shown.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2]);
     assert!(!off.transcript_path().exists());
 }
+
+/// A line is written without serde's flattening; the bytes are the derived serialization's,
+/// for every shape an event takes: plain fields, skipped ones, a flattened map, a flattened
+/// struct, a newtype of a map, and text that needs escaping in the envelope and the event.
+#[test]
+fn a_line_is_the_envelopes_derived_serialization() {
+    let mut data = serde_json::Map::new();
+    data.insert("kind".into(), "text_delta".into());
+    data.insert("text".into(), "a \"quoted\"\n\\ piece\u{1}".into());
+    let events = [
+        RunEvent::StopRequested {
+            label: None,
+            at: None,
+        },
+        RunEvent::Artifact {
+            path: "ü/\u{7f}\t.md".into(),
+        },
+        RunEvent::LlmStream {
+            label: "__default__".into(),
+            data: data.clone(),
+        },
+        RunEvent::ToolEvent {
+            kind: "note".into(),
+            fields: crate::event::ToolSideEffect {
+                label: Some("x".into()),
+                tool: "t".into(),
+                data: data.clone(),
+            },
+        },
+        RunEvent::InteractionRequest(data),
+        RunEvent::LlmError {
+            label: "x".into(),
+            error: "</script> \u{2028}".into(),
+            chain_broken: true,
+        },
+    ];
+    for (seq, event) in (1..).zip(events) {
+        let record = Recorder::envelope_at("r\"1\\", event, seq, "2026-12-06T00:00:00.000Z".into());
+        let mut line = Vec::new();
+        write_envelope(&record, &mut line).unwrap();
+        assert_eq!(
+            String::from_utf8(line).unwrap(),
+            serde_json::to_string(&record).unwrap()
+        );
+    }
+}

@@ -223,7 +223,13 @@ impl RunState {
                 arguments,
                 ..
             } => {
-                *self.tools_used.entry(tool.clone()).or_insert(0) += 1;
+                // The name is copied once per tool, not once per call.
+                match self.tools_used.get_mut(tool) {
+                    Some(n) => *n += 1,
+                    None => {
+                        self.tools_used.insert(tool.clone(), 1);
+                    }
+                }
                 self.tool_sequence.push(tool.clone());
                 if let Some(pos) = self.current.as_mut() {
                     if let Some(i) = pos.batch.iter().position(|c| &c.id == call_id) {
@@ -271,14 +277,21 @@ impl RunState {
                     ToolOutcome::Error(content.clone())
                 };
                 if *success {
-                    let arguments = self
-                        .current
+                    // The pending call is lent out while its evidence is noted (not copied),
+                    // then put back for `finish_call`.
+                    let pending = self.current.as_mut().and_then(|p| p.pending.take());
+                    let arguments = pending
                         .as_ref()
-                        .and_then(|p| p.pending.as_ref())
                         .filter(|p| &p.call_id == call_id)
-                        .map(|p| p.arguments.clone())
-                        .unwrap_or_default();
-                    self.note_evidence(call_id, &arguments, content);
+                        .map(|p| &p.arguments);
+                    self.note_evidence(
+                        call_id,
+                        arguments.unwrap_or(&serde_json::Value::Null),
+                        content,
+                    );
+                    if let Some(pos) = self.current.as_mut() {
+                        pos.pending = pending;
+                    }
                 }
                 self.finish_call(call_id, tool, outcome);
             }

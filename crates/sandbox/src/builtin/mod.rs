@@ -40,7 +40,9 @@ pub fn registry() -> ToolRegistry {
 /// The call's arguments as the tool's typed struct. The sandbox validated them against the
 /// same struct's schema; this also catches what a schema cannot say (`1.0` for an integer).
 fn parse_args<T: DeserializeOwned>(ctx: &ToolContext) -> Result<T, ToolError> {
-    serde_json::from_value(ctx.args.clone()).map_err(|e| ToolError::InvalidArguments(e.to_string()))
+    // Read from the arguments where they are: no copy of the tree for each call.
+    serde::Deserialize::deserialize(&ctx.args)
+        .map_err(|e| ToolError::InvalidArguments(e.to_string()))
 }
 
 /// Set when the async side of a call is dropped (the sandbox's timeout), so a blocking walk

@@ -66,7 +66,11 @@ impl Tool for ReadFile {
     async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         let args: ReadFileArgs = parse_args(&ctx)?;
         let path = ctx.path("path")?.clone();
-        let info = path.info()?;
+        // The sandbox looked at it an instant ago; the open below checks the handle again.
+        let info = match path.info_when_checked() {
+            Some(info) => info.clone(),
+            None => path.info()?,
+        };
         if info.kind == EntryKind::Folder {
             return Err(ToolError::InvalidArguments(format!(
                 "'{}' is a folder; use read_folder to list it",
