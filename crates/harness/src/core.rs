@@ -313,7 +313,8 @@ impl Core {
         self.config.topic = topic.to_string();
     }
 
-    /// The settings, while the driver is being built.
+    /// The settings, while the driver is being built. Not the tools or the allowlist:
+    /// [`Core::new`] derives the offered tools from them.
     pub(crate) fn config_mut(&mut self) -> &mut CoreConfig {
         &mut self.config
     }

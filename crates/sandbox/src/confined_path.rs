@@ -276,11 +276,8 @@ impl ConfinedPath {
         // The file as it was when opened: the bytes its size counted (one read, none to see
         // the end). A size of 0 may be a file the kernel makes up as it is read: read to its
         // end, up to `limit`.
-        let (take, room) = if size == 0 {
-            (limit, 0)
-        } else {
-            (size.min(limit), size.min(limit))
-        };
+        let room = size.min(limit);
+        let take = if size == 0 { limit } else { room };
         let mut bytes = Vec::with_capacity(usize::try_from(room).unwrap_or(0));
         file.take(take)
             .read_to_end(&mut bytes)

@@ -40,7 +40,11 @@ impl ToolCallGuard for NoSecrets {
 }
 
 fn core(max_tokens: u64) -> Core {
-    Core::new(CoreConfig {
+    Core::new(core_config(max_tokens))
+}
+
+fn core_config(max_tokens: u64) -> CoreConfig {
+    CoreConfig {
         agent: "a".into(),
         topic: "t".into(),
         system_prompt: "sys".into(),
@@ -70,7 +74,7 @@ fn core(max_tokens: u64) -> Core {
         compaction: crate::compaction::CompactionConfig::default(),
         window: crate::compaction::CompactionConfig::default().window(None, Some(4096)),
         standing_memory: true,
-    })
+    }
 }
 
 fn estimate(_: &LlmRequest) -> u64 {
@@ -342,6 +346,45 @@ fn only_allowlisted_registered_tools_within_tool_names_are_offered_with_block() 
     assert_eq!(offered(None), ["tool_a", "tool_b", "block"]);
     assert_eq!(offered(Some(&["tool_b".to_string()])), ["tool_b", "block"]);
     assert_eq!(offered(Some(&[])), ["block"]);
+}
+
+/// Control tools are offered when allowlisted (no `[agents] work_items`, no strict mode):
+/// `work_complete` in a phase that completes the task, the work-item tools in any; a control
+/// tool in the registry is never offered as a registered one.
+#[test]
+fn allowlisted_control_tools_are_offered_without_their_settings() {
+    let mut config = core_config(1000);
+    config.allowlist.extend(
+        ["work_item_list", "work_complete", "block"]
+            .into_iter()
+            .map(String::from),
+    );
+    config.tools.push(def("work_item_list").into());
+    let c = Core::new(config);
+    let offered = |completes_task: bool| -> Vec<String> {
+        let request = PhaseRequest {
+            completes_task,
+            ..PhaseRequest::new("x")
+        };
+        c.offered_tools(&request, StopMode::Interactive)
+            .into_iter()
+            .map(|t| t.name.clone())
+            .collect()
+    };
+    assert_eq!(
+        offered(true),
+        [
+            "tool_a",
+            "tool_b",
+            "work_item_list",
+            "work_complete",
+            "block"
+        ]
+    );
+    assert_eq!(
+        offered(false),
+        ["tool_a", "tool_b", "work_item_list", "block"]
+    );
 }
 
 #[test]
