@@ -78,14 +78,76 @@ pub(crate) fn label_name(label: &Option<String>) -> &str {
 pub(crate) fn sent_messages(
     strategy: ContextStrategy,
     history: &[Arc<Message>],
-) -> Vec<Arc<Message>> {
+) -> &[Arc<Message>] {
     match strategy {
-        ContextStrategy::Compact | ContextStrategy::Full => history.to_vec(),
+        ContextStrategy::Compact | ContextStrategy::Full => history,
         ContextStrategy::Fresh => {
             const KEEP: usize = 6;
             let start = clean_start(history, history.len().saturating_sub(KEEP));
-            history[start..].to_vec()
+            &history[start..]
         }
+    }
+}
+
+/// A request's message list built over the list of an earlier request: where the two agree
+/// (the same messages, in the same order, from the start) the earlier list's entries are
+/// kept as they are; from the first difference on, the rest is replaced.
+///
+/// Why: a request lists every message of the history, each a shared `Arc`. Copying the list
+/// for every call counted each message up and, when the request was dropped, down again:
+/// two atomic operations per message per call, each on the message's own cache line —
+/// work that grew with the history. Built over the last list, a call touches only the
+/// messages that changed or are new.
+pub(crate) struct ReusedList {
+    list: Vec<Arc<Message>>,
+    /// How many leading entries of `list` are this request's so far.
+    len: usize,
+}
+
+impl ReusedList {
+    /// A list built over `earlier` (empty: built from nothing).
+    pub(crate) fn over(earlier: Vec<Arc<Message>>) -> Self {
+        ReusedList {
+            list: earlier,
+            len: 0,
+        }
+    }
+
+    /// Append `message`, shared.
+    pub(crate) fn push_shared(&mut self, message: &Arc<Message>) {
+        if !self.keeps(message) {
+            self.list.push(Arc::clone(message));
+            self.len += 1;
+        }
+    }
+
+    /// Append `message`.
+    pub(crate) fn push(&mut self, message: Arc<Message>) {
+        if !self.keeps(&message) {
+            self.list.push(message);
+            self.len += 1;
+        }
+    }
+
+    /// Whether the earlier list has `message` next (then it is counted in); otherwise the
+    /// earlier list's rest is dropped, for the caller to append.
+    fn keeps(&mut self, message: &Arc<Message>) -> bool {
+        if self
+            .list
+            .get(self.len)
+            .is_some_and(|kept| Arc::ptr_eq(kept, message))
+        {
+            self.len += 1;
+            return true;
+        }
+        self.list.truncate(self.len);
+        false
+    }
+
+    /// The list: what was appended, in order.
+    pub(crate) fn finish(mut self) -> Vec<Arc<Message>> {
+        self.list.truncate(self.len);
+        self.list
     }
 }
 
@@ -129,6 +191,66 @@ mod tests {
         let h = conversation(40);
         assert_eq!(sent_messages(ContextStrategy::Compact, &h), h);
         assert_eq!(sent_messages(ContextStrategy::Full, &h), h);
+    }
+
+    /// What a list holds after `earlier` is reused for `wanted`, and whether each entry is
+    /// the very `Arc` it should be.
+    fn rebuilt(earlier: &[Arc<Message>], wanted: &[Arc<Message>]) -> Vec<Arc<Message>> {
+        let mut list = ReusedList::over(earlier.to_vec());
+        for (i, m) in wanted.iter().enumerate() {
+            // Both ways in: shared and moved.
+            if i % 2 == 0 {
+                list.push_shared(m);
+            } else {
+                list.push(Arc::clone(m));
+            }
+        }
+        let list = list.finish();
+        assert_eq!(list.len(), wanted.len());
+        for (got, want) in list.iter().zip(wanted) {
+            assert!(
+                Arc::ptr_eq(got, want),
+                "{got:?} is not the message {want:?}"
+            );
+        }
+        list
+    }
+
+    #[test]
+    fn a_reused_list_holds_exactly_the_messages_appended() {
+        let h = conversation(12);
+        // The usual call: the history grew.
+        rebuilt(&h[..8], &h);
+        // The same list again, a shorter one, none before, nothing wanted.
+        rebuilt(&h, &h);
+        rebuilt(&h, &h[..5]);
+        rebuilt(&[], &h);
+        rebuilt(&h, &[]);
+        // A message changed in the middle (compaction rewrote it): a new `Arc` there, the
+        // rest after it as before.
+        let mut edited = h.clone();
+        edited[4] = Arc::new(Message::user("elided"));
+        rebuilt(&h, &edited);
+        // An equal message that is another `Arc` is not taken for the kept one.
+        let mut equal = h.clone();
+        equal[0] = Arc::new((*h[0]).clone());
+        let list = rebuilt(&h, &equal);
+        assert!(!Arc::ptr_eq(&list[0], &h[0]));
+    }
+
+    #[test]
+    fn a_reused_list_lets_go_of_what_it_no_longer_holds() {
+        let h = conversation(6);
+        let earlier = h.clone();
+        let mut edited = h.clone();
+        edited[2] = Arc::new(Message::user("new"));
+        let list = rebuilt(&earlier, &edited[..4]);
+        drop((earlier, edited));
+        // The entries kept are held by `h` and the list; the one replaced and those past
+        // the end by `h` alone.
+        let holders: Vec<usize> = h.iter().map(Arc::strong_count).collect();
+        assert_eq!(holders, [2, 2, 1, 2, 1, 1]);
+        assert_eq!(Arc::strong_count(&list[2]), 1);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use lsm_sandbox::{ToolEvent, ToolEventKind};
 use serde_json::Value;
 
 use crate::budget::{BudgetLimits, BudgetSnapshot, Grant, exhausted, gate};
-use crate::contexts::{label_name, sent_messages};
+use crate::contexts::{ReusedList, label_name, sent_messages};
 use crate::contract::{Coverage, Evidence, FileFact, TaskContract, evaluate};
 use crate::control::{BLOCK_TOOL, COMPLETE_TOOL, WORK_COMPLETE_TOOL, is_control_tool};
 use crate::event::{
@@ -262,6 +262,21 @@ pub struct Core {
     /// The control tools the allowlist names (offered in the stop modes and settings that
     /// allow it).
     allowlisted_controls: Vec<&'static str>,
+    /// What the last request was made of, for the next one to reuse (see [`Spare`]). Not
+    /// part of the run's state: a cache, which a new core starts without.
+    spare: std::sync::Mutex<Spare>,
+}
+
+/// What the next request can be built on.
+#[derive(Debug, Default)]
+struct Spare {
+    /// The message list of the last request sent, handed back by the driver
+    /// ([`Core::recycle`]); the next request's list is built over it ([`ReusedList`]).
+    messages: Vec<Arc<Message>>,
+    /// The standing block as the message requests carry: one shared message while its text
+    /// is unchanged. A provider remembers what it wrote for a message by the message's
+    /// identity; a new one at every call made it write every message after it again.
+    standing: Option<Arc<Message>>,
 }
 
 /// Apply `event` to `state` and keep it for the journal.
@@ -291,7 +306,22 @@ impl Core {
             system_message,
             allowed_tools,
             allowlisted_controls,
+            spare: std::sync::Mutex::default(),
         }
+    }
+
+    /// Hand a request back once it was sent (or given up): the next request's message list
+    /// is built on its list, so the messages the two share are not counted up and down again.
+    /// Optional — a request not handed back only costs the next one a list from nothing.
+    pub fn recycle(&self, request: LlmRequest) {
+        self.spare().messages = request.messages;
+    }
+
+    fn spare(&self) -> std::sync::MutexGuard<'_, Spare> {
+        // Nothing in it can be left half-changed by a panic: a plain list and a message.
+        self.spare
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The system prompt's message: the shared one, unless the prompt was changed since.

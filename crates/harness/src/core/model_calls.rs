@@ -110,7 +110,7 @@ impl Core {
     /// standing block recorded last), without its output cap; whether it carries the
     /// standing block and the work items' reminder.
     pub(super) fn assemble(&self, st: &RunState) -> (LlmRequest, bool, bool) {
-        self.assemble_with(st, None)
+        self.assemble_over(st, None, true)
     }
 
     /// As [`Core::assemble`], with the context's history replaced by `history` when given
@@ -120,29 +120,52 @@ impl Core {
         st: &RunState,
         history: Option<&[std::sync::Arc<lsm_providers::Message>]>,
     ) -> (LlmRequest, bool, bool) {
+        self.assemble_over(st, history, false)
+    }
+
+    /// The request, its message list built over the last request's handed back
+    /// ([`Core::recycle`]) when `to_send` (a request only weighed would take it from the
+    /// one sent next).
+    fn assemble_over(
+        &self,
+        st: &RunState,
+        history: Option<&[std::sync::Arc<lsm_providers::Message>]>,
+        to_send: bool,
+    ) -> (LlmRequest, bool, bool) {
         let Some(pos) = st.current.as_ref() else {
             return (LlmRequest::default(), false, false);
         };
         let label = pos.label();
         let tools = self.offered_tools(&pos.request, st.stop_mode);
-        let mut messages = Vec::new();
+        let mut spare = self.spare();
+        let mut messages = ReusedList::over(if to_send {
+            std::mem::take(&mut spare.messages)
+        } else {
+            Vec::new()
+        });
         if !self.config.system_prompt.is_empty() {
             messages.push(self.system_message());
         }
         let has_standing = st.last_standing.is_some();
         if let Some(block) = &st.last_standing {
-            messages.push(Message::system(block.clone()).into());
+            let standing = match &spare.standing {
+                Some(kept) if kept.content == *block => Arc::clone(kept),
+                _ => {
+                    let new: Arc<Message> = Message::system(block.clone()).into();
+                    spare.standing = Some(Arc::clone(&new));
+                    new
+                }
+            };
+            messages.push(standing);
         }
-        let (sent, previous_response_id) = st.context(label).map_or_else(
-            || (Vec::new(), None),
-            |c| {
-                (
-                    sent_messages(self.config.strategy, history.unwrap_or(&c.history)),
-                    c.last_response_id.clone(),
-                )
-            },
-        );
-        messages.extend(sent);
+        drop(spare);
+        let mut previous_response_id = None;
+        if let Some(c) = st.context(label) {
+            for message in sent_messages(self.config.strategy, history.unwrap_or(&c.history)) {
+                messages.push_shared(message);
+            }
+            previous_response_id.clone_from(&c.last_response_id);
+        }
         // The work items' current state, while some are open: appended to this request only
         // (never kept in the history, never in the system prompt), after the stable prefix.
         let reminder = work_items::reminder(&st.work_items);
@@ -150,6 +173,7 @@ impl Core {
         if let Some(text) = reminder {
             messages.push(Message::user(text).into());
         }
+        let messages = messages.finish();
         let request = LlmRequest {
             messages,
             tools,
@@ -205,6 +229,7 @@ impl Core {
         let (mut request, has_standing, has_reminder) = self.assemble(st);
         let estimate = (env.estimate)(&request);
         if self.needs_compaction(st, iteration, estimate) {
+            self.recycle(request);
             return self.start_compaction(st, iteration, estimate, env, out);
         }
         // The same gate as a tool's calls: output capped to what is left (the config's
@@ -218,6 +243,7 @@ impl Core {
         ) {
             Ok(grant) => grant,
             Err(e) => {
+                self.recycle(request);
                 emit(
                     st,
                     out,

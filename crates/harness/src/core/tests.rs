@@ -182,6 +182,83 @@ fn a_phase_starts_the_run_then_asks_for_standing_memory_about_the_user_message()
     );
 }
 
+fn sent(s: Step) -> LlmRequest {
+    match s.effect {
+        Effect::CallModel { request, .. } => request,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn contents(request: &LlmRequest) -> Vec<&str> {
+    request
+        .messages
+        .iter()
+        .map(|m| m.content.as_str())
+        .collect()
+}
+
+/// One tool call answered and run, up to the next call's standing block.
+fn one_tool_round(c: &Core, st: &mut RunState, out: &str) {
+    let s = c.step(st, answer("", &[("tool_a", json!({}))]), &env(15, false));
+    assert!(matches!(s.effect, Effect::RunTool { .. }), "{s:?}");
+    let s = c.step(st, ok(out), &env(15, false));
+    assert!(matches!(s.effect, Effect::FetchStanding { .. }), "{s:?}");
+}
+
+#[test]
+fn the_next_request_shares_the_last_ones_messages_and_its_standing_block() {
+    let c = core(1_000_000);
+    let mut st = RunState::default();
+    start(&c, &mut st, PhaseRequest::new("hello"), &env(0, false));
+    let first = sent(c.step(
+        &mut st,
+        Input::Standing(Some("fact".into())),
+        &env(0, false),
+    ));
+    let earlier = first.messages.clone();
+    c.recycle(first);
+    one_tool_round(&c, &mut st, "out");
+    let second = sent(c.step(
+        &mut st,
+        Input::Standing(Some("fact".into())),
+        &env(15, false),
+    ));
+    assert_eq!(contents(&second), ["sys", "fact", "hello", "", "out"]);
+    // The same messages, not equal copies: a provider knows what it wrote for each by its
+    // identity, and writes only the new ones (the standing block was a new one each call).
+    for (i, (a, b)) in earlier.iter().zip(&second.messages).enumerate() {
+        assert!(Arc::ptr_eq(a, b), "message {i} is a new one: {b:?}");
+    }
+    // Not handed back: the same request, built from nothing.
+    one_tool_round(&c, &mut st, "more");
+    let third = sent(c.step(
+        &mut st,
+        Input::Standing(Some("fact".into())),
+        &env(15, false),
+    ));
+    assert_eq!(
+        contents(&third),
+        ["sys", "fact", "hello", "", "out", "", "more"]
+    );
+    assert!(Arc::ptr_eq(&third.messages[1], &second.messages[1]));
+    // A changed standing block is a new message with the new text; the history after it is
+    // still shared.
+    c.recycle(third.clone());
+    one_tool_round(&c, &mut st, "last");
+    let fourth = sent(c.step(
+        &mut st,
+        Input::Standing(Some("news".into())),
+        &env(15, false),
+    ));
+    assert_eq!(
+        contents(&fourth),
+        ["sys", "news", "hello", "", "out", "", "more", "", "last"]
+    );
+    assert!(Arc::ptr_eq(&fourth.messages[0], &third.messages[0]));
+    assert!(Arc::ptr_eq(&fourth.messages[2], &third.messages[2]));
+    assert!(Arc::ptr_eq(&fourth.messages[6], &third.messages[6]));
+}
+
 #[test]
 fn an_exhausted_budget_ends_the_phase_before_any_call() {
     let c = core(1000);

@@ -31,7 +31,10 @@ impl AgentHarness {
                         .await,
                 ),
                 Effect::CallModel { request, grant } => {
-                    match self.call_model(&request, grant).await {
+                    let answer = self.call_model(&request, grant).await;
+                    // Its message list is the next request's to build on.
+                    self.core.recycle(request);
+                    match answer {
                         Ok(input) => input,
                         Err(e) => {
                             effect = self.record_failed(e);
