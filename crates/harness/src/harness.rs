@@ -19,7 +19,7 @@ use crate::event::{Decision, EventEnvelope, RepairAction, RunEvent, RunLaunch, S
 use crate::hooks::{DEFAULT_AGENT_STOP_MAX_BLOCKS, Hook, HookEvent, HookPoint, run_hooks};
 use crate::records::{
     ContextTracking, ContractReport, LabelTracking, Recorder, RunSummary, TokenUsage,
-    extract_constraints, timestamp,
+    extract_constraints, now_stamp, timestamp,
 };
 use crate::resume::{ResumePoint, repair_for};
 use crate::stall::StallConfig;
@@ -402,7 +402,7 @@ impl AgentHarness {
             budget: self.budget.snapshot(),
             pricing: self.provider.pricing(),
             estimate: &estimate,
-            now: timestamp(Utc::now()),
+            now: now_stamp(),
         };
         let mut events = Vec::new();
         let effect = f(&self.core, &mut self.state, &env, &mut events);

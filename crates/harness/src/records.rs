@@ -204,6 +204,27 @@ pub(crate) fn timestamp(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
+/// Now, as a journal timestamp ([`timestamp`]): the last one made on this thread when the
+/// clock has not reached the next millisecond. A model call's steps, their journal lines and
+/// the time a tool finished mostly fall in one millisecond; formatting the same text for
+/// each was a fifth of a step's own work.
+pub(crate) fn now_stamp() -> String {
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<(i64, String)>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    let now = Utc::now();
+    let millis = now.timestamp_millis();
+    LAST.with_borrow_mut(|last| match last {
+        Some((at, text)) if *at == millis => text.clone(),
+        _ => {
+            let text = timestamp(now);
+            *last = Some((millis, text.clone()));
+            text
+        }
+    })
+}
+
 /// The bytes a journal line is first given room for (most lines are 300 to 1,300 bytes).
 const LINE_CAPACITY: usize = 2048;
 
@@ -253,9 +274,6 @@ pub(crate) struct Recorder {
     /// The run's journal, held for this process (opened with the first line, or brought by
     /// the [`crate::ResumePoint`] of a resumed run).
     writer: Option<Box<dyn JournalWriter>>,
-    /// The last journal timestamp made, and its millisecond: the lines of the steps within
-    /// one millisecond share it instead of formatting the same text again.
-    last_stamp: Option<(i64, String)>,
 }
 
 impl Recorder {
@@ -270,7 +288,6 @@ impl Recorder {
             side_effects: HashSet::new(),
             store: Arc::new(FileStore),
             writer: None,
-            last_stamp: None,
         }
     }
 
@@ -372,7 +389,7 @@ impl Recorder {
 
     /// The envelope `event` would get now, without recording it (stream pieces: seq 0).
     pub fn envelope(&mut self, event: RunEvent, seq: u64) -> EventEnvelope {
-        let ts = self.now_stamp();
+        let ts = now_stamp();
         Self::envelope_at(&self.run_id, event, seq, ts)
     }
 
@@ -383,22 +400,6 @@ impl Recorder {
             run_id: run_id.to_string(),
             schema_version: SCHEMA_VERSION,
             event,
-        }
-    }
-
-    /// Now, as a journal timestamp (RFC 3339, milliseconds): the last one made when the
-    /// clock has not reached the next millisecond (a step's lines, and a short step after it,
-    /// share the text).
-    fn now_stamp(&mut self) -> String {
-        let now = Utc::now();
-        let millis = now.timestamp_millis();
-        match &self.last_stamp {
-            Some((at, text)) if *at == millis => text.clone(),
-            _ => {
-                let text = timestamp(now);
-                self.last_stamp = Some((millis, text.clone()));
-                text
-            }
         }
     }
 
@@ -441,7 +442,7 @@ impl Recorder {
         let mut records = Vec::with_capacity(events.len());
         let mut lines = Vec::with_capacity(events.len());
         let mut seq = self.seq;
-        let ts = self.now_stamp();
+        let ts = now_stamp();
         for event in events {
             sync |= self.must_sync(&event);
             seq += 1;

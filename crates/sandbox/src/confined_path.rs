@@ -145,6 +145,12 @@ impl ConfinedPath {
         }
     }
 
+    /// The path below the root handle it is opened through.
+    #[cfg(test)]
+    pub(crate) fn relative(&self) -> &Path {
+        &self.relative
+    }
+
     /// The same path, with what the sandbox's name check saw of it.
     pub(crate) fn with_checked(mut self, meta: std::fs::Metadata) -> Self {
         self.checked = Some(info_of(&cap_std::fs::Metadata::from_just_metadata(meta)));

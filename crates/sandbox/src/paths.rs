@@ -31,6 +31,8 @@ use crate::{PathAccess, SandboxConfigError};
 #[derive(Debug)]
 struct Root {
     path: PathBuf,
+    /// How many components `path` has: the most specific of nested roots is the deepest.
+    depth: usize,
     dir: Arc<Dir>,
 }
 
@@ -135,11 +137,11 @@ impl PathPolicy {
                 resolved.display()
             ));
         }
-        // The most specific root that holds it (roots may nest).
-        let Some(root) = roots
+        // The most specific root that holds it (roots may nest), and the path below it.
+        let Some((root, relative)) = roots
             .iter()
-            .filter(|root| resolved.starts_with(&root.path))
-            .max_by_key(|root| root.path.components().count())
+            .filter_map(|root| Some((root, resolved.strip_prefix(&root.path).ok()?)))
+            .max_by_key(|(root, _)| root.depth)
         else {
             let kind = match access {
                 PathAccess::Read => "read",
@@ -166,10 +168,7 @@ impl PathPolicy {
                 resolved.display()
             ));
         }
-        let relative = resolved
-            .strip_prefix(&root.path)
-            .map_err(|_| format!("'{}' is not under its root", resolved.display()))?
-            .to_path_buf();
+        let relative = relative.to_path_buf();
         let confined = ConfinedPath::new(
             Arc::clone(&root.dir),
             relative,
@@ -200,6 +199,7 @@ fn open_root(path: &Path) -> Result<Root, SandboxConfigError> {
         }
     })?;
     Ok(Root {
+        depth: canonical.components().count(),
         path: canonical,
         dir: Arc::new(dir),
     })
@@ -208,6 +208,11 @@ fn open_root(path: &Path) -> Result<Root, SandboxConfigError> {
 /// Canonicalize `path`; when it does not exist, canonicalize its deepest existing ancestor and
 /// append the rest. `path` is absolute and has no `..` component.
 fn resolve(path: &Path) -> Result<PathBuf, String> {
+    // The usual case, a path that exists, at once; anything else is looked at prefix by
+    // prefix below (the whole path first again, for its own error).
+    if let Ok(resolved) = std::fs::canonicalize(path) {
+        return Ok(resolved);
+    }
     let components: Vec<Component<'_>> = path.components().collect();
     // Try the whole path, then ever shorter prefixes. Component 0 is the root, which exists.
     for keep in (1..=components.len()).rev() {
@@ -291,6 +296,42 @@ mod tests {
         assert_eq!(folder.info_when_checked().unwrap().kind, EntryKind::Folder);
         let missing = f.policy.confine("a/new.txt", PathAccess::Write).unwrap();
         assert!(missing.info_when_checked().is_none());
+    }
+
+    /// Of nested roots, the deepest that holds the path is the handle it is opened through.
+    #[test]
+    fn a_path_is_opened_below_the_deepest_root_that_holds_it() {
+        let f = fixture();
+        let inner = f.root.join("a");
+        for roots in [
+            [f.root.clone(), inner.clone()],
+            [inner.clone(), f.root.clone()],
+        ] {
+            let policy = PathPolicy::new(&roots, &[], &f.root).unwrap();
+            let file = policy.confine("a/file.txt", PathAccess::Read).unwrap();
+            assert_eq!(file.relative(), Path::new("file.txt"));
+            assert_eq!(file.shown(), inner.join("file.txt"));
+            let other = policy.confine("in_link", PathAccess::Read).unwrap();
+            assert_eq!(other.relative(), Path::new(""), "the inner root itself");
+            let outer = policy.confine("out_link", PathAccess::Read);
+            assert!(outer.is_err(), "{outer:?}");
+            let top = policy.confine("a", PathAccess::Read).unwrap();
+            assert_eq!(top.relative(), Path::new(""));
+            let beside = policy.confine("dangling", PathAccess::Read);
+            assert!(beside.is_err(), "{beside:?}");
+        }
+    }
+
+    /// A trailing slash after a file's name does not stop it resolving (the name is
+    /// resolved component by component when the system's resolution refuses it).
+    #[test]
+    fn a_trailing_slash_after_a_file_still_names_the_file() {
+        let f = fixture();
+        let file = f.policy.confine("a/file.txt/", PathAccess::Read).unwrap();
+        assert_eq!(file.shown(), f.root.join("a/file.txt"));
+        assert_eq!(file.relative(), Path::new("a/file.txt"));
+        let folder = f.policy.confine("a/b/", PathAccess::Read).unwrap();
+        assert_eq!(folder.shown(), f.root.join("a/b"));
     }
 
     #[test]

@@ -167,7 +167,7 @@ impl AgentHarness {
         let run = match execution {
             None => ToolRun::Interrupted,
             Some(execution) => {
-                let now = timestamp(Utc::now());
+                let now = now_stamp();
                 ToolRun::Ran {
                     outcome: execution.outcome.map_err(|err| ToolFailure {
                         message: err.to_string(),

@@ -51,7 +51,7 @@ fn a_kept_timestamp_is_never_older_than_its_millisecond() {
     let mut seen = std::collections::BTreeSet::new();
     while seen.len() < 4 {
         let before = timestamp(Utc::now());
-        let stamp = r.now_stamp();
+        let stamp = now_stamp();
         let after = timestamp(Utc::now());
         // Same width and layout: the text order is the time order.
         assert!(
