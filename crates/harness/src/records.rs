@@ -207,7 +207,7 @@ pub(crate) fn timestamp(t: DateTime<Utc>) -> String {
 /// Now, as a journal timestamp ([`timestamp`]): the last one made on this thread when the
 /// clock has not reached the next millisecond. A model call's steps, their journal lines and
 /// the time a tool finished mostly fall in one millisecond; formatting the same text for
-/// each was a fifth of a step's own work.
+/// each cost about 700 instructions, three to five times per call.
 pub(crate) fn now_stamp() -> String {
     thread_local! {
         static LAST: std::cell::RefCell<Option<(i64, String)>> =
