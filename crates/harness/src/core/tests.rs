@@ -162,12 +162,7 @@ fn a_phase_starts_the_run_then_asks_for_standing_memory_about_the_user_message()
     let Effect::CallModel { request, grant } = s.effect else {
         panic!("{s:?}")
     };
-    let sent: Vec<&str> = request
-        .messages
-        .iter()
-        .map(|m| m.content.as_str())
-        .collect();
-    assert_eq!(sent, ["sys", "fact", "hello"]);
+    assert_eq!(contents(&request), ["sys", "fact", "hello"]);
     assert_eq!(
         request.options.prompt_cache_key.as_deref(),
         Some("a:__default__")
@@ -182,8 +177,12 @@ fn a_phase_starts_the_run_then_asks_for_standing_memory_about_the_user_message()
     );
 }
 
-fn sent(s: Step) -> LlmRequest {
-    match s.effect {
+/// The request of the call the standing block `text` makes ready.
+fn sent_with_standing(c: &Core, st: &mut RunState, text: &str) -> LlmRequest {
+    match c
+        .step(st, Input::Standing(Some(text.into())), &env(15, false))
+        .effect
+    {
         Effect::CallModel { request, .. } => request,
         other => panic!("{other:?}"),
     }
@@ -210,19 +209,11 @@ fn the_next_request_shares_the_last_ones_messages_and_its_standing_block() {
     let c = core(1_000_000);
     let mut st = RunState::default();
     start(&c, &mut st, PhaseRequest::new("hello"), &env(0, false));
-    let first = sent(c.step(
-        &mut st,
-        Input::Standing(Some("fact".into())),
-        &env(0, false),
-    ));
+    let first = sent_with_standing(&c, &mut st, "fact");
     let earlier = first.messages.clone();
     c.recycle(first);
     one_tool_round(&c, &mut st, "out");
-    let second = sent(c.step(
-        &mut st,
-        Input::Standing(Some("fact".into())),
-        &env(15, false),
-    ));
+    let second = sent_with_standing(&c, &mut st, "fact");
     assert_eq!(contents(&second), ["sys", "fact", "hello", "", "out"]);
     // The same messages, not equal copies: a provider knows what it wrote for each by its
     // identity, and writes only the new ones (the standing block was a new one each call).
@@ -231,11 +222,7 @@ fn the_next_request_shares_the_last_ones_messages_and_its_standing_block() {
     }
     // Not handed back: the same request, built from nothing.
     one_tool_round(&c, &mut st, "more");
-    let third = sent(c.step(
-        &mut st,
-        Input::Standing(Some("fact".into())),
-        &env(15, false),
-    ));
+    let third = sent_with_standing(&c, &mut st, "fact");
     assert_eq!(
         contents(&third),
         ["sys", "fact", "hello", "", "out", "", "more"]
@@ -245,11 +232,7 @@ fn the_next_request_shares_the_last_ones_messages_and_its_standing_block() {
     // still shared.
     c.recycle(third.clone());
     one_tool_round(&c, &mut st, "last");
-    let fourth = sent(c.step(
-        &mut st,
-        Input::Standing(Some("news".into())),
-        &env(15, false),
-    ));
+    let fourth = sent_with_standing(&c, &mut st, "news");
     assert_eq!(
         contents(&fourth),
         ["sys", "news", "hello", "", "out", "", "more", "", "last"]
