@@ -36,7 +36,12 @@ pub fn clip(s: &str, max: usize) -> String {
     // Only the part shown is looked at and copied: a model's answer may be long.
     // No more bytes than `max`: no more characters either, nothing to count.
     let cut = if s.len() > max {
-        s.char_indices().nth(max).map(|(i, _)| i)
+        // `max` ASCII bytes are `max` characters (the usual case, told many bytes at a
+        // time); otherwise the characters are counted.
+        match s.as_bytes().get(..max) {
+            Some(head) if head.is_ascii() => Some(max),
+            _ => s.char_indices().nth(max).map(|(i, _)| i),
+        }
     } else {
         None
     };
@@ -228,7 +233,9 @@ mod tests {
         };
         for s in samples() {
             let line: String = s.chars().map(on_one_line).collect();
-            for max in [0, 1, 2, 5, 200] {
+            // 124 and 125: the cut just before and just after the character that follows the
+            // first `long` (ASCII up to it, counted from it on).
+            for max in [0, 1, 2, 5, 124, 125, 200] {
                 let head: String = line.chars().take(max).collect();
                 let cut = s.chars().count() > max;
                 let expected = if cut { format!("{head}…") } else { head };

@@ -5,20 +5,26 @@
 //! fingerprint hashes the answer's text (trimmed), and the calls as a multiset (reordered
 //! parallel calls are the same iteration) of canonical call keys: the tool's name, its
 //! identifying arguments ([`lsm_sandbox::Tool::identity_args`], every argument by default) as
-//! JSON with sorted keys, and a hash of the call's outcome (result or error). A refused call
+//! JSON with sorted keys, and the call's outcome (result or error). A refused call
 //! counts like any other, so repeated invalid calls are a stall; a retry with different
 //! arguments, or the same call whose result changed, is progress.
 //!
 //! The fingerprint is computed by the fold ([`crate::RunState::apply`]) when an iteration
 //! completes, so a resumed run knows how long the current streak is; the table of identifying
 //! arguments is recorded in `run_started` for that reason.
+//!
+//! The digest is 128-bit SipHash-2-4 under a fixed key: the same in every process (a state
+//! carried to another process keeps its streak), and a fraction of SHA-256's cost where the
+//! CPU has no SHA instructions (it hashes every call's whole result text). It only tells
+//! iterations apart: nothing trusts it against a forger, who could as well repeat a step.
 
 use std::collections::BTreeMap;
 
 use lsm_phase::{ToolCallRecord, ToolOutcome};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
+use siphasher::sip128::{Hasher128, SipHasher24};
+use std::hash::Hasher;
 
 /// Default number of identical consecutive iterations that is a stall.
 pub const DEFAULT_STALL_THRESHOLD: u32 = 3;
@@ -136,27 +142,32 @@ fn write_json<T: Serialize + ?Sized>(v: &T, out: &mut Vec<u8>) {
     let _ = serde_json::to_writer(&mut *out, v);
 }
 
-fn hex_digest(parts: &[&[u8]]) -> String {
-    let mut h = Sha256::new();
+/// The fixed key of the digests: `b"lsm stall digest"` as two little-endian words.
+const DIGEST_KEY: (u64, u64) = (0x6c61_7473_206d_736c, 0x7473_6567_6964_206c);
+
+/// 128-bit SipHash-2-4 of `parts`, each prefixed with its length (so no two lists of parts
+/// run together into the same bytes).
+fn digest(parts: &[&[u8]]) -> u128 {
+    let mut h = SipHasher24::new_with_keys(DIGEST_KEY.0, DIGEST_KEY.1);
     for p in parts {
-        h.update((p.len() as u64).to_le_bytes());
-        h.update(p);
+        h.write(&(p.len() as u64).to_le_bytes());
+        h.write(p);
     }
-    let digest = h.finalize();
-    let mut hex = String::with_capacity(2 * digest.len());
-    for b in digest {
-        hex.push(char::from(HEX_DIGITS[usize::from(b >> 4)]));
-        hex.push(char::from(HEX_DIGITS[usize::from(b & 0xf)]));
-    }
-    hex
+    h.finish128().as_u128()
 }
 
-/// Lowercase hexadecimal digits (a digest written byte by byte, with no formatting machinery:
-/// this runs for every call of every iteration).
-const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+/// `digest` as 32 lowercase hexadecimal digits.
+fn hex(digest: u128) -> String {
+    format!("{digest:032x}")
+}
 
-/// The canonical key of one call: name, identifying arguments, outcome.
+/// The canonical key of one call: name, identifying arguments, outcome (32 hex digits).
 pub fn call_key(call: &ToolCallRecord, identity: &CallIdentity) -> String {
+    hex(call_digest(call, identity))
+}
+
+/// [`call_key`] before it is written out.
+fn call_digest(call: &ToolCallRecord, identity: &CallIdentity) -> u128 {
     let mut arguments = Vec::new();
     write_canonical(
         &call.arguments,
@@ -167,7 +178,7 @@ pub fn call_key(call: &ToolCallRecord, identity: &CallIdentity) -> String {
         ToolOutcome::Result(t) => ("result", t.as_str()),
         ToolOutcome::Error(t) => ("error", t.as_str()),
     };
-    hex_digest(&[
+    digest(&[
         call.name.as_bytes(),
         &arguments,
         kind.as_bytes(),
@@ -175,12 +186,13 @@ pub fn call_key(call: &ToolCallRecord, identity: &CallIdentity) -> String {
     ])
 }
 
-/// The fingerprint of one iteration: its text and its calls (as a multiset).
+/// The fingerprint of one iteration: its text and its calls (as a multiset), 32 hex digits.
 pub fn fingerprint(text: &str, calls: &[ToolCallRecord], identity: &CallIdentity) -> String {
-    let mut keys: Vec<String> = calls.iter().map(|c| call_key(c, identity)).collect();
-    keys.sort();
-    let joined = keys.join(",");
-    hex_digest(&[text.trim().as_bytes(), joined.as_bytes()])
+    // The calls' digests sorted (a multiset), as bytes: no text per call.
+    let mut keys: Vec<u128> = calls.iter().map(|c| call_digest(c, identity)).collect();
+    keys.sort_unstable();
+    let joined: Vec<u8> = keys.iter().flat_map(|k| k.to_le_bytes()).collect();
+    hex(digest(&[text.trim().as_bytes(), &joined]))
 }
 
 #[cfg(test)]
@@ -202,21 +214,37 @@ mod tests {
     }
 
     #[test]
-    fn digests_are_the_lowercase_hex_of_sha256_over_length_prefixed_parts() {
-        // The same text as before the digit table: fingerprints kept in a run's state
-        // still match after an upgrade.
-        let mut h = Sha256::new();
-        h.update(3u64.to_le_bytes());
-        h.update(b"abc");
-        h.update(0u64.to_le_bytes());
-        let expected: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(hex_digest(&[b"abc", b""]), expected);
-        assert_eq!(expected.len(), 64);
+    fn digests_are_sip_hash_2_4_of_length_prefixed_parts_under_the_fixed_key() {
+        // The key and the framing are what make a fingerprint the same in every process.
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(&3u64.to_le_bytes());
+        bytes.extend_from_slice(b"abc");
+        bytes.extend_from_slice(&0u64.to_le_bytes());
+        let whole = SipHasher24::new_with_keys(DIGEST_KEY.0, DIGEST_KEY.1)
+            .hash(&bytes)
+            .as_u128();
+        assert_eq!(digest(&[b"abc", b""]), whole);
+        // Where one part ends and the next begins is part of what is hashed.
+        assert_ne!(digest(&[b"ab", b"c"]), digest(&[b"a", b"bc"]));
+        let key = hex(whole);
+        assert_eq!(key.len(), 32);
+        assert!(
+            key.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        );
+        assert_eq!(hex(1), format!("{}1", "0".repeat(31)));
+        // The value, as an independent SipHash-2-4-128 (checked against the algorithm's
+        // reference vector) gives it: an iteration's fingerprint is the same in every process
+        // and every release until this line changes.
+        assert_eq!(
+            fingerprint(" done ", &[], &none()),
+            "61c8fe2c5f200d0cf93785bd2e4577a3"
+        );
     }
 
     /// The canonical form and call key as they were made before they were written in place
     /// (a filtered copy of the arguments, a `String` per key and scalar): the specification
-    /// the in-place writer must match byte for byte, so a run's streak survives an upgrade.
+    /// the in-place writer must match byte for byte.
     fn canonical_by_copy(v: &Value) -> String {
         match v {
             Value::Object(map) => {
@@ -260,12 +288,12 @@ mod tests {
             ToolOutcome::Result(t) => ("result", t.as_str()),
             ToolOutcome::Error(t) => ("error", t.as_str()),
         };
-        hex_digest(&[
+        hex(digest(&[
             call.name.as_bytes(),
             canonical_by_copy(&arguments).as_bytes(),
             kind.as_bytes(),
             text.as_bytes(),
-        ])
+        ]))
     }
 
     fn json_value() -> impl Strategy<Value = Value> {
