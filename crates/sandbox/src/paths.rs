@@ -209,15 +209,22 @@ fn open_root(path: &Path) -> Result<Root, SandboxConfigError> {
 /// append the rest. `path` is absolute and has no `..` component.
 fn resolve(path: &Path) -> Result<PathBuf, String> {
     // The usual case, a path that exists, at once; anything else is looked at prefix by
-    // prefix below (the whole path first again, for its own error).
-    if let Ok(resolved) = std::fs::canonicalize(path) {
-        return Ok(resolved);
-    }
+    // prefix below. A new file to write comes this way: the answer for the whole path is
+    // used again rather than asked twice, unless the prefix differs from the path as given
+    // (a trailing slash, which the components drop: `file.txt/` fails, `file.txt` may not).
+    let mut whole = match std::fs::canonicalize(path) {
+        Ok(resolved) => return Ok(resolved),
+        Err(e) => Some(e),
+    };
     let components: Vec<Component<'_>> = path.components().collect();
-    // Try the whole path, then ever shorter prefixes. Component 0 is the root, which exists.
+    // The whole path, then ever shorter prefixes. Component 0 is the root, which exists.
     for keep in (1..=components.len()).rev() {
         let prefix: PathBuf = components[..keep].iter().collect();
-        match std::fs::canonicalize(&prefix) {
+        let resolved = match whole.take() {
+            Some(e) if prefix.as_os_str() == path.as_os_str() => Err(e),
+            _ => std::fs::canonicalize(&prefix),
+        };
+        match resolved {
             Ok(mut resolved) => {
                 resolved.extend(&components[keep..]);
                 return Ok(resolved);
