@@ -537,10 +537,16 @@ fn write_bodies(path: &Path, bodies: &[Vec<u8>]) -> Result<()> {
 
 /// The files the agents read and the peers' scripts, written under `work`.
 fn prepare_workspace(work: &Path) -> Result<peers::Scripts> {
-    let files = work.join("files");
-    std::fs::create_dir_all(&files)?;
+    write_files(work)?;
     std::fs::create_dir_all(work.join("xdg"))?;
     std::fs::create_dir_all(work.join("out"))?;
+    peers::write_scripts(work)
+}
+
+/// The small files the mock's tool calls name, under `work/files/`.
+fn write_files(work: &Path) -> Result<()> {
+    let files = work.join("files");
+    std::fs::create_dir_all(&files)?;
     for i in 0..mock::FILES {
         let text = format!(
             "File {i}.\n{}\n",
@@ -548,7 +554,7 @@ fn prepare_workspace(work: &Path) -> Result<peers::Scripts> {
         );
         std::fs::write(files.join(format!("f{i}.txt")), text)?;
     }
-    peers::write_scripts(work)
+    Ok(())
 }
 
 /// Run `cmd` in `work` under `cargo xtask measure-child` (a fresh process whose only child
@@ -617,8 +623,7 @@ pub fn measure_child(out: &Path, command: &[String]) -> Result<()> {
 /// `cargo xtask serve-mock --calls N`: the mock alone, until the process is killed; the
 /// files it names are written under the current folder's `files/`.
 pub fn serve_mock(calls: u64) -> Result<()> {
-    let here = std::env::current_dir()?;
-    prepare_workspace(&here)?;
+    write_files(&std::env::current_dir()?)?;
     let mock = mock::Mock::start(Arc::new(AtomicU64::new(calls)))?;
     println!("{}", mock.base_url);
     loop {
