@@ -115,10 +115,14 @@ pub fn summarize(text: &str) -> String {
     // The head is found first (a text of no more bytes than that has no more characters)
     // and copied whole, its line breaks replaced byte by byte: they are ASCII, so the copy
     // stays UTF-8.
-    let cut = if text.len() > TOOL_SUMMARY_CHARS {
-        text.char_indices().nth(TOOL_SUMMARY_CHARS).map(|(i, _)| i)
-    } else {
+    let cut = if text.len() <= TOOL_SUMMARY_CHARS {
         None
+    } else if text.as_bytes()[..TOOL_SUMMARY_CHARS].is_ascii() {
+        // As many characters as bytes: the next character starts right after them (there
+        // is one: the text is longer). Most results are ASCII; counting was most of the cost.
+        Some(TOOL_SUMMARY_CHARS)
+    } else {
+        text.char_indices().nth(TOOL_SUMMARY_CHARS).map(|(i, _)| i)
     };
     let head = &text.as_bytes()[..cut.unwrap_or(text.len())];
     let mut bytes = Vec::with_capacity(head.len() + '…'.len_utf8());

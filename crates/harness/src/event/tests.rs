@@ -83,6 +83,23 @@ fn summaries_are_bounded_and_on_one_line() {
     let exact = "ü".repeat(TOOL_SUMMARY_CHARS);
     assert_eq!(summarize(&exact), exact);
     assert_eq!(summarize(""), "");
+    // An ASCII head is cut by its bytes: just before a wide character that comes next, and
+    // after that many characters when a wide one comes just before the limit.
+    let ascii_then_wide = format!("{}ü{}", "a".repeat(TOOL_SUMMARY_CHARS), "b".repeat(9));
+    assert_eq!(
+        summarize(&ascii_then_wide),
+        format!("{}…", "a".repeat(TOOL_SUMMARY_CHARS))
+    );
+    let wide_last = format!("{}ü{}", "a".repeat(TOOL_SUMMARY_CHARS - 1), "b".repeat(9));
+    assert_eq!(
+        summarize(&wide_last),
+        format!("{}ü…", "a".repeat(TOOL_SUMMARY_CHARS - 1))
+    );
+    let one_more = "c".repeat(TOOL_SUMMARY_CHARS + 1);
+    assert_eq!(
+        summarize(&one_more),
+        format!("{}…", "c".repeat(TOOL_SUMMARY_CHARS))
+    );
 }
 
 #[test]
