@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::{Caller, CheckedCommand, ConfinedPath, ToolError};
@@ -19,8 +20,9 @@ pub struct ToolContext {
     pub timeout: Duration,
     /// Base folder for relative paths and working directory for commands.
     pub working_dir: PathBuf,
-    /// The scrubbed environment for executed programs.
-    pub env: Vec<(String, String)>,
+    /// The scrubbed environment for executed programs (shared by every call's context: the
+    /// sandbox reads it once).
+    pub env: Arc<[(String, String)]>,
     pub(crate) caller: Option<Caller>,
     pub(crate) permission_granted: bool,
 }
@@ -100,7 +102,6 @@ impl ToolContext {
         paths: impl IntoIterator<Item = (&'static str, PathBuf)>,
         working_dir: PathBuf,
     ) -> Self {
-        use std::sync::Arc;
         let root = Arc::new(
             cap_std::fs::Dir::open_ambient_dir(&working_dir, cap_std::ambient_authority()).unwrap(),
         );
@@ -119,7 +120,7 @@ impl ToolContext {
             max_write_bytes: 10 * 1024 * 1024,
             timeout: Duration::from_secs(30),
             working_dir,
-            env: Vec::new(),
+            env: Arc::default(),
             caller: None,
             permission_granted: false,
         }

@@ -56,7 +56,7 @@ pub struct Sandbox {
     paths: PathPolicy,
     commands: CommandPolicy,
     asker: Option<Arc<dyn PermissionAsker>>,
-    env: Vec<(String, String)>,
+    env: Arc<[(String, String)]>,
     timeout: Duration,
     working_dir: PathBuf,
 }
@@ -168,7 +168,8 @@ impl Sandbox {
             .env_passthrough
             .iter()
             .filter_map(|k| std::env::var(k).ok().map(|v| (k.clone(), v)))
-            .collect();
+            .collect::<Vec<_>>()
+            .into();
         let timeout = Duration::from_secs_f64(config.timeout_seconds);
         // Commands run in, and relative paths resolve against, the same canonical folder.
         let working_dir = paths.working_dir().to_path_buf();
@@ -304,7 +305,7 @@ impl Sandbox {
             max_write_bytes: self.config.max_write_bytes,
             timeout: self.timeout,
             working_dir: self.working_dir.clone(),
-            env: self.env.clone(),
+            env: Arc::clone(&self.env),
             caller: None,
             permission_granted: false,
         };
@@ -470,7 +471,7 @@ impl Sandbox {
             max_write_bytes: self.config.max_write_bytes,
             timeout: self.timeout,
             working_dir: self.working_dir.clone(),
-            env: self.env.clone(),
+            env: Arc::clone(&self.env),
             caller,
             permission_granted: permission.is_some(),
         };

@@ -335,7 +335,7 @@ mod tests {
             dir.to_path_buf(),
         );
         ctx.command = Some(command);
-        ctx.env = vec![("PATH".into(), std::env::var("PATH").unwrap_or_default())];
+        ctx.env = vec![("PATH".into(), std::env::var("PATH").unwrap_or_default())].into();
         ctx
     }
 
