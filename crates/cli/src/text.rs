@@ -34,17 +34,7 @@ fn printable_ascii(s: &str, kept: &[u8]) -> bool {
 /// on becomes `�`), at most `max` characters, with `…` where it was cut.
 pub fn clip(s: &str, max: usize) -> String {
     // Only the part shown is looked at and copied: a model's answer may be long.
-    // No more bytes than `max`: no more characters either, nothing to count.
-    let cut = if s.len() > max {
-        // `max` ASCII bytes are `max` characters (the usual case, told many bytes at a
-        // time); otherwise the characters are counted.
-        match s.as_bytes().get(..max) {
-            Some(head) if head.is_ascii() => Some(max),
-            _ => s.char_indices().nth(max).map(|(i, _)| i),
-        }
-    } else {
-        None
-    };
+    let cut = lsm_sandbox::char_cut(s, max);
     let head = &s[..cut.unwrap_or(s.len())];
     let mut out = String::with_capacity(head.len() + '…'.len_utf8());
     if printable_ascii(head, &[]) {

@@ -350,8 +350,8 @@ const MAX_HOOK_TEXT: usize = 2000;
 
 fn bounded(text: &str) -> String {
     let t = text.trim();
-    match t.char_indices().nth(MAX_HOOK_TEXT) {
-        Some((i, _)) => format!("{}…", &t[..i]),
+    match lsm_sandbox::char_cut(t, MAX_HOOK_TEXT) {
+        Some(i) => format!("{}…", &t[..i]),
         None => t.to_string(),
     }
 }

@@ -61,8 +61,8 @@ pub use confined_path::{ConfinedPath, EntryInfo, EntryKind, WriteMode};
 pub use context::ToolContext;
 pub use error::{ExecError, SandboxConfigError, ToolError};
 pub use output::{
-    MIN_SECRET_LEN, REDACTED, Redactor, cap_output, json_may_hold_secrets, redact_json_secrets,
-    redact_secrets, register_secret,
+    MIN_SECRET_LEN, REDACTED, Redactor, cap_output, char_cut, json_may_hold_secrets,
+    redact_json_secrets, redact_secrets, register_secret,
 };
 pub use permission::{PermissionAsker, PermissionDecision, PermissionEvent, PermissionRequest};
 pub use registry::ToolRegistry;

@@ -2,12 +2,10 @@
 
 /// Cut `s` to at most `n` characters, marking the cut.
 pub fn truncate_chars(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        return s.to_string();
+    match lsm_sandbox::char_cut(s, n) {
+        Some(cut) => format!("{}…", &s[..cut]),
+        None => s.to_string(),
     }
-    let mut out: String = s.chars().take(n).collect();
-    out.push('…');
-    out
 }
 
 #[cfg(test)]

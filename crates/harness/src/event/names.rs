@@ -112,18 +112,9 @@ pub(crate) fn without_reserved(fields: &Map<String, Value>) -> Map<String, Value
 
 /// The first [`TOOL_SUMMARY_CHARS`] characters of `text` on one line, with `…` when cut.
 pub fn summarize(text: &str) -> String {
-    // The head is found first (a text of no more bytes than that has no more characters)
-    // and copied whole, its line breaks replaced byte by byte: they are ASCII, so the copy
+    // The head is found first ([`lsm_sandbox::char_cut`]) and copied whole, its line breaks replaced byte by byte: they are ASCII, so the copy
     // stays UTF-8.
-    let cut = if text.len() <= TOOL_SUMMARY_CHARS {
-        None
-    } else if text.as_bytes()[..TOOL_SUMMARY_CHARS].is_ascii() {
-        // As many characters as bytes: the next character starts right after them (there
-        // is one: the text is longer). Most results are ASCII; counting was most of the cost.
-        Some(TOOL_SUMMARY_CHARS)
-    } else {
-        text.char_indices().nth(TOOL_SUMMARY_CHARS).map(|(i, _)| i)
-    };
+    let cut = lsm_sandbox::char_cut(text, TOOL_SUMMARY_CHARS);
     let head = &text.as_bytes()[..cut.unwrap_or(text.len())];
     let mut bytes = Vec::with_capacity(head.len() + '…'.len_utf8());
     bytes.extend(
