@@ -709,6 +709,9 @@ fn print_tables(rows: &[Row], concurrent: &[(System, Usage)], opts: &Options) {
         ));
         println!("{line}");
     }
+    if let Some(note) = noise_note(rows) {
+        println!("\n{note}");
+    }
     for (floor, what) in [
         (System::BareExchange, "the bare exchange of its bodies"),
         (System::BareSocket, "the same over a blocking socket"),
@@ -743,6 +746,24 @@ fn print_tables(rows: &[Row], concurrent: &[(System, Usage)], opts: &Options) {
             );
         }
     }
+}
+
+/// What to say when a row's CPU per call came out zero or negative: its runs at different N
+/// differ by less than the runs vary, so the figure measures the noise, not a call.
+fn noise_note(rows: &[Row]) -> Option<String> {
+    let noisy: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.points.len() > 1 && fit(&r.points).0 <= 0.0)
+        .map(|r| r.system.name())
+        .collect();
+    (!noisy.is_empty()).then(|| {
+        format!(
+            "note: the CPU per call of {} came out ≤ 0: between these N its runs differ by \
+             less than they vary from run to run, so the figure is noise, not the cost of a \
+             call. Measure with N farther apart (e.g. --calls 10,200) or with more --runs.",
+            noisy.join(", ")
+        )
+    })
 }
 
 /// `lsm`'s CPU per call less the `floor` row's, with both: (own, lsm, floor) in seconds.
@@ -870,6 +891,27 @@ mod tests {
         write("b", 80);
         let err = check_no_denials(work.path(), since, 2).unwrap_err();
         assert!(err.to_string().contains("80 tool call(s) denied"), "{err}");
+    }
+
+    #[test]
+    fn a_cost_per_call_of_zero_or_less_is_called_noise() {
+        let row = |system, points: Vec<(u64, f64, u64)>| Row { system, points };
+        let measured = row(System::Lsm, vec![(10, 0.011, 0), (200, 0.030, 0)]);
+        assert_eq!(noise_note(&[measured]), None);
+        let rows = [
+            row(System::Lsm, vec![(10, 0.012, 0), (20, 0.011, 0)]),
+            row(System::BareExchange, vec![(10, 0.001, 0), (20, 0.001, 0)]),
+            row(System::PydanticAi, vec![(10, 1.2, 0), (20, 1.3, 0)]),
+        ];
+        let note = noise_note(&rows).unwrap();
+        assert!(
+            note.contains("of lsm, bare HTTP exchange of lsm's bodies came out ≤ 0"),
+            "{note}"
+        );
+        assert!(!note.contains("pydantic"), "{note}");
+        assert!(note.contains("--calls 10,200"), "{note}");
+        // One N has no slope to judge.
+        assert_eq!(noise_note(&[row(System::Lsm, vec![(10, 0.01, 0)])]), None);
     }
 
     #[test]
