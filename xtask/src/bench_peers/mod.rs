@@ -243,16 +243,18 @@ pub fn bench_peers(root: &Path, opts: &Options) -> Result<()> {
             }
             let median = median(&mut cpu);
             eprintln!(
-                "xtask: [bench-peers] {:<20} N = {n:>5}: {median:.3} s CPU, {} MB",
+                "xtask: [bench-peers] {:<20} N = {n:>5}: {median:.3} s CPU{}, {} MB",
                 system.name(),
+                spread(&cpu),
                 rss / 1024
             );
             points.push((n, median, rss));
             if !baseline_cpu.is_empty() {
                 let baseline_median = self::median(&mut baseline_cpu);
                 eprintln!(
-                    "xtask: [bench-peers] {:<20} N = {n:>5}: {baseline_median:.3} s CPU, {} MB",
+                    "xtask: [bench-peers] {:<20} N = {n:>5}: {baseline_median:.3} s CPU{}, {} MB",
                     System::LsmBaseline.name(),
+                    spread(&baseline_cpu),
                     baseline_rss / 1024
                 );
                 baseline_points.push((n, baseline_median, baseline_rss));
@@ -426,8 +428,9 @@ impl Bench<'_> {
             }
             let median = median(&mut cpu);
             eprintln!(
-                "xtask: [bench-peers] {:<20} N = {n:>5}: {median:.3} s CPU",
-                system.name()
+                "xtask: [bench-peers] {:<20} N = {n:>5}: {median:.3} s CPU{}",
+                system.name(),
+                spread(&cpu)
             );
             points.push((n, median, 0));
         }
@@ -634,6 +637,15 @@ pub fn serve_mock(calls: u64) -> Result<()> {
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
+}
+
+/// How far a point's runs spread, for the progress line beside their median: " (runs
+/// 0.034–0.041 s)", or nothing for one run. `values` sorted ([`median`] sorts them).
+fn spread(values: &[f64]) -> String {
+    match values {
+        [first, .., last] => format!(" (runs {first:.3}–{last:.3} s)"),
+        _ => String::new(),
+    }
 }
 
 /// Least-squares line through `(n, cpu)`: (seconds per call, seconds at zero calls).
@@ -916,6 +928,10 @@ mod tests {
 
     #[test]
     fn the_median_ignores_one_outlier() {
-        assert_eq!(median(&mut [0.3, 9.0, 0.2]), 0.3);
+        let mut runs = [0.3, 9.0, 0.2];
+        assert_eq!(median(&mut runs), 0.3);
+        // The runs' spread is shown beside it, from the sorted runs.
+        assert_eq!(spread(&runs), " (runs 0.200–9.000 s)");
+        assert_eq!(spread(&[0.3]), "");
     }
 }
