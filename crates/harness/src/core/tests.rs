@@ -999,9 +999,18 @@ fn a_post_tool_note_is_added_to_the_result_the_model_sees() {
     to_first_call(&c, &mut st, PhaseRequest::new("x"));
     c.step(
         &mut st,
-        answer("", &[("tool_a", json!({}))]),
+        answer("", &[("tool_a", json!({"path": "a.txt"}))]),
         &env(15, false),
     );
+    let call_id = st
+        .current
+        .as_ref()
+        .unwrap()
+        .pending
+        .as_ref()
+        .unwrap()
+        .call_id
+        .clone();
     let s = c.step(&mut st, ok("out"), &env(15, false));
     let Effect::RunHooks(event) = s.effect else {
         panic!("{s:?}")
@@ -1010,6 +1019,10 @@ fn a_post_tool_note_is_added_to_the_result_the_model_sees() {
         (event.result.as_deref(), event.success),
         (Some("out"), Some(true))
     );
+    // The hook is told which call it was: the tool, the call's id and its arguments.
+    assert_eq!(event.tool.as_deref(), Some("tool_a"));
+    assert_eq!(event.call_id.as_deref(), Some(call_id.as_str()));
+    assert_eq!(event.arguments, Some(json!({"path": "a.txt"})));
     let s = c.step(
         &mut st,
         answered(event, vec![run("note", Some("lint: 2 warnings"), false)]),

@@ -179,15 +179,21 @@ impl Core {
         env: &Env<'_>,
         out: &mut Vec<RunEvent>,
     ) -> Effect {
-        let Some(pending) = st.current.as_ref().and_then(|p| p.pending.clone()) else {
+        let Some(pending) = st.current.as_ref().and_then(|p| p.pending.as_ref()) else {
             return self.advance(st, env, out);
         };
+        // The id and the tool name go into the events; the arguments only into a post-tool
+        // hook's event, so they are copied only when such a hook matches.
+        let call_id = pending.call_id.clone();
+        let tool = pending.tool.clone();
+        let post_arguments = self
+            .hooks_match(HookPoint::PostTool, Some(&tool))
+            .then(|| pending.arguments.clone());
         let label = st
             .current
             .as_ref()
             .filter(|p| p.mode == PhaseMode::Llm)
             .map(|p| label_name(p.label()).to_string());
-        let tool = pending.tool;
         if let Some(s) = spend {
             emit(
                 st,
@@ -209,7 +215,7 @@ impl Core {
                 let content = format!("Tool '{tool}' was interrupted: a stop was requested");
                 RunEvent::ToolResult {
                     label,
-                    call_id: pending.call_id,
+                    call_id,
                     tool,
                     success: false,
                     summary: summarize(&content),
@@ -230,7 +236,7 @@ impl Core {
                 match outcome {
                     Ok(content) => RunEvent::ToolResult {
                         label,
-                        call_id: pending.call_id,
+                        call_id,
                         tool,
                         success: true,
                         summary: summarize(&content),
@@ -240,14 +246,14 @@ impl Core {
                     },
                     Err(f) if f.denial => RunEvent::ToolDenied {
                         label,
-                        call_id: pending.call_id,
+                        call_id,
                         tool,
                         reason: f.message,
                         permission,
                     },
                     Err(f) => RunEvent::ToolResult {
                         label,
-                        call_id: pending.call_id,
+                        call_id,
                         tool,
                         success: false,
                         summary: summarize(&f.message),
@@ -258,17 +264,20 @@ impl Core {
                 }
             }
         };
-        let post = match &event {
-            RunEvent::ToolResult {
-                call_id,
-                tool,
-                success,
-                content,
-                ..
-            } if self.hooks_match(HookPoint::PostTool, Some(tool)) => Some(HookEvent {
+        let post = match (&event, post_arguments) {
+            (
+                RunEvent::ToolResult {
+                    call_id,
+                    tool,
+                    success,
+                    content,
+                    ..
+                },
+                Some(arguments),
+            ) => Some(HookEvent {
                 tool: Some(tool.clone()),
                 call_id: Some(call_id.clone()),
-                arguments: Some(pending.arguments.clone()),
+                arguments: Some(arguments),
                 result: Some(content.clone()),
                 success: Some(*success),
                 ..self.hook_event(HookPoint::PostTool)
