@@ -349,11 +349,7 @@ struct HookOutput {
 const MAX_HOOK_TEXT: usize = 2000;
 
 fn bounded(text: &str) -> String {
-    let t = text.trim();
-    match lsm_sandbox::char_cut(t, MAX_HOOK_TEXT) {
-        Some(i) => format!("{}…", &t[..i]),
-        None => t.to_string(),
-    }
+    lsm_sandbox::truncate_chars(text.trim(), MAX_HOOK_TEXT)
 }
 
 impl CommandHook {

@@ -62,7 +62,7 @@ pub use context::ToolContext;
 pub use error::{ExecError, SandboxConfigError, ToolError};
 pub use output::{
     MIN_SECRET_LEN, REDACTED, Redactor, cap_output, char_cut, json_may_hold_secrets,
-    redact_json_secrets, redact_secrets, register_secret,
+    redact_json_secrets, redact_secrets, register_secret, truncate_chars,
 };
 pub use permission::{PermissionAsker, PermissionDecision, PermissionEvent, PermissionRequest};
 pub use registry::ToolRegistry;

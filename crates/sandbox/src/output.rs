@@ -41,6 +41,14 @@ pub fn char_cut(text: &str, max: usize) -> Option<usize> {
     }
 }
 
+/// `text` cut to at most `max` characters, with `…` where it was cut ([`char_cut`]).
+pub fn truncate_chars(text: &str, max: usize) -> String {
+    match char_cut(text, max) {
+        Some(cut) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
 /// The replacement for a secret.
 pub const REDACTED: &str = "[REDACTED]";
 
@@ -590,6 +598,10 @@ mod tests {
         assert_eq!(char_cut("abé", 3), None);
         assert_eq!(char_cut("", 0), None);
         assert_eq!(char_cut("a", 0), Some(0));
+        // The clip built on it marks the cut, and leaves a text that fits as it is.
+        assert_eq!(truncate_chars("abcdef", 3), "abc…");
+        assert_eq!(truncate_chars("abéd", 3), "abé…");
+        assert_eq!(truncate_chars("abc", 3), "abc");
     }
 
     /// Texts near the shapes: their words and characters, cut and mixed, with case changes,

@@ -1,12 +1,8 @@
 //! Text helpers shared by the pipeline, the tools and the remote sources.
 
-/// Cut `s` to at most `n` characters, marking the cut.
-pub fn truncate_chars(s: &str, n: usize) -> String {
-    match lsm_sandbox::char_cut(s, n) {
-        Some(cut) => format!("{}…", &s[..cut]),
-        None => s.to_string(),
-    }
-}
+/// Cut a text to at most `n` characters, marking the cut: the sandbox's, shared with every
+/// other clip of a text.
+pub use lsm_sandbox::truncate_chars;
 
 #[cfg(test)]
 mod tests {

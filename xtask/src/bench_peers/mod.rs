@@ -927,6 +927,22 @@ mod tests {
     }
 
     #[test]
+    fn the_mock_s_files_are_written_alone_under_files() {
+        // What `serve-mock` writes into the current folder: the files, nothing else.
+        let dir = tempfile::tempdir().unwrap();
+        write_files(dir.path()).unwrap();
+        let top: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(top, ["files"]);
+        let files = std::fs::read_dir(dir.path().join("files")).unwrap().count();
+        assert_eq!(files, mock::FILES);
+        let first = std::fs::read_to_string(dir.path().join("files/f0.txt")).unwrap();
+        assert!(first.starts_with("File 0.\n"), "{first}");
+    }
+
+    #[test]
     fn the_median_ignores_one_outlier() {
         let mut runs = [0.3, 9.0, 0.2];
         assert_eq!(median(&mut runs), 0.3);

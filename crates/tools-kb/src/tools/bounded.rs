@@ -62,7 +62,9 @@ pub fn bounded(value: Value) -> String {
 
 fn cut_strings(v: &mut Value, limit: usize) {
     match v {
-        Value::String(s) if s.chars().count() > limit => *s = truncate_chars(s, limit),
+        Value::String(s) if lsm_sandbox::char_cut(s, limit).is_some() => {
+            *s = truncate_chars(s, limit);
+        }
         Value::Array(items) => items.iter_mut().for_each(|i| cut_strings(i, limit)),
         Value::Object(map) => map.values_mut().for_each(|i| cut_strings(i, limit)),
         _ => {}
