@@ -231,18 +231,20 @@ const LINE_CAPACITY: usize = 2048;
 /// `record` as one JSON object into `line`: the envelope's fields, then the event's (its
 /// `event` tag first) — the bytes `serde_json::to_writer(record)` writes, without serde's
 /// flattening, which buffers each of the event's fields through a map serializer (a large
-/// share of an event's serialization, paid for every line).
-fn write_envelope(record: &EventEnvelope, line: &mut Vec<u8>) -> serde_json::Result<()> {
+/// share of an event's serialization, paid for every line). Written by sonic-rs, whose
+/// string escaping looks at 32 bytes at a time where serde_json's looks at one (the same
+/// bytes: `records::tests::a_line_is_the_envelopes_derived_serialization`).
+fn write_envelope(record: &EventEnvelope, line: &mut Vec<u8>) -> sonic_rs::Result<()> {
     line.extend_from_slice(b"{\"seq\":");
-    serde_json::to_writer(&mut *line, &record.seq)?;
+    sonic_rs::to_writer(&mut *line, &record.seq)?;
     line.extend_from_slice(b",\"ts\":");
-    serde_json::to_writer(&mut *line, &record.ts)?;
+    sonic_rs::to_writer(&mut *line, &record.ts)?;
     line.extend_from_slice(b",\"run_id\":");
-    serde_json::to_writer(&mut *line, &record.run_id)?;
+    sonic_rs::to_writer(&mut *line, &record.run_id)?;
     line.extend_from_slice(b",\"schema_version\":");
-    serde_json::to_writer(&mut *line, &record.schema_version)?;
+    sonic_rs::to_writer(&mut *line, &record.schema_version)?;
     let event_at = line.len();
-    serde_json::to_writer(&mut *line, &record.event)?;
+    sonic_rs::to_writer(&mut *line, &record.event)?;
     // The event is an object that opens with its tag: its `{` becomes the comma after the
     // envelope's fields.
     let end = line.len();
@@ -493,7 +495,10 @@ impl Recorder {
         // Room for a usual line at once (`to_vec` starts at 128 bytes and doubles: four
         // reallocations and copies for a line of a tool's result).
         let mut line = Vec::with_capacity(LINE_CAPACITY);
-        write_envelope(&record, &mut line).map_err(serialize)?;
+        write_envelope(&record, &mut line).map_err(|e| HarnessError::Serialize {
+            what: "a transcript event",
+            reason: e.to_string(),
+        })?;
         if lsm_sandbox::json_may_hold_secrets(&line) {
             let mut value = serde_json::to_value(&record).map_err(serialize)?;
             if lsm_sandbox::redact_json_secrets(&mut value) {

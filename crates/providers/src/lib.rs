@@ -43,6 +43,8 @@ mod scripted;
 mod sse;
 mod strict_json;
 mod task_steps;
+#[cfg(test)]
+mod test_values;
 mod transport;
 mod types;
 mod windows;

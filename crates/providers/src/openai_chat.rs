@@ -205,7 +205,8 @@ fn usage(v: &Value) -> Usage {
 }
 
 /// Read a non-streamed answer's body straight into typed fields (no `Value` tree of the
-/// whole answer). `None` when the body has a shape these fields do not cover (not JSON, a
+/// whole answer), by sonic-rs (what serde_json would read:
+/// `the_typed_reader_reads_what_the_general_one_reads`). `None` when the body has a shape these fields do not cover (not JSON, a
 /// content that is not a string, ...): [`parse`] then reads it and says what is wrong.
 pub(crate) fn parse_bytes(body: &[u8]) -> Option<Result<LlmResponse, String>> {
     #[derive(Deserialize)]
@@ -249,7 +250,7 @@ pub(crate) fn parse_bytes(body: &[u8]) -> Option<Result<LlmResponse, String>> {
         #[serde(default)]
         arguments: Value,
     }
-    let answer: Answer = serde_json::from_slice(body).ok()?;
+    let answer: Answer = sonic_rs::from_slice(body).ok()?;
     let message = answer.choices.into_iter().next()?.message?;
     let tool_calls = message
         .tool_calls
@@ -462,6 +463,27 @@ mod tests {
         match parse_bytes(&bytes) {
             Some(r) => r.unwrap(),
             None => parse(body).unwrap(),
+        }
+    }
+
+    proptest::proptest! {
+        /// The typed reader (sonic-rs) reads any answer as the general one (serde_json's
+        /// tree) does: text, ids, names, and arguments sent as JSON text or as JSON.
+        #[test]
+        fn the_typed_reader_reads_what_the_general_one_reads(
+            text in proptest::prelude::any::<String>(),
+            id in proptest::prelude::any::<String>(),
+            name in proptest::prelude::any::<String>(),
+            arguments in crate::test_values::any_json(),
+            as_text in proptest::prelude::any::<bool>(),
+        ) {
+            let arguments = if as_text { json!(arguments.to_string()) } else { arguments };
+            let body = json!({"id": id, "choices": [{"message": {"content": text,
+                "tool_calls": [{"id": id, "type": "function",
+                                "function": {"name": name, "arguments": arguments}}]}}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 4}});
+            let typed = parse_bytes(&serde_json::to_vec(&body).unwrap());
+            proptest::prop_assert_eq!(typed, Some(parse(&body)));
         }
     }
 

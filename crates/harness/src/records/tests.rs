@@ -347,9 +347,10 @@ fn a_batch_in_the_file_store_reads_back_line_by_line() {
     assert!(!off.transcript_path().exists());
 }
 
-/// A line is written without serde's flattening; the bytes are the derived serialization's,
-/// for every shape an event takes: plain fields, skipped ones, a flattened map, a flattened
-/// struct, a newtype of a map, and text that needs escaping in the envelope and the event.
+/// A line is written without serde's flattening and by sonic-rs; the bytes are those serde_json
+/// writes for the derived serialization, for every shape an event takes: plain fields, skipped
+/// ones, a flattened map, a flattened struct, a newtype of a map, and text that needs escaping
+/// in the envelope and the event.
 #[test]
 fn a_line_is_the_envelopes_derived_serialization() {
     let mut data = serde_json::Map::new();
