@@ -4,6 +4,9 @@
 //! offered, the shape `cargo xtask bench-peers` measures end to end. Also the strict-JSON
 //! protocol's per-call work over the same history (for models without function calling):
 //! the prompt estimate of the next call, which converts the history to the protocol first.
+//! And the body of a short conversation whose last message is a new 20 KB tool result (a
+//! file of prose read), which is serialized, not taken from the cache: what writing a large
+//! text's JSON costs.
 //! Run: `cargo bench -p lsm-providers --bench request`.
 
 #![allow(
@@ -14,7 +17,7 @@
     clippy::print_stdout
 )]
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use lsm_providers::{
     HttpProvider, LlmRequest, Message, Provider, ProviderConfig, ProviderKind, StrictJsonProvider,
     ToolCall, ToolDefinition,
@@ -81,6 +84,33 @@ fn history() -> LlmRequest {
     }
 }
 
+/// A system prompt, the task, one `read_file` call; its result is added by the bench.
+fn short_conversation() -> LlmRequest {
+    let messages = vec![
+        Message::system("You are a careful agent. Use the tools to do the task, then answer."),
+        Message::user("Read notes.md, then say what it is about."),
+        Message::assistant(
+            "",
+            vec![ToolCall {
+                id: "call_0".into(),
+                name: "read_file".into(),
+                arguments: json!({"path": "notes.md"}),
+            }],
+        ),
+    ];
+    LlmRequest {
+        messages: messages.into_iter().map(std::sync::Arc::new).collect(),
+        tools: tools(),
+        ..Default::default()
+    }
+}
+
+/// About 20 KB of prose in lines of about 100 bytes: a file an agent reads.
+fn prose_file() -> String {
+    "Some notes of a small project, written as plain prose with the usual punctuation, line by line.\n"
+        .repeat(205)
+}
+
 fn provider(kind: ProviderKind) -> HttpProvider {
     let mut config = ProviderConfig::new(kind, "mock-model");
     config.base_url = Some("http://127.0.0.1:9/v1".into());
@@ -142,6 +172,20 @@ fn request(c: &mut Criterion) {
         });
         group.bench_function("parse_tool_call_answer", |b| {
             b.iter(|| p.parse_response(&reply).unwrap())
+        });
+        let short = short_conversation();
+        let file = prose_file();
+        group.bench_function("request_body_new_20kb_result", |b| {
+            b.iter_batched(
+                || {
+                    let mut r = short.clone();
+                    let result = Message::tool_result("call_0", file.clone());
+                    r.messages.push(std::sync::Arc::new(result));
+                    r
+                },
+                |r| p.request_body(&r, false),
+                BatchSize::SmallInput,
+            )
         });
         group.finish();
     }

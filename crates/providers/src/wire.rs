@@ -38,7 +38,9 @@ pub(crate) struct JsonString<'a>(pub &'a Value);
 
 impl Serialize for JsonString<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0.to_string())
+        // The text `Value::to_string` gives (see [`write`]); a `Value` always serializes.
+        let text = sonic_rs::to_string(self.0).map_err(serde::ser::Error::custom)?;
+        s.serialize_str(&text)
     }
 }
 
@@ -451,6 +453,10 @@ mod tests {
             let mut out = Vec::new();
             write(&mut out, &x);
             proptest::prop_assert_eq!(&out, &serde_json::to_vec(&x).unwrap());
+            // Tool-call arguments travel as their JSON text.
+            let mut out = Vec::new();
+            write(&mut out, &JsonString(&value));
+            proptest::prop_assert_eq!(&out, &serde_json::to_vec(&value.to_string()).unwrap());
         }
     }
 
