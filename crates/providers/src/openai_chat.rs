@@ -206,8 +206,9 @@ fn usage(v: &Value) -> Usage {
 
 /// Read a non-streamed answer's body straight into typed fields (no `Value` tree of the
 /// whole answer), by sonic-rs (what serde_json would read:
-/// `the_typed_reader_reads_what_the_general_one_reads`). `None` when the body has a shape these fields do not cover (not JSON, a
-/// content that is not a string, ...): [`parse`] then reads it and says what is wrong.
+/// `the_typed_reader_reads_what_the_general_one_reads`). `None` when the body has a shape
+/// these fields do not cover (not JSON, a content that is not a string, ...): [`parse`] then
+/// reads it and says what is wrong.
 pub(crate) fn parse_bytes(body: &[u8]) -> Option<Result<LlmResponse, String>> {
     #[derive(Deserialize)]
     struct Answer {

@@ -26,7 +26,9 @@ pub(crate) fn to_bytes(body: &impl Serialize) -> Vec<u8> {
 
 /// Append `value`'s JSON to `out` (see [`to_bytes`] for the error arm): the bytes serde_json
 /// writes, by sonic-rs, which finds the characters a string must escape 32 bytes at a time
-/// (serde_json looks at each byte; escaping was the largest single cost of a body).
+/// (serde_json looks at each byte; escaping was the largest single cost of a body). It
+/// reserves room for the worst case before writing a string (six bytes a byte, for `\u00XX`
+/// escapes): a message's cached JSON is trimmed to its length ([`append`]).
 pub(crate) fn write(out: &mut Vec<u8>, value: &impl Serialize) {
     if let Err(e) = sonic_rs::to_writer(&mut *out, value) {
         tracing::error!("a request body could not be serialized: {e}");
@@ -442,7 +444,11 @@ mod tests {
         /// and all, or a provider's cache and the journal's record of a body would disagree
         /// with what serde_json-based code writes for the same value.
         #[test]
-        fn bodies_are_the_bytes_serde_json_writes(value in crate::test_values::any_json(), text in proptest::prelude::any::<String>(), x in proptest::prelude::any::<f64>()) {
+        fn bodies_are_the_bytes_serde_json_writes(
+            value in crate::test_values::any_json(),
+            text in proptest::prelude::any::<String>(),
+            x in proptest::prelude::any::<f64>(),
+        ) {
             let mut out = Vec::new();
             write(&mut out, &value);
             proptest::prop_assert_eq!(&out, &serde_json::to_vec(&value).unwrap());
