@@ -125,6 +125,9 @@ enum Cmd {
         /// Tool calls per conversation.
         #[arg(long, default_value_t = 200)]
         calls: u64,
+        /// The size of each file the tool calls name, in bytes (as bench-peers' `--file-bytes`).
+        #[arg(long, value_name = "BYTES")]
+        file_bytes: Option<usize>,
     },
     /// Run a program and write its CPU time and peak RSS as JSON (used by bench-peers).
     #[command(hide = true)]
@@ -199,7 +202,7 @@ fn main() -> ExitCode {
         }),
         Cmd::FetchModel { names } => fetch_models(&names),
         Cmd::BenchPeers(opts) => bench_peers::bench_peers(&root, &opts),
-        Cmd::ServeMock { calls } => bench_peers::serve_mock(calls),
+        Cmd::ServeMock { calls, file_bytes } => bench_peers::serve_mock(calls, file_bytes),
         Cmd::MeasureChild { out, command } => bench_peers::measure_child(&out, &command),
         Cmd::Man { out } => tasks::man(&root, &out),
         Cmd::EvalRetrieval(a) => {

@@ -73,6 +73,10 @@ pub struct Options {
     /// under `out/` for `callgrind_annotate`) and print where it is.
     #[arg(long)]
     pub keep_work: bool,
+    /// The size of each file the agents read, in bytes (lines of prose of about 100 bytes);
+    /// without it, the small file (257 bytes) of the tables in docs/PERFORMANCE.md.
+    #[arg(long, value_name = "BYTES")]
+    pub file_bytes: Option<usize>,
 }
 
 /// A system under test.
@@ -138,6 +142,7 @@ pub fn bench_peers(root: &Path, opts: &Options) -> Result<()> {
     if opts.calls.is_empty() || opts.runs == 0 {
         bail!("nothing to measure: give at least one --calls value and --runs ≥ 1");
     }
+    check_file_bytes(opts.file_bytes)?;
     let venv = crate::demo::target_dir(root)
         .join("bench-peers")
         .join("venv");
@@ -184,7 +189,7 @@ pub fn bench_peers(root: &Path, opts: &Options) -> Result<()> {
             work.path().display()
         );
     }
-    let scripts = prepare_workspace(work.path())?;
+    let scripts = prepare_workspace(work.path(), opts.file_bytes)?;
     let calls = Arc::new(AtomicU64::new(0));
     let mock = mock::Mock::start(Arc::clone(&calls))?;
 
@@ -539,25 +544,50 @@ fn write_bodies(path: &Path, bodies: &[Vec<u8>]) -> Result<()> {
 }
 
 /// The files the agents read and the peers' scripts, written under `work`.
-fn prepare_workspace(work: &Path) -> Result<peers::Scripts> {
-    write_files(work)?;
+fn prepare_workspace(work: &Path, file_bytes: Option<usize>) -> Result<peers::Scripts> {
+    write_files(work, file_bytes)?;
     std::fs::create_dir_all(work.join("xdg"))?;
     std::fs::create_dir_all(work.join("out"))?;
     peers::write_scripts(work)
 }
 
-/// The small files the mock's tool calls name, under `work/files/`.
-fn write_files(work: &Path) -> Result<()> {
+/// The files the mock's tool calls name, under `work/files/`: [`file_text`] of each.
+fn write_files(work: &Path, bytes: Option<usize>) -> Result<()> {
     let files = work.join("files");
     std::fs::create_dir_all(&files)?;
     for i in 0..mock::FILES {
-        let text = format!(
+        std::fs::write(files.join(format!("f{i}.txt")), file_text(i, bytes))?;
+    }
+    Ok(())
+}
+
+/// A file of no bytes cannot hold the line break that ends every file.
+fn check_file_bytes(bytes: Option<usize>) -> Result<()> {
+    if bytes == Some(0) {
+        bail!("--file-bytes 0: a file the agents read needs at least 1 byte; give 1 or more");
+    }
+    Ok(())
+}
+
+/// File `i`'s text: without `bytes`, the small file every table in docs/PERFORMANCE.md was
+/// measured with (a heading and one line of notes); with it, the heading and lines of prose
+/// of about 100 bytes, cut to exactly `bytes` bytes (ASCII, ending in a line break).
+fn file_text(i: usize, bytes: Option<usize>) -> String {
+    let Some(bytes) = bytes else {
+        return format!(
             "File {i}.\n{}\n",
             "Some notes of a small project. ".repeat(8)
         );
-        std::fs::write(files.join(format!("f{i}.txt")), text)?;
+    };
+    const LINE: &str =
+        "Some notes of a small project, written as plain prose with the usual punctuation.\n";
+    let mut text = format!("File {i}.\n");
+    while text.len() < bytes {
+        text.push_str(LINE);
     }
-    Ok(())
+    text.truncate(bytes.saturating_sub(1));
+    text.push('\n');
+    text
 }
 
 /// Run `cmd` in `work` under `cargo xtask measure-child` (a fresh process whose only child
@@ -623,10 +653,11 @@ pub fn measure_child(out: &Path, command: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// `cargo xtask serve-mock --calls N`: the mock alone, until the process is killed; the
-/// files it names are written under the current folder's `files/`.
-pub fn serve_mock(calls: u64) -> Result<()> {
-    write_files(&std::env::current_dir()?)?;
+/// `cargo xtask serve-mock --calls N [--file-bytes B]`: the mock alone, until the process is
+/// killed; the files it names are written under the current folder's `files/`.
+pub fn serve_mock(calls: u64, file_bytes: Option<usize>) -> Result<()> {
+    check_file_bytes(file_bytes)?;
+    write_files(&std::env::current_dir()?, file_bytes)?;
     let mock = mock::Mock::start(Arc::new(AtomicU64::new(calls)))?;
     println!("{}", mock.base_url);
     loop {
@@ -819,6 +850,7 @@ fn to_json(rows: &[Row], concurrent: &[(System, Usage)], opts: &Options) -> serd
         .collect();
     json!({
         "runs_per_point": opts.runs,
+        "file_bytes": opts.file_bytes,
         "lsm_own_cpu_per_call_us": harness_own(rows, System::BareExchange).map(|(own, _, _)| own * 1e6),
         "lsm_own_cpu_per_call_above_socket_us":
             harness_own(rows, System::BareSocket).map(|(own, _, _)| own * 1e6),
@@ -930,7 +962,7 @@ mod tests {
     fn the_mock_s_files_are_written_alone_under_files() {
         // What `serve-mock` writes into the current folder: the files, nothing else.
         let dir = tempfile::tempdir().unwrap();
-        write_files(dir.path()).unwrap();
+        write_files(dir.path(), None).unwrap();
         let top: Vec<_> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name())
@@ -940,6 +972,27 @@ mod tests {
         assert_eq!(files, mock::FILES);
         let first = std::fs::read_to_string(dir.path().join("files/f0.txt")).unwrap();
         assert!(first.starts_with("File 0.\n"), "{first}");
+    }
+
+    #[test]
+    fn files_are_the_small_one_or_the_size_asked_for() {
+        // Without a size: the file the documented tables were measured with, byte for byte.
+        let small = file_text(3, None);
+        assert_eq!(small.len(), 257);
+        assert_eq!(
+            small,
+            format!("File 3.\n{}\n", "Some notes of a small project. ".repeat(8))
+        );
+        for bytes in [1, 9, 100, 20_000, 20_001] {
+            let text = file_text(7, Some(bytes));
+            assert_eq!(text.len(), bytes, "{bytes}");
+            assert!(text.ends_with('\n'), "{bytes}");
+        }
+        assert!(check_file_bytes(Some(0)).is_err());
+        assert!(check_file_bytes(Some(1)).is_ok() && check_file_bytes(None).is_ok());
+        let big = file_text(7, Some(20_000));
+        assert!(big.starts_with("File 7.\nSome notes"), "{}", &big[..40]);
+        assert!(big.lines().count() > 200, "lines of prose, not one line");
     }
 
     #[test]
