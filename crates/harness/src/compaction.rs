@@ -369,8 +369,17 @@ pub fn apply(history: &mut Vec<Arc<Message>>, step: &Step) -> isize {
                         .is_some_and(|id| call_ids.contains(id))
                     && !is_stub(&history[i])
                 {
-                    let stubbed = stub(history, i);
-                    Arc::make_mut(&mut history[i]).content = stubbed;
+                    // A new message with the stub, not `Arc::make_mut`: the message is
+                    // shared (the last request, the wire cache), so that would copy the
+                    // whole result only to replace it.
+                    let content = stub(history, i);
+                    let old = &history[i];
+                    history[i] = Arc::new(Message {
+                        role: old.role,
+                        content,
+                        tool_calls: old.tool_calls.clone(),
+                        tool_call_id: old.tool_call_id.clone(),
+                    });
                 }
             }
             0

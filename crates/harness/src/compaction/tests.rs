@@ -119,8 +119,16 @@ fn eliding_is_redone_exactly_by_the_fold_and_only_once() {
     let step = Step::ElideToolResults {
         call_ids: vec!["c0".into(), "c1".into()],
     };
+    // The last request holds the same messages: eliding must not change them there.
+    let sent = h[2].clone();
     assert_eq!(apply(&mut h, &step), 0);
     assert!(h[2].content.starts_with("[read_file notes0.md"));
+    assert_eq!(
+        (h[2].role, h[2].tool_call_id.as_deref(), &h[2].tool_calls),
+        (sent.role, Some("c0"), &sent.tool_calls),
+        "the stub answers the same call"
+    );
+    assert_eq!(sent.content.len(), 2048, "the shared message is as it was");
     assert!(h[4].content.starts_with("[read_file notes1.md"));
     assert_eq!(h[6].content.len(), 2048, "c2 untouched");
     let once = h.clone();
