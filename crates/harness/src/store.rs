@@ -9,7 +9,7 @@
 //! [`crate::RunState::fold`] and [`crate::ResumePoint`] work the same over either.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{IoSlice, Write};
 use std::path::PathBuf;
 
 use crate::HarnessError;
@@ -192,6 +192,30 @@ impl FileJournal {
     }
 }
 
+/// Write all of `slices` to `file`, in order, with as few `writev` calls as the kernel allows
+/// (`Write::write_all_vectored` is not stable yet): a short write goes on from where it
+/// stopped, an interrupted one is retried.
+fn write_all_vectored(
+    file: &mut impl Write,
+    mut slices: &mut [IoSlice<'_>],
+) -> std::io::Result<()> {
+    IoSlice::advance_slices(&mut slices, 0);
+    while !slices.is_empty() {
+        match file.write_vectored(slices) {
+            Ok(0) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::WriteZero,
+                    "the file took no more bytes",
+                ));
+            }
+            Ok(n) => IoSlice::advance_slices(&mut slices, n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 impl JournalWriter for FileJournal {
     fn append(
         &mut self,
@@ -212,8 +236,15 @@ impl JournalWriter for FileJournal {
         if let [one] = lines {
             return self.write(one.line, sync);
         }
-        let batch = lines.iter().map(|l| l.line).collect::<Vec<_>>().concat();
-        self.write(&batch, sync)
+        // One `writev` of the lines where they are: joining them first copied every line
+        // (a tool's whole result) into a new buffer, fresh memory each step.
+        let mut slices: Vec<IoSlice<'_>> = lines.iter().map(|l| IoSlice::new(l.line)).collect();
+        write_all_vectored(&mut self.file, &mut slices)
+            .and_then(|()| if sync { self.file.sync_data() } else { Ok(()) })
+            .map_err(|e| HarnessError::Append {
+                path: self.path.display().to_string(),
+                reason: e.to_string(),
+            })
     }
 
     fn sync(&mut self) -> Result<(), HarnessError> {
@@ -236,5 +267,61 @@ impl JournalWriter for FileJournal {
 
     fn location(&self) -> String {
         self.path.display().to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A writer that takes at most `most` bytes a call and is interrupted every third call.
+    struct Trickle {
+        got: Vec<u8>,
+        most: usize,
+        calls: usize,
+    }
+
+    impl Write for Trickle {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.calls += 1;
+            if self.calls % 3 == 0 {
+                return Err(std::io::ErrorKind::Interrupted.into());
+            }
+            let n = buf.len().min(self.most);
+            self.got.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_batch_is_written_whole_through_short_and_interrupted_writes() {
+        let lines: [&[u8]; 4] = [b"{\"seq\":1}\n", b"", b"{\"seq\":2,\"x\":\"abc\"}\n", b"\n"];
+        for most in [1, 4, 7, 100] {
+            let mut w = Trickle {
+                got: Vec::new(),
+                most,
+                calls: 0,
+            };
+            let mut slices: Vec<IoSlice<'_>> = lines.iter().map(|l| IoSlice::new(l)).collect();
+            write_all_vectored(&mut w, &mut slices).unwrap();
+            assert_eq!(w.got, lines.concat(), "at most {most} bytes a write");
+        }
+        // A writer that takes nothing is an error, not a loop.
+        struct Full;
+        impl Write for Full {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Ok(0)
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut slices = [IoSlice::new(b"x")];
+        let err = write_all_vectored(&mut Full, &mut slices).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::WriteZero);
     }
 }
