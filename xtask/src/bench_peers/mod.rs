@@ -73,7 +73,7 @@ pub struct Options {
     /// under `out/` for `callgrind_annotate`) and print where it is.
     #[arg(long)]
     pub keep_work: bool,
-    /// The size of each file the agents read, in bytes (lines of prose of about 100 bytes);
+    /// The size of each file the agents read, in bytes (lines of prose of 82 bytes);
     /// without it, the small file (257 bytes) of the tables in docs/PERFORMANCE.md.
     #[arg(long, value_name = "BYTES")]
     pub file_bytes: Option<usize>,
@@ -571,7 +571,7 @@ fn check_file_bytes(bytes: Option<usize>) -> Result<()> {
 
 /// File `i`'s text: without `bytes`, the small file every table in docs/PERFORMANCE.md was
 /// measured with (a heading and one line of notes); with it, the heading and lines of prose
-/// of about 100 bytes, cut to exactly `bytes` bytes (ASCII, ending in a line break).
+/// of 82 bytes, cut to exactly `bytes` bytes (ASCII, ending in a line break).
 fn file_text(i: usize, bytes: Option<usize>) -> String {
     let Some(bytes) = bytes else {
         return format!(

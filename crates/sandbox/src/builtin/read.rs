@@ -469,6 +469,7 @@ mod tests {
         // Valid text is kept as it is, byte for byte.
         assert_eq!(text_of("é ok".as_bytes().to_vec()), "é ok");
     }
+
     #[tokio::test]
     async fn read_whole_and_ranges() {
         let tmp = tempfile::tempdir().unwrap();
