@@ -497,8 +497,14 @@ impl Sandbox {
                 source,
             }),
             Ok(Ok(Ok(output))) => {
+                // The tool's own text unless something in it was redacted: a copy of the
+                // whole output only when it changed.
+                let redacted = match redact_secrets(&output.text) {
+                    std::borrow::Cow::Owned(redacted) => Some(redacted),
+                    std::borrow::Cow::Borrowed(_) => None,
+                };
                 let text = cap_output(
-                    redact_secrets(&output.text).into_owned(),
+                    redacted.unwrap_or(output.text),
                     self.config.max_output_bytes,
                 );
                 // Events go to the records verbatim otherwise: redact them like the output.
