@@ -180,10 +180,10 @@ struct FileJournal {
 }
 
 impl FileJournal {
-    /// One `write` of `bytes` (whole lines), then `fdatasync` when `sync` is set.
-    fn write(&mut self, bytes: &[u8], sync: bool) -> Result<(), HarnessError> {
-        self.file
-            .write_all(bytes)
+    /// One `write` (`writev`) of `lines` (whole lines, where they are), then `fdatasync` when
+    /// `sync` is set.
+    fn write(&mut self, lines: &mut [IoSlice<'_>], sync: bool) -> Result<(), HarnessError> {
+        write_all_vectored(&mut self.file, lines)
             .and_then(|()| if sync { self.file.sync_data() } else { Ok(()) })
             .map_err(|e| HarnessError::Append {
                 path: self.path.display().to_string(),
@@ -226,25 +226,16 @@ impl JournalWriter for FileJournal {
     ) -> Result<(), HarnessError> {
         // One `write` of the line and its newline, so a crash loses at most the line in
         // flight.
-        self.write(line, sync)
+        self.write(&mut [IoSlice::new(line)], sync)
     }
 
     fn append_lines(&mut self, lines: &[JournalLine<'_>], sync: bool) -> Result<(), HarnessError> {
-        // A step's lines in one `write`: a crash loses at most the step in flight, whose
-        // effect had not started (the loop performs it after this returns); a line torn at
-        // the end is cut off when the run is resumed.
-        if let [one] = lines {
-            return self.write(one.line, sync);
-        }
-        // One `writev` of the lines where they are: joining them first copied every line
-        // (a tool's whole result) into a new buffer, fresh memory each step.
+        // A step's lines in one `writev` of the lines where they are (joining them first
+        // copied every line, a tool's whole result, into fresh memory each step): a crash
+        // loses at most the step in flight, whose effect had not started (the loop performs
+        // it after this returns); a line torn at the end is cut off when the run is resumed.
         let mut slices: Vec<IoSlice<'_>> = lines.iter().map(|l| IoSlice::new(l.line)).collect();
-        write_all_vectored(&mut self.file, &mut slices)
-            .and_then(|()| if sync { self.file.sync_data() } else { Ok(()) })
-            .map_err(|e| HarnessError::Append {
-                path: self.path.display().to_string(),
-                reason: e.to_string(),
-            })
+        self.write(&mut slices, sync)
     }
 
     fn sync(&mut self) -> Result<(), HarnessError> {
