@@ -9,9 +9,11 @@
 //! whatever was swapped in meanwhile.
 //!
 //! The name checks here come first and give the friendly messages: NUL, `..`, `~`, empty;
-//! then the path is resolved by name (following symlinks, via `canonicalize`) to decide
-//! which root it is under — a link inside a root that points outside is judged by where it
-//! points. A path that does not exist yet is judged by its deepest existing ancestor plus
+//! then the path is resolved to decide which root it is under. A path that exists with no
+//! symbolic link on its way below a root is its own resolution, which the kernel confirms
+//! through the root's handle in one call; any other is resolved by name (following
+//! symlinks, via `canonicalize`), so a link inside a root that points outside is judged by
+//! where it points. A path that does not exist yet is judged by its deepest existing ancestor plus
 //! the rest, which contains no `..` (refused up front). Writes to protected paths (lsm's own
 //! configuration and run records) are refused here by name and again by handle when the
 //! file is opened ([`crate::confined_path`]).
@@ -129,6 +131,111 @@ impl PathPolicy {
                 PathAccess::Write => "No write paths are allowed".into(),
             });
         }
+        // A plain path that exists with no symbolic link below its root is its own
+        // resolution: the kernel confirms it through the root's handle and says what is
+        // there. Anything else (a link on the way, a path that does not exist yet) is
+        // resolved by name.
+        let found = match self.found_without_links(raw, roots) {
+            Some(found) => found,
+            None => self.resolved_by_name(raw_path, roots, access)?,
+        };
+        let Found {
+            root,
+            relative,
+            resolved,
+            seen,
+        } = found;
+        if access == PathAccess::Write {
+            self.protected.check_name(&resolved)?;
+        }
+        // Refused before anything opens it (a named pipe would block an open for good).
+        // The opening code checks again on the handle, so this is the friendly message only.
+        let checked = seen.or_else(|| std::fs::metadata(&resolved).ok());
+        if let Some(meta) = &checked
+            && let Some(kind) = not_regular_kind(&meta.file_type())
+        {
+            return Err(format!(
+                "'{}' is a {kind}; only regular files and folders can be used",
+                resolved.display()
+            ));
+        }
+        let confined = ConfinedPath::new(
+            Arc::clone(&root.dir),
+            relative,
+            resolved,
+            Arc::clone(&self.protected),
+        );
+        // What was seen is kept: a tool that decides on the entry's kind need not look again.
+        Ok(match checked {
+            Some(meta) => confined.with_checked(meta),
+            None => confined,
+        })
+    }
+
+    /// [`PathPolicy::confine`]'s resolution when `raw` (the name checks passed) is plain —
+    /// relative to the working directory or absolute, its components parted by single
+    /// slashes, none of them `.` (a leading `./` aside) — and lies below a root by name,
+    /// and exists with no symbolic link on its way below the deepest such root. It is then
+    /// already what resolving by name would make of it (the roots' paths and the working
+    /// directory are canonical). The kernel is asked through the root's handle,
+    /// `openat2(O_PATH, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` (nothing is opened for
+    /// reading, so a named pipe cannot block it), and what is there is read from that
+    /// handle: three system calls, where resolving by name takes a `readlink` for every
+    /// component of the absolute path, and no walk over the path's components here. `None`
+    /// when any of that does not hold or cannot be asked (a kernel without `openat2`).
+    fn found_without_links<'p>(&'p self, raw: &str, roots: &'p [Root]) -> Option<Found<'p>> {
+        let plain =
+            |s: &str| !s.is_empty() && s.split('/').all(|c| !c.is_empty() && c != "." && c != "..");
+        let rest = raw.strip_prefix("./").unwrap_or(raw);
+        let lexical = match rest.strip_prefix('/') {
+            Some(absolute) if plain(absolute) => PathBuf::from(rest),
+            Some(_) => return None,
+            None if plain(rest) => {
+                let base = self.working_dir.as_os_str();
+                let mut joined = std::ffi::OsString::with_capacity(base.len() + 1 + rest.len());
+                joined.push(base);
+                joined.push("/");
+                joined.push(rest);
+                PathBuf::from(joined)
+            }
+            None => return None,
+        };
+        let bytes = lexical.as_os_str().as_encoded_bytes();
+        let (root, relative) = roots
+            .iter()
+            .filter_map(|root| {
+                let prefix = root.path.as_os_str().as_encoded_bytes();
+                let below = bytes.strip_prefix(prefix)?;
+                let relative = match (prefix.last(), below) {
+                    (Some(b'/'), _) | (_, []) => below, // the root is `/`, or the path itself
+                    _ => below.strip_prefix(b"/")?,
+                };
+                Some((root, relative))
+            })
+            .max_by_key(|(root, _)| root.depth)?;
+        if relative.is_empty() {
+            return None;
+        }
+        let relative =
+            Path::new(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(relative));
+        let seen = metadata_without_links(&root.dir, relative)?;
+        Some(Found {
+            relative: relative.to_path_buf(),
+            root,
+            resolved: lexical,
+            seen: Some(seen),
+        })
+    }
+
+    /// [`PathPolicy::confine`]'s resolution by name: every link followed (`canonicalize`),
+    /// a path that does not exist yet judged by its deepest existing ancestor; then the
+    /// deepest root that holds the result. Err: why the path is refused.
+    fn resolved_by_name<'p>(
+        &'p self,
+        raw_path: &Path,
+        roots: &'p [Root],
+        access: PathAccess,
+    ) -> Result<Found<'p>, String> {
         let joined = self.working_dir.join(raw_path); // an absolute `raw` replaces the base
         let resolved = resolve(&joined)?;
         if resolved.components().any(|c| c == Component::ParentDir) || !resolved.is_absolute() {
@@ -154,33 +261,43 @@ impl PathPolicy {
                 allowed.join(", ")
             ));
         };
-        if access == PathAccess::Write {
-            self.protected.check_name(&resolved)?;
-        }
-        // Refused before anything opens it (a named pipe would block an open for good).
-        // The opening code checks again on the handle, so this is the friendly message only.
-        let checked = std::fs::metadata(&resolved).ok();
-        if let Some(meta) = &checked
-            && let Some(kind) = not_regular_kind(&meta.file_type())
-        {
-            return Err(format!(
-                "'{}' is a {kind}; only regular files and folders can be used",
-                resolved.display()
-            ));
-        }
-        let relative = relative.to_path_buf();
-        let confined = ConfinedPath::new(
-            Arc::clone(&root.dir),
-            relative,
+        Ok(Found {
+            relative: relative.to_path_buf(),
+            root,
             resolved,
-            Arc::clone(&self.protected),
-        );
-        // What was seen is kept: a tool that decides on the entry's kind need not look again.
-        Ok(match checked {
-            Some(meta) => confined.with_checked(meta),
-            None => confined,
+            seen: None,
         })
     }
+}
+
+/// A resolved path: the deepest root that holds it, the path below that root, the absolute
+/// path, and what is there when the resolution already looked.
+struct Found<'p> {
+    root: &'p Root,
+    relative: PathBuf,
+    resolved: PathBuf,
+    seen: Option<std::fs::Metadata>,
+}
+
+/// What is at `relative` below `dir`, when it exists with no symbolic link on its way
+/// (`openat2(O_PATH, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`, then `statx` of that handle).
+#[cfg(target_os = "linux")]
+fn metadata_without_links(dir: &Dir, relative: &Path) -> Option<std::fs::Metadata> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let handle = rustix::fs::openat2(
+        dir,
+        relative,
+        OFlags::PATH | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS,
+    )
+    .ok()?;
+    std::fs::File::from(handle).metadata().ok()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn metadata_without_links(_: &Dir, _: &Path) -> Option<std::fs::Metadata> {
+    None
 }
 
 fn canonical_root(path: &Path) -> Result<PathBuf, SandboxConfigError> {
@@ -303,6 +420,57 @@ mod tests {
         assert_eq!(folder.info_when_checked().unwrap().kind, EntryKind::Folder);
         let missing = f.policy.confine("a/new.txt", PathAccess::Write).unwrap();
         assert!(missing.info_when_checked().is_none());
+    }
+
+    /// A plain path with no link on its way is found through its root's handle, as it is; a
+    /// link anywhere on it, a missing entry, the root itself, or a path with `.` or empty
+    /// components is left to resolving by name.
+    #[test]
+    fn a_path_without_links_is_found_through_its_roots_handle() {
+        let f = fixture();
+        let found = |raw: &str| f.policy.found_without_links(raw, &f.policy.read_roots);
+        let file = found("a/file.txt").unwrap();
+        assert_eq!(file.resolved, f.root.join("a/file.txt"));
+        assert_eq!(file.relative, Path::new("a/file.txt"));
+        assert_eq!(file.seen.unwrap().len(), 1);
+        let folder = found("./a/b").unwrap();
+        assert_eq!(folder.resolved, f.root.join("a/b"));
+        assert!(folder.seen.unwrap().is_dir());
+        let absolute = f.root.join("a/file.txt");
+        let by_absolute = found(absolute.to_str().unwrap()).unwrap();
+        assert_eq!(by_absolute.relative, Path::new("a/file.txt"));
+        for raw in [
+            "in_link/file.txt",
+            "in_link",
+            "out_file",
+            "out_link/secret.txt",
+            "dangling",
+            "a/new.txt",
+            "a/file.txt/",
+            "a/./b",
+            "a//b",
+            ".",
+            "/",
+        ] {
+            assert!(found(raw).is_none(), "{raw}");
+        }
+        let elsewhere = f.outside.join("secret.txt");
+        assert!(found(elsewhere.to_str().unwrap()).is_none());
+        // The deepest of nested roots.
+        let inner = f.root.join("a");
+        let nested = PathPolicy::new(&[f.root.clone(), inner.clone()], &[], &f.root).unwrap();
+        let below_inner = nested
+            .found_without_links("a/file.txt", &nested.read_roots)
+            .unwrap();
+        assert_eq!(below_inner.root.path, inner);
+        assert_eq!(below_inner.relative, Path::new("file.txt"));
+        // The inner root itself is the root, not a folder below the outer one: left to the
+        // resolution by name, which says so.
+        assert!(
+            nested
+                .found_without_links("a", &nested.read_roots)
+                .is_none()
+        );
     }
 
     /// Of nested roots, the deepest that holds the path is the handle it is opened through.
@@ -508,6 +676,19 @@ mod tests {
         ]
     }
 
+    /// `segments` joined by slashes after a prefix: none (0), the root (1), the folder
+    /// holding it (2), `/` (3) or `./` (4).
+    fn raw_path(f: &Fixture, prefix: u8, segments: &[String]) -> String {
+        let prefix = match prefix {
+            0 => String::new(),
+            1 => format!("{}/", f.root.display()),
+            2 => format!("{}/", f.root.parent().unwrap().display()),
+            3 => "/".to_string(),
+            _ => "./".to_string(),
+        };
+        format!("{prefix}{}", segments.join("/"))
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(400))]
 
@@ -517,14 +698,7 @@ mod tests {
             segments in proptest::collection::vec(segment(), 0..6),
         ) {
             let f = fixture();
-            let base = f.root.parent().unwrap().to_path_buf();
-            let prefix = match absolute {
-                0 => String::new(),
-                1 => format!("{}/", f.root.display()),
-                2 => format!("{}/", base.display()),
-                _ => "/".to_string(),
-            };
-            let raw = format!("{prefix}{}", segments.join("/"));
+            let raw = raw_path(&f, absolute, &segments);
             for access in [PathAccess::Read, PathAccess::Write] {
                 if let Ok(accepted) = f.policy.check(&raw, access) {
                     prop_assert!(
@@ -534,6 +708,39 @@ mod tests {
                     prop_assert!(!raw.contains('\0'));
                     prop_assert!(!accepted.components().any(|c| c == Component::ParentDir));
                 }
+            }
+        }
+
+        /// What the kernel finds through a root's handle is what resolving by name gives:
+        /// the same root, the same path below it, the same absolute path, the same entry.
+        #[test]
+        fn a_path_found_through_the_handle_is_its_resolution_by_name(
+            absolute in prop_oneof![Just(0u8), Just(1), Just(2), Just(4)],
+            segments in proptest::collection::vec(segment(), 1..6),
+        ) {
+            let f = fixture();
+            let raw = raw_path(&f, absolute, &segments);
+            if raw.contains('\0') || Path::new(&raw).components().any(|c| c == Component::ParentDir) {
+                return Ok(()); // refused before either is asked
+            }
+            // One root, and nested ones (the deepest holding a path is its root).
+            let nested =
+                PathPolicy::new(&[f.root.clone(), f.root.join("a")], &[], &f.root).unwrap();
+            for policy in [&f.policy, &nested] {
+                let roots = &policy.read_roots;
+                let Some(found) = policy.found_without_links(&raw, roots) else {
+                    continue;
+                };
+                let by_name = policy
+                    .resolved_by_name(Path::new(&raw), roots, PathAccess::Read)
+                    .unwrap();
+                prop_assert!(std::ptr::eq(found.root, by_name.root));
+                prop_assert_eq!(&found.relative, &by_name.relative);
+                prop_assert_eq!(&found.resolved, &by_name.resolved);
+                let seen = found.seen.unwrap();
+                let there = std::fs::metadata(&by_name.resolved).unwrap();
+                prop_assert_eq!(seen.file_type(), there.file_type());
+                prop_assert_eq!(seen.len(), there.len());
             }
         }
 
