@@ -190,14 +190,7 @@ impl PathPolicy {
         let lexical = match rest.strip_prefix('/') {
             Some(absolute) if plain(absolute) => PathBuf::from(rest),
             Some(_) => return None,
-            None if plain(rest) => {
-                let base = self.working_dir.as_os_str();
-                let mut joined = std::ffi::OsString::with_capacity(base.len() + 1 + rest.len());
-                joined.push(base);
-                joined.push("/");
-                joined.push(rest);
-                PathBuf::from(joined)
-            }
+            None if plain(rest) => self.working_dir.join(rest),
             None => return None,
         };
         let bytes = lexical.as_os_str().as_encoded_bytes();
