@@ -172,27 +172,54 @@ fn has_base64_run(bytes: &[u8]) -> bool {
 /// ([`may_begin_a_word_shape`]). Every shape is at least three bytes long, so the last two
 /// positions cannot begin one.
 ///
-/// The three-byte test runs on [`WORD_CHUNK`] positions at a time without a branch, which
-/// the compiler turns into vector compares; only a chunk where it holds somewhere is looked
-/// at position by position.
+/// The bytes are taken [`WORD_CHUNK`] positions at a time ([`shape_in_window`]); the last
+/// positions, fewer than a chunk, in a copy padded with zero bytes, which cannot begin a
+/// shape, so they take the same vector compares as the rest instead of a test per position.
 fn has_word_shape(bytes: &[u8]) -> bool {
-    let begins_here = |i: usize| {
-        may_begin_a_word_shape(bytes[i], bytes[i + 1], bytes[i + 2]) && word_shape_at(&bytes[i..])
-    };
     let mut start = 0;
-    while let Some(window) = bytes
-        .get(start..start + WORD_CHUNK + 2)
-        .and_then(|w| <&[u8; WORD_CHUNK + 2]>::try_from(w).ok())
-    {
-        let any = (0..WORD_CHUNK).fold(false, |any, i| {
-            any | may_begin_a_word_shape(window[i], window[i + 1], window[i + 2])
-        });
-        if any && (start..start + WORD_CHUNK).any(begins_here) {
+    while start + 2 < bytes.len() {
+        let rest = &bytes[start..];
+        let found = match rest
+            .get(..WORD_CHUNK + 2)
+            .and_then(|w| <&[u8; WORD_CHUNK + 2]>::try_from(w).ok())
+        {
+            Some(window) => shape_in_window(window, rest),
+            None => {
+                let mut window = [0u8; WORD_CHUNK + 2];
+                window[..rest.len()].copy_from_slice(rest);
+                shape_in_window(&window, rest)
+            }
+        };
+        if found {
             return true;
         }
         start += WORD_CHUNK;
     }
-    (start..bytes.len().saturating_sub(2)).any(begins_here)
+    false
+}
+
+/// Whether a word shape starts at one of the first [`WORD_CHUNK`] positions of `rest`, whose
+/// first bytes `window` holds (a zero byte after `rest`'s end). The three-byte test runs on
+/// the whole window without a branch, which the compiler turns into vector compares; only a
+/// window where it holds somewhere is looked at position by position ([`shape_at_a_candidate`]).
+#[inline(always)]
+fn shape_in_window(window: &[u8; WORD_CHUNK + 2], rest: &[u8]) -> bool {
+    let any = (0..WORD_CHUNK).fold(false, |any, i| {
+        any | may_begin_a_word_shape(window[i], window[i + 1], window[i + 2])
+    });
+    any && shape_at_a_candidate(window, rest)
+}
+
+/// [`shape_in_window`]'s closer look, out of line (few windows of a text need it): at each
+/// position whose first byte can begin a shape, the three-byte test, then the shape itself.
+#[cold]
+#[inline(never)]
+fn shape_at_a_candidate(window: &[u8; WORD_CHUNK + 2], rest: &[u8]) -> bool {
+    (0..WORD_CHUNK).any(|i| {
+        matches!(window[i] | 0x20, b'a' | b'b' | b'k' | b's')
+            && may_begin_a_word_shape(window[i], window[i + 1], window[i + 2])
+            && rest.get(i..).is_some_and(word_shape_at)
+    })
 }
 
 /// Positions [`has_word_shape`] tests at once.
