@@ -3,12 +3,13 @@
 //! under way. [`ProgressView`] decides what to show from the events and a [`Clock`]; the
 //! printer only draws it, so the view is tested with a fake clock.
 
+use std::fmt::Write as _;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::text::{clip, clip_json, one_line, terminal_text};
+use crate::text::{clip, clip_into, clip_json_into, one_line, one_line_from, terminal_text};
 use lsm_harness::{EventEnvelope, EventSink, RunEvent};
 use serde_json::Value;
 
@@ -38,11 +39,20 @@ impl Clock for SystemClock {
 }
 
 /// `[label] ` for a named context; nothing for the primary one.
-fn prefix(label: &str) -> String {
-    if label.is_empty() || label == DEFAULT_LABEL {
-        String::new()
-    } else {
-        format!("[{label}] ")
+fn prefix(label: &str) -> Prefix<'_> {
+    Prefix(label)
+}
+
+/// [`prefix`]'s text, written where it goes (no string of its own for each line).
+struct Prefix<'a>(&'a str);
+
+impl std::fmt::Display for Prefix<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.is_empty() || self.0 == DEFAULT_LABEL {
+            Ok(())
+        } else {
+            write!(f, "[{}] ", self.0)
+        }
     }
 }
 
@@ -115,8 +125,15 @@ impl ProgressView {
 
     /// What to print for `e` at `now`: text to write as is (streamed pieces, full lines
     /// ending in a newline).
+    #[cfg(test)]
     pub fn on_event(&mut self, e: &EventEnvelope, now: Duration) -> String {
         let mut out = String::new();
+        self.on_event_into(e, now, &mut out);
+        out
+    }
+
+    /// [`ProgressView::on_event`]'s text appended to `out`.
+    fn on_event_into(&mut self, e: &EventEnvelope, now: Duration, out: &mut String) {
         if let RunEvent::LlmStream { label, data } = &e.event
             && data.get("kind").and_then(Value::as_str) == Some("text_delta")
         {
@@ -125,12 +142,12 @@ impl ProgressView {
             }
             if !self.mid_line {
                 self.mid_line = true;
-                out.push_str(&format!("{}model: ", prefix(label)));
+                let _ = write!(out, "{}model: ", prefix(label));
             }
             out.push_str(&terminal_text(
                 data.get("text").and_then(Value::as_str).unwrap_or(""),
             ));
-            return out;
+            return;
         }
         let streamed = std::mem::take(&mut self.mid_line);
         match &e.event {
@@ -150,11 +167,12 @@ impl ProgressView {
                     let took = now.saturating_sub(call.started);
                     // A slow call says how long it took (the spinner is gone now).
                     if took >= Duration::from_secs(1) && !streamed {
-                        out.push_str(&format!(
-                            "{}model answered in {:.1} s\n",
+                        let _ = writeln!(
+                            out,
+                            "{}model answered in {:.1} s",
                             prefix(&call.label),
                             took.as_secs_f64()
-                        ));
+                        );
                     }
                 }
             }
@@ -168,46 +186,49 @@ impl ProgressView {
             {
                 // The text is on screen already; say only what else the model asked for.
                 if !tool_calls.is_empty() {
-                    out.push_str(&format!(
-                        "{}model requested {} tool call(s)\n",
+                    let _ = writeln!(
+                        out,
+                        "{}model requested {} tool call(s)",
                         prefix(label),
                         tool_calls.len()
-                    ));
+                    );
                 }
-                return out;
+                return;
             }
         }
-        let line = match &e.event {
+        let wrote = match &e.event {
             RunEvent::LlmRetry {
                 label,
                 attempt,
                 delay_ms,
                 reason,
-            } => Some(one_line(format!(
-                "{}{}",
-                prefix(label),
-                retry_line(reason, *attempt, *delay_ms, self.max_retries)
-            ))),
+            } => {
+                out.push_str(&one_line(format!(
+                    "{}{}",
+                    prefix(label),
+                    retry_line(reason, *attempt, *delay_ms, self.max_retries)
+                )));
+                true
+            }
             // Shown once, at the end, as the run's error.
-            RunEvent::LlmError { .. } => None,
+            RunEvent::LlmError { .. } => false,
             // The spinner shows a call under way; its line is not needed.
-            RunEvent::LlmRequest { .. } => None,
-            _ => describe(e),
+            RunEvent::LlmRequest { .. } => false,
+            _ => describe_into(e, out),
         };
-        if let Some(line) = line {
-            out.push_str(&line);
+        if wrote {
             out.push('\n');
         }
-        out
     }
 
     /// What to write for the events of one step at `now`, at once: their text, after a
     /// spinner line on screen is cleared (it is drawn again below while the call lasts; a
     /// line of streamed text is left as it is). Empty when there is nothing to show.
     pub fn print(&mut self, batch: &[EventEnvelope], now: Duration) -> String {
-        let mut text = String::new();
+        // Room for a step's usual lines (a call asked for, started, answered) at once.
+        let mut text = String::with_capacity(512);
         for e in batch {
-            text.push_str(&self.on_event(e, now));
+            self.on_event_into(e, now, &mut text);
         }
         if !text.is_empty() && std::mem::take(&mut self.spinner_drawn) {
             text.insert_str(0, CLEAR_LINE);
@@ -324,6 +345,61 @@ impl EventSink for StderrProgress {
 
 /// One human line for a run event worth seeing, or `None`.
 pub fn describe(e: &EventEnvelope) -> Option<String> {
+    let mut line = String::new();
+    describe_into(e, &mut line).then_some(line)
+}
+
+/// [`describe`]'s line appended to `out` (without a line break); whether there is one. The
+/// lines of every model call (a tool call asked for, started, answered) are written in place,
+/// part by part; the others are made as strings first.
+pub fn describe_into(e: &EventEnvelope, out: &mut String) -> bool {
+    let start = out.len();
+    match &e.event {
+        RunEvent::LlmResponse {
+            label,
+            text,
+            tool_calls,
+            ..
+        } if text.is_empty() => {
+            let _ = write!(
+                out,
+                "{}model requested {} tool call(s)",
+                prefix(label),
+                tool_calls.len()
+            );
+        }
+        RunEvent::ToolCallStarted {
+            tool, arguments, ..
+        } => {
+            let _ = write!(out, "  -> {tool} ");
+            clip_json_into(out, arguments, 160);
+        }
+        RunEvent::ToolResult {
+            tool,
+            success,
+            summary,
+            ..
+        } => {
+            let (said, max) = if *success {
+                (": ", 160)
+            } else {
+                (" failed: ", 200)
+            };
+            let _ = write!(out, "  <- {tool}{said}");
+            clip_into(out, summary, max);
+        }
+        _ => match described(e) {
+            Some(line) => out.push_str(&line),
+            None => return false,
+        },
+    }
+    // Tool and item names, reasons and errors come from the model or a server unclipped.
+    one_line_from(out, start);
+    true
+}
+
+/// The line of an event [`describe_into`] does not write in place, before it is cleaned.
+fn described(e: &EventEnvelope) -> Option<String> {
     let field = |m: &serde_json::Map<String, Value>, k: &str| -> String {
         m.get(k).and_then(Value::as_str).unwrap_or("").to_string()
     };
@@ -353,21 +429,6 @@ pub fn describe(e: &EventEnvelope) -> Option<String> {
                 )
             } else {
                 format!("{}model: {}", prefix(label), clip(text, 160))
-            }
-        }
-        RunEvent::ToolCallStarted {
-            tool, arguments, ..
-        } => format!("  -> {tool} {}", clip_json(arguments, 160)),
-        RunEvent::ToolResult {
-            tool,
-            success,
-            summary,
-            ..
-        } => {
-            if *success {
-                format!("  <- {tool}: {}", clip(summary, 160))
-            } else {
-                format!("  <- {tool} failed: {}", clip(summary, 200))
             }
         }
         RunEvent::ToolDenied { tool, reason, .. } => {
@@ -475,8 +536,7 @@ pub fn describe(e: &EventEnvelope) -> Option<String> {
         ),
         _ => return None,
     };
-    // Tool and item names, reasons and errors come from the model or a server unclipped.
-    Some(one_line(line))
+    Some(line)
 }
 
 #[cfg(test)]

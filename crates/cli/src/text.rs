@@ -33,34 +33,58 @@ fn printable_ascii(s: &str, kept: &[u8]) -> bool {
 /// `s` on one line (line breaks and tabs become spaces, anything else a terminal would act
 /// on becomes `�`), at most `max` characters, with `…` where it was cut.
 pub fn clip(s: &str, max: usize) -> String {
+    let mut out = String::new();
+    clip_into(&mut out, s, max);
+    out
+}
+
+/// [`clip`] appended to `out`: a progress line is written in place, part by part.
+pub fn clip_into(out: &mut String, s: &str, max: usize) {
     // Only the part shown is looked at and copied: a model's answer may be long.
     let cut = lsm_sandbox::char_cut(s, max);
     let head = &s[..cut.unwrap_or(s.len())];
-    let mut out = String::with_capacity(head.len() + '…'.len_utf8());
+    out.reserve(head.len() + '…'.len_utf8());
     if printable_ascii(head, &[]) {
         out.push_str(head);
+    } else if head.is_ascii() {
+        // A file's text with its line breaks, the usual case after plain text: each byte is
+        // a character, so no character is decoded.
+        for b in head.bytes() {
+            out.push(on_one_line(char::from(b)));
+        }
     } else {
         out.extend(head.chars().map(on_one_line));
     }
     if cut.is_some() {
         out.push('…');
     }
-    out
 }
 
 /// `line` as [`clip`] shows it, whole: for a line assembled from parts, some of which (a
 /// tool's name, a server's reason) were not clipped. Returned as it is when nothing changes.
-pub fn one_line(line: String) -> String {
+pub fn one_line(mut line: String) -> String {
+    one_line_from(&mut line, 0);
+    line
+}
+
+/// [`one_line`] for the part of `line` from byte `start` on (which must be a character's
+/// start): a line appended to a buffer is cleaned where it stands.
+pub fn one_line_from(line: &mut String, start: usize) {
+    let Some(tail) = line.get(start..) else {
+        return;
+    };
     // Only from the first byte that is not printable ASCII on can a character change (a
     // progress line is ASCII but for the `…` a clip ends with): the characters are decoded
     // from there, not from the start.
-    let Some(from) = line.bytes().position(|b| !matches!(b, 0x20..=0x7e)) else {
-        return line;
+    let Some(from) = tail.bytes().position(|b| !matches!(b, 0x20..=0x7e)) else {
+        return;
     };
-    if line[from..].chars().all(|c| on_one_line(c) == c) {
-        return line;
+    if tail[from..].chars().all(|c| on_one_line(c) == c) {
+        return;
     }
-    line.chars().map(on_one_line).collect()
+    let cleaned: String = tail.chars().map(on_one_line).collect();
+    line.truncate(start);
+    line.push_str(&cleaned);
 }
 
 /// Text from outside (a model's file name, a server's note, a path under the project's
@@ -141,9 +165,9 @@ fn escaped_json(json: &str, keep_line_breaks: bool) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// `value` as one line of JSON, clipped as [`clip`] does; serialized no further than the
-/// clip shows (a `write_file` call's arguments hold the whole file).
-pub fn clip_json(value: &serde_json::Value, max: usize) -> String {
+/// `value` as one line of JSON, clipped as [`clip`] does, appended to `out`; serialized no
+/// further than the clip shows (a `write_file` call's arguments hold the whole file).
+pub fn clip_json_into(out: &mut String, value: &serde_json::Value, max: usize) {
     // `max` characters take at most `4 * max` bytes; one more character tells that it was
     // cut.
     let mut head = Bounded {
@@ -157,7 +181,7 @@ pub fn clip_json(value: &serde_json::Value, max: usize) -> String {
         // Cut inside a character: keep the whole ones before it.
         Err(e) => std::str::from_utf8(&head.bytes[..e.valid_up_to()]).unwrap_or_default(),
     };
-    clip(text, max)
+    clip_into(out, text, max);
 }
 
 /// A writer that keeps the first `room` bytes and refuses the rest.
@@ -345,12 +369,49 @@ mod tests {
         ];
         for value in &values {
             for max in [0, 1, 5, 40, 158, 160, 161, 2000] {
+                let mut clipped = String::from("before ");
+                clip_json_into(&mut clipped, value, max);
                 assert_eq!(
-                    clip_json(value, max),
-                    clip(&value.to_string(), max),
+                    clipped,
+                    format!("before {}", clip(&value.to_string(), max)),
                     "{value} at {max}"
                 );
             }
+        }
+    }
+
+    /// [`clip`] as it was first written: every character of the part shown mapped by
+    /// [`on_one_line`], then `…` where it was cut. The shortcuts must show the same.
+    fn clip_by_characters(s: &str, max: usize) -> String {
+        let cut = lsm_sandbox::char_cut(s, max);
+        let mut out: String = s[..cut.unwrap_or(s.len())]
+            .chars()
+            .map(on_one_line)
+            .collect();
+        if cut.is_some() {
+            out.push('…');
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn a_clip_appended_in_place_is_the_clip_by_characters(
+            before in "[a-z ]{0,3}",
+            text in proptest::prop_oneof![
+                "[ -~\t\n\r\x00-\x1f\x7f]{0,200}",
+                "[ -~\n\x1b\u{9b}\u{202e}é日🚀]{0,200}",
+            ],
+            max in 0usize..220,
+        ) {
+            let mut out = before.clone();
+            clip_into(&mut out, &text, max);
+            proptest::prop_assert_eq!(out, format!("{before}{}", clip_by_characters(&text, max)));
+            let mut line = format!("{before}{text}");
+            one_line_from(&mut line, before.len());
+            proptest::prop_assert_eq!(line, format!("{before}{}", clip_by_characters(&text, usize::MAX)));
         }
     }
 }

@@ -307,3 +307,59 @@ fn nothing_from_a_model_a_tool_or_a_server_drives_the_terminal() {
         assert!(!shown.contains(c), "{c:?} reached the screen: {shown:?}");
     }
 }
+
+#[test]
+fn a_model_call_s_lines_written_in_place_are_the_lines_made_whole() {
+    // The lines every model call prints are written part by part into one buffer; each must
+    // be what cleaning the whole line made of clipped parts shows, for names and texts a
+    // terminal would act on too.
+    let long = "é".repeat(300);
+    let wide = "x".repeat(400);
+    for tool in ["read_file", "evil\x1b[2J\ntool", "日本\u{202e}x", ""] {
+        for summary in [
+            "",
+            "File 9.\nSome notes",
+            &long,
+            "a\x1b]52;c;eA==\x07b\r\n",
+            &wide,
+        ] {
+            for success in [true, false] {
+                let e = ev(
+                    "tool_result",
+                    json!({"label": "__default__", "call_id": "c1", "tool": tool,
+                           "success": success, "content": "", "summary": summary}),
+                );
+                let expected = one_line(if success {
+                    format!("  <- {tool}: {}", clip(summary, 160))
+                } else {
+                    format!("  <- {tool} failed: {}", clip(summary, 200))
+                });
+                assert_eq!(describe(&e).as_deref(), Some(expected.as_str()));
+            }
+            let arguments = json!({"path": summary, "content": wide});
+            let e = ev(
+                "tool_call_started",
+                json!({"label": "__default__", "call_id": "c1", "tool": tool,
+                       "arguments": arguments}),
+            );
+            let expected = one_line(format!("  -> {tool} {}", clip(&arguments.to_string(), 160)));
+            assert_eq!(describe(&e).as_deref(), Some(expected.as_str()));
+        }
+        for label in ["__default__", tool] {
+            let mut e = response(label, "", 2);
+            let expected = one_line(format!("{}model requested 2 tool call(s)", prefix(label)));
+            assert_eq!(describe(&e).as_deref(), Some(expected.as_str()));
+            // Appended after what the buffer holds, cleaned from its own start only.
+            let mut out = String::from("kept\x1b");
+            assert!(describe_into(&e, &mut out));
+            assert_eq!(out, format!("kept\x1b{expected}"));
+            e = response(label, "said\nthis", 0);
+            let expected = one_line(format!(
+                "{}model: {}",
+                prefix(label),
+                clip("said\nthis", 160)
+            ));
+            assert_eq!(describe(&e).as_deref(), Some(expected.as_str()));
+        }
+    }
+}
