@@ -159,21 +159,25 @@ pub(crate) fn body(
     }
     head.push(b']');
     if n > 0 {
-        head.extend_from_slice(b",\"tools\":[");
-        for (i, t) in request.tools.iter().enumerate() {
-            if i > 0 {
-                head.push(b',');
+        head.extend_from_slice(b",\"tools\":");
+        cache.tools_array(&request.tools, head, |cache, json| {
+            json.push(b'[');
+            for (i, t) in request.tools.iter().enumerate() {
+                if i > 0 {
+                    json.push(b',');
+                }
+                if i + 1 == n {
+                    // The last tool carries the cache marker: not kept as the tool's own
+                    // JSON (only in this array, for these tools).
+                    crate::wire::write(json, &wire_tool(t, Some(EPHEMERAL)));
+                } else {
+                    cache.json(t, json, |t, json| {
+                        crate::wire::write(json, &wire_tool(t, None));
+                    });
+                }
             }
-            if i + 1 == n {
-                // The last tool carries the cache marker: made fresh, not kept.
-                crate::wire::write(head, &wire_tool(t, Some(EPHEMERAL)));
-            } else {
-                cache.json(t, head, |t, json| {
-                    crate::wire::write(json, &wire_tool(t, None));
-                });
-            }
-        }
-        head.push(b']');
+            json.push(b']');
+        });
     }
     drop(cache);
     p.remember_body_len(head.len() + rest.len());

@@ -729,6 +729,61 @@ mod tests {
         assert!(kept.bytes.len() > first.len());
     }
 
+    /// A phase offers the same tools call after call, and the body copies their array as it
+    /// was last written; when the tools change (one dropped, the order changed, a definition
+    /// replaced), the array is written again: each body is the one a new provider makes.
+    #[test]
+    fn the_tools_array_is_kept_while_the_tools_are_the_same() {
+        use std::sync::Arc;
+        let tool = |name: &str, description: &str| {
+            Arc::new(crate::ToolDefinition {
+                name: name.into(),
+                description: description.into(),
+                parameters: serde_json::json!({"type": "object", "properties": {}}),
+            })
+        };
+        let (a, b) = (
+            tool("read_file", "Read a file."),
+            tool("block", "Say why not."),
+        );
+        let a_edited = tool("read_file", "Read a file, or a part of one.");
+        let lists = [
+            vec![Arc::clone(&a), Arc::clone(&b)],
+            vec![Arc::clone(&a), Arc::clone(&b)],
+            vec![Arc::clone(&b)],
+            vec![Arc::clone(&b), Arc::clone(&a)],
+            vec![],
+            vec![Arc::clone(&a), Arc::clone(&b)],
+            vec![Arc::clone(&a_edited), Arc::clone(&b)],
+        ];
+        for kind in [
+            ProviderKind::Compatible,
+            ProviderKind::OpenAiResponses,
+            ProviderKind::Anthropic,
+        ] {
+            let build = || {
+                let mut config = crate::ProviderConfig::new(kind, "m");
+                config.base_url = Some("http://127.0.0.1:9/v1".into());
+                config.build_http(&|_| Some("k".into())).unwrap()
+            };
+            let p = build();
+            for tools in &lists {
+                let request = LlmRequest {
+                    messages: vec![crate::Message::user("hello").into()],
+                    tools: tools.clone(),
+                    options: crate::CallOptions::default(),
+                };
+                let body = p.request_body(&request, false);
+                assert_eq!(
+                    String::from_utf8_lossy(&body),
+                    String::from_utf8_lossy(&build().request_body(&request, false)),
+                    "{kind:?} with {} tool(s)",
+                    tools.len()
+                );
+            }
+        }
+    }
+
     #[test]
     fn retry_after_forms() {
         let mut h = HeaderMap::new();

@@ -64,8 +64,10 @@ pub(crate) fn body(
     body.push(b']');
     if !request.tools.is_empty() {
         body.extend_from_slice(b",\"tools\":");
-        crate::wire::array(body, &request.tools, |t, out| {
-            cache.json(t, out, |t, json| crate::wire::write(json, &WireTool(t)))
+        cache.tools_array(&request.tools, body, |cache, json| {
+            crate::wire::array(json, &request.tools, |t, out| {
+                cache.json(t, out, |t, json| crate::wire::write(json, &WireTool(t)))
+            });
         });
     }
     drop(cache);

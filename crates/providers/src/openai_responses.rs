@@ -173,19 +173,21 @@ pub(crate) fn body(
     head.push(b']');
     if !request.tools.is_empty() {
         head.extend_from_slice(b",\"tools\":");
-        crate::wire::array(head, &request.tools, |t, out| {
-            cache.json(t, out, |t, json| {
-                crate::wire::write(
-                    json,
-                    &Tool {
-                        r#type: "function",
-                        name: &t.name,
-                        description: &t.description,
-                        parameters: &t.parameters,
-                        strict: false,
-                    },
-                );
-            })
+        cache.tools_array(&request.tools, head, |cache, json| {
+            crate::wire::array(json, &request.tools, |t, out| {
+                cache.json(t, out, |t, json| {
+                    crate::wire::write(
+                        json,
+                        &Tool {
+                            r#type: "function",
+                            name: &t.name,
+                            description: &t.description,
+                            parameters: &t.parameters,
+                            strict: false,
+                        },
+                    );
+                })
+            });
         });
     }
     drop(cache);

@@ -19,10 +19,16 @@ use crate::{Message, ToolDefinition};
 /// fail (no map has non-string keys), so the error arm is unreachable in practice; it yields
 /// an empty body, which the server rejects with a clear error rather than a panic here.
 pub(crate) fn to_bytes(body: &impl Serialize) -> Vec<u8> {
-    let mut out = Vec::new();
+    // Room for a body's usual fields besides its messages and tools (model, caps, cache
+    // key) at once: the writer reserves room before each string, and from nothing each
+    // reservation grew the buffer and copied what it held.
+    let mut out = Vec::with_capacity(FIELDS_CAPACITY);
     write(&mut out, body);
     out
 }
+
+/// The bytes [`to_bytes`] first makes room for.
+const FIELDS_CAPACITY: usize = 256;
 
 /// Append `value`'s JSON to `out` (see [`to_bytes`] for the error arm): the bytes serde_json
 /// writes, by sonic-rs, which finds the characters a string must escape 32 bytes at a time
@@ -60,6 +66,21 @@ pub(crate) struct WireCache {
     kept_at_last_sweep: usize,
     /// The running token counts of the messages last estimated.
     pub(crate) counts: KeptCounts,
+    /// Where a new entry's JSON is written before it is kept at its length: the writer
+    /// reserves room for six bytes a byte before each string, which made a buffer started
+    /// from nothing grow and copy itself several times for every new message.
+    scratch: Vec<u8>,
+    /// The tools array last written, and the tools it was written for.
+    tools: KeptTools,
+}
+
+/// A request's tools array as its body carries it, kept with the tools (the same `Arc`s,
+/// in order) it was written for: a phase offers the same tools call after call, and the
+/// array is copied whole instead of looked up and copied tool by tool.
+#[derive(Default)]
+struct KeptTools {
+    tools: Vec<Arc<ToolDefinition>>,
+    json: Vec<u8>,
 }
 
 struct Entry {
@@ -111,6 +132,10 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// The most room [`WireCache`]'s scratch buffer keeps between messages (what a message of
+/// about 10 KB of text takes while it is written).
+const SCRATCH_KEPT: usize = 64 * 1024;
+
 /// Entries below this many are never swept (a short run never pays for a sweep).
 const SWEEP_FLOOR: usize = 256;
 
@@ -147,7 +172,37 @@ impl WireCache {
         out: &mut Vec<u8>,
         encode: impl FnOnce(&T, &mut Vec<u8>),
     ) -> bool {
-        append(self.entry(shared), out, |json| encode(shared, json))
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let wrote = append(self.entry(shared), out, &mut scratch, |json| {
+            encode(shared, json);
+        });
+        // A very long message's room is not held on to for the provider's life.
+        if scratch.capacity() <= SCRATCH_KEPT {
+            self.scratch = scratch;
+        }
+        wrote
+    }
+
+    /// Append the JSON array of `tools` to `out`: the one kept when these are the tools it
+    /// was written for, else the one `write` writes (with this cache, for the tools' own
+    /// entries), which is kept for the next call.
+    pub(crate) fn tools_array(
+        &mut self,
+        tools: &[Arc<ToolDefinition>],
+        out: &mut Vec<u8>,
+        write: impl FnOnce(&mut WireCache, &mut Vec<u8>),
+    ) {
+        let kept = &self.tools.tools;
+        if kept.len() != tools.len() || shared_prefix(kept, tools) != tools.len() {
+            let mut json = std::mem::take(&mut self.tools.json);
+            json.clear();
+            write(self, &mut json);
+            self.tools = KeptTools {
+                tools: tools.to_vec(),
+                json,
+            };
+        }
+        out.extend_from_slice(&self.tools.json);
     }
 
     /// `shared`'s estimated tokens, counted by `count` the first time.
@@ -200,13 +255,18 @@ impl Hasher for AddressHasher {
     }
 }
 
-/// Append `entry`'s wire JSON to `out`, made by `encode` the first time; whether it is
-/// non-empty.
-fn append(entry: &mut Entry, out: &mut Vec<u8>, encode: impl FnOnce(&mut Vec<u8>)) -> bool {
+/// Append `entry`'s wire JSON to `out`, made by `encode` the first time (into `scratch`,
+/// then kept at its length); whether it is non-empty.
+fn append(
+    entry: &mut Entry,
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+    encode: impl FnOnce(&mut Vec<u8>),
+) -> bool {
     let json = entry.json.get_or_insert_with(|| {
-        let mut json = Vec::new();
-        encode(&mut json);
-        json.into_boxed_slice()
+        scratch.clear();
+        encode(scratch);
+        Box::from(scratch.as_slice())
     });
     out.extend_from_slice(json);
     !json.is_empty()
@@ -500,6 +560,23 @@ mod tests {
         let mut out = Vec::new();
         cache.json(&changed, &mut out, encode);
         assert_eq!(out, b"\"bye\"");
+    }
+
+    #[test]
+    fn new_entries_are_written_in_one_scratch_buffer_of_bounded_room() {
+        // Each new entry is written in the same buffer, cleared in between, and kept at its
+        // length; the buffer keeps its room for the next one unless a very long message
+        // made it large.
+        let mut cache = WireCache::default();
+        let long = "x".repeat(20_000);
+        for (text, kept_room) in [("hello", true), ("hi", true), (long.as_str(), false)] {
+            let m = Arc::new(Message::user(text));
+            let mut out = b"[".to_vec();
+            cache.json(&m, &mut out, encode);
+            assert_eq!(out, format!("[\"{text}\"").as_bytes());
+            assert_eq!(cache.scratch.capacity() > 0, kept_room, "{}", text.len());
+            assert!(cache.scratch.capacity() <= SCRATCH_KEPT);
+        }
     }
 
     #[test]
