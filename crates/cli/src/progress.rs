@@ -351,7 +351,8 @@ pub fn describe(e: &EventEnvelope) -> Option<String> {
 
 /// [`describe`]'s line appended to `out` (without a line break); whether there is one. The
 /// lines of every model call (a tool call asked for, started, answered) are written in place,
-/// part by part; the others are made as strings first.
+/// part by part, each part cleaned as it is written; the others are made as strings first
+/// and cleaned whole.
 pub fn describe_into(e: &EventEnvelope, out: &mut String) -> bool {
     let start = out.len();
     match &e.event {
@@ -367,11 +368,16 @@ pub fn describe_into(e: &EventEnvelope, out: &mut String) -> bool {
                 prefix(label),
                 tool_calls.len()
             );
+            // The label is the configuration's, not clipped: the short line is cleaned whole.
+            one_line_from(out, start);
         }
+        // The tool's name comes from the model: cleaned, not clipped.
         RunEvent::ToolCallStarted {
             tool, arguments, ..
         } => {
-            let _ = write!(out, "  -> {tool} ");
+            out.push_str("  -> ");
+            clip_into(out, tool, usize::MAX);
+            out.push(' ');
             clip_json_into(out, arguments, 160);
         }
         RunEvent::ToolResult {
@@ -385,16 +391,21 @@ pub fn describe_into(e: &EventEnvelope, out: &mut String) -> bool {
             } else {
                 (" failed: ", 200)
             };
-            let _ = write!(out, "  <- {tool}{said}");
+            out.push_str("  <- ");
+            clip_into(out, tool, usize::MAX);
+            out.push_str(said);
             clip_into(out, summary, max);
         }
         _ => match described(e) {
-            Some(line) => out.push_str(&line),
+            Some(line) => {
+                out.push_str(&line);
+                // Tool and item names, reasons and errors come from the model or a server
+                // unclipped.
+                one_line_from(out, start);
+            }
             None => return false,
         },
     }
-    // Tool and item names, reasons and errors come from the model or a server unclipped.
-    one_line_from(out, start);
     true
 }
 
