@@ -277,6 +277,11 @@ struct Spare {
     /// is unchanged. A provider remembers what it wrote for a message by the message's
     /// identity; a new one at every call made it write every message after it again.
     standing: Option<Arc<Message>>,
+    /// The names of the tools the last request offered, as its `llm_request` event
+    /// carries them: the next request offering the same tools shares the list.
+    tool_names: Option<Arc<[String]>>,
+    /// The last request's prompt-cache key (`<agent>:<label>`).
+    cache_key: Option<String>,
 }
 
 /// Apply `event` to `state` and keep it for the journal.
@@ -322,6 +327,50 @@ impl Core {
         self.spare
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The names of `tools`, as a request's `llm_request` event carries them: the list
+    /// the last request's event carried when it names the same tools.
+    pub(crate) fn tool_names(
+        &self,
+        tools: &[std::sync::Arc<lsm_providers::ToolDefinition>],
+    ) -> Arc<[String]> {
+        let mut spare = self.spare();
+        match &spare.tool_names {
+            Some(names)
+                if names.len() == tools.len()
+                    && names.iter().zip(tools).all(|(name, t)| *name == t.name) =>
+            {
+                Arc::clone(names)
+            }
+            _ => {
+                let names: Arc<[String]> = tools.iter().map(|t| t.name.clone()).collect();
+                spare.tool_names = Some(Arc::clone(&names));
+                names
+            }
+        }
+    }
+
+    /// The prompt-cache key of a request of the context `label` names: `<agent>:<label>`,
+    /// made again only when it is not the last request's.
+    pub(crate) fn cache_key(&self, label: &str) -> String {
+        let agent = self.config.agent.as_str();
+        let mut spare = self.spare();
+        match &spare.cache_key {
+            Some(key)
+                if key.len() == agent.len() + 1 + label.len()
+                    && key.starts_with(agent)
+                    && key[agent.len()..].starts_with(':')
+                    && key.ends_with(label) =>
+            {
+                key.clone()
+            }
+            _ => {
+                let key = format!("{agent}:{label}");
+                spare.cache_key = Some(key.clone());
+                key
+            }
+        }
     }
 
     /// The system prompt's message: the shared one, unless the prompt was changed since.

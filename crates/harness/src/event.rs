@@ -130,7 +130,8 @@ pub enum RunEvent {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         work_items: bool,
         /// Names of the tools offered.
-        tools: Vec<String>,
+        // One list, shared by the calls that offer the same tools.
+        tools: std::sync::Arc<[String]>,
         /// The call's output cap (what is left of the budget, at most the configured cap).
         max_output_tokens: Option<u64>,
         /// The response the call chains from.

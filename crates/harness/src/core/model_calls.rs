@@ -179,7 +179,7 @@ impl Core {
             tools,
             options: CallOptions {
                 previous_response_id,
-                prompt_cache_key: Some(format!("{}:{}", self.config.agent, label_name(label))),
+                prompt_cache_key: Some(self.cache_key(label_name(label))),
                 ..CallOptions::default()
             },
         };
@@ -266,7 +266,7 @@ impl Core {
                 messages: request.messages.len(),
                 standing_context: has_standing,
                 work_items: has_reminder,
-                tools: request.tools.iter().map(|t| t.name.clone()).collect(),
+                tools: self.tool_names(&request.tools),
                 max_output_tokens: request.options.max_output_tokens,
                 previous_response_id: request.options.previous_response_id.clone(),
                 prompt_cache_key: request.options.prompt_cache_key.clone(),
