@@ -89,8 +89,55 @@ fn count(cmd: &Command, work: &Path, label: &str) -> Result<u64> {
     }
     let text = std::fs::read_to_string(&out)
         .with_context(|| format!("callgrind wrote no counts to {}", out.display()))?;
+    let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+    UNHANDLED.with_borrow_mut(|seen| seen.extend(unhandled_syscalls(&log)));
     total_instructions(&text)
         .with_context(|| format!("{} holds no instruction total", out.display()))
+}
+
+std::thread_local! {
+    /// The system calls valgrind said it does not implement, in any run counted so far.
+    static UNHANDLED: std::cell::RefCell<std::collections::BTreeSet<u32>> =
+        const { std::cell::RefCell::new(std::collections::BTreeSet::new()) };
+}
+
+/// The numbers of the system calls a valgrind log says it does not implement
+/// (`WARNING: unhandled amd64-linux syscall: 437`): the program saw them fail with `ENOSYS`
+/// and took whatever it does without them, which a run outside valgrind does not.
+fn unhandled_syscalls(log: &str) -> Vec<u32> {
+    log.lines()
+        .filter_map(|l| {
+            l.split_once("unhandled ")?
+                .1
+                .split_once("syscall: ")?
+                .1
+                .trim()
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+/// What the table's reader must know when valgrind lacked system calls: the counts include
+/// the fallbacks taken for them. Empty when it lacked none.
+fn unhandled_note(unhandled: &std::collections::BTreeSet<u32>) -> String {
+    if unhandled.is_empty() {
+        return String::new();
+    }
+    let named: Vec<String> = unhandled
+        .iter()
+        .map(|n| match n {
+            437 => "437 (openat2)".to_string(),
+            n => n.to_string(),
+        })
+        .collect();
+    format!(
+        "\nNote: this valgrind does not implement system call(s) {}, so under it the runs took \
+         their fallbacks (for openat2: file tools resolve paths by name and open files with \
+         cap-std's walk over the components), whose user-space instructions a run outside \
+         valgrind does not spend.\n",
+        named.join(", ")
+    )
 }
 
 impl Bench<'_> {
@@ -184,6 +231,7 @@ pub(super) fn bench(
         println!("{}", to_json(&rows));
     } else {
         print!("{}", table(&rows, &opts.calls));
+        print!("{}", UNHANDLED.with_borrow(unhandled_note));
     }
     Ok(())
 }
@@ -278,6 +326,20 @@ fn to_json(rows: &[Row]) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_system_calls_valgrind_lacks_are_read_from_its_log_and_named_in_a_note() {
+        let log = "==1== Callgrind\n--2474-- WARNING: unhandled amd64-linux syscall: 437\n\
+                   --2474-- Read the file README_MISSING_SYSCALL_OR_IOCTL.\n\
+                   --2474-- WARNING: unhandled amd64-linux syscall: 437\n\
+                   --9-- WARNING: unhandled amd64-linux syscall: 999\n";
+        assert_eq!(unhandled_syscalls(log), [437, 437, 999]);
+        assert!(unhandled_syscalls("==1== no warnings\n").is_empty());
+        let seen: std::collections::BTreeSet<u32> = [437, 999].into();
+        let note = unhandled_note(&seen);
+        assert!(note.contains("437 (openat2), 999"), "{note}");
+        assert!(unhandled_note(&Default::default()).is_empty());
+    }
 
     #[test]
     fn the_total_is_the_summary_line_or_else_the_totals_line() {
