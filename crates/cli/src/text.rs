@@ -81,12 +81,16 @@ pub fn one_line(mut line: String) -> String {
     line
 }
 
-/// [`one_line`] for the part of `line` from byte `start` on (which must be a character's
-/// start): a line appended to a buffer is cleaned where it stands.
+/// [`one_line`] for the part of `line` from byte `start` on: a line appended to a buffer is
+/// cleaned where it stands. A `start` that is not a character's start (or past the end)
+/// cleans the whole of `line`: never less than asked.
 pub fn one_line_from(line: &mut String, start: usize) {
-    let Some(tail) = line.get(start..) else {
-        return;
+    let start = if line.is_char_boundary(start) {
+        start
+    } else {
+        0
     };
+    let tail = &line[start..];
     // Only from the first byte that is not printable ASCII on can a character change (a
     // progress line is ASCII but for the `…` a clip ends with): the characters are decoded
     // from there, not from the start.
@@ -392,6 +396,16 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_line_cleaned_from_a_bad_offset_is_cleaned_whole() {
+        let mut line = "é\x1b[2J\nnext".to_string();
+        one_line_from(&mut line, 1); // inside `é`
+        assert_eq!(line, "é\u{fffd}[2J next");
+        let mut line = "a\nb".to_string();
+        one_line_from(&mut line, 99);
+        assert_eq!(line, "a b");
     }
 
     /// [`clip`] as it was first written: every character of the part shown mapped by

@@ -356,15 +356,13 @@ impl Core {
     pub(crate) fn cache_key(&self, label: &str) -> String {
         let agent = self.config.agent.as_str();
         let mut spare = self.spare();
+        let current = |key: &str| {
+            key.strip_prefix(agent)
+                .and_then(|rest| rest.strip_prefix(':'))
+                .is_some_and(|rest| rest == label)
+        };
         match &spare.cache_key {
-            Some(key)
-                if key.len() == agent.len() + 1 + label.len()
-                    && key.starts_with(agent)
-                    && key[agent.len()..].starts_with(':')
-                    && key.ends_with(label) =>
-            {
-                key.clone()
-            }
+            Some(key) if current(key) => key.clone(),
             _ => {
                 let key = format!("{agent}:{label}");
                 spare.cache_key = Some(key.clone());
