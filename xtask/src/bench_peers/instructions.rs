@@ -89,16 +89,8 @@ fn count(cmd: &Command, work: &Path, label: &str) -> Result<u64> {
     }
     let text = std::fs::read_to_string(&out)
         .with_context(|| format!("callgrind wrote no counts to {}", out.display()))?;
-    let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-    UNHANDLED.with_borrow_mut(|seen| seen.extend(unhandled_syscalls(&log)));
     total_instructions(&text)
         .with_context(|| format!("{} holds no instruction total", out.display()))
-}
-
-std::thread_local! {
-    /// The system calls valgrind said it does not implement, in any run counted so far.
-    static UNHANDLED: std::cell::RefCell<std::collections::BTreeSet<u32>> =
-        const { std::cell::RefCell::new(std::collections::BTreeSet::new()) };
 }
 
 /// The numbers of the system calls a valgrind log says it does not implement
@@ -115,6 +107,24 @@ fn unhandled_syscalls(log: &str) -> Vec<u32> {
                 .parse()
                 .ok()
         })
+        .collect()
+}
+
+/// The system calls valgrind said it does not implement in any run counted in `work` (its
+/// logs, `out/*-instructions.log`).
+fn unhandled_in(work: &Path) -> std::collections::BTreeSet<u32> {
+    let Ok(entries) = std::fs::read_dir(work.join("out")) else {
+        return Default::default();
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .ends_with("-instructions.log")
+        })
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .flat_map(|log| unhandled_syscalls(&log))
         .collect()
 }
 
@@ -231,7 +241,7 @@ pub(super) fn bench(
         println!("{}", to_json(&rows));
     } else {
         print!("{}", table(&rows, &opts.calls));
-        print!("{}", UNHANDLED.with_borrow(unhandled_note));
+        print!("{}", unhandled_note(&unhandled_in(bench.work)));
     }
     Ok(())
 }
@@ -339,6 +349,17 @@ mod tests {
         let note = unhandled_note(&seen);
         assert!(note.contains("437 (openat2), 999"), "{note}");
         assert!(unhandled_note(&Default::default()).is_empty());
+        // Read from the counted runs' logs in the work folder, and only from those.
+        let work = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(work.path().join("out")).unwrap();
+        std::fs::write(work.path().join("out/Lsm-50-instructions.log"), log).unwrap();
+        std::fs::write(
+            work.path().join("out/other.log"),
+            "WARNING: unhandled amd64-linux syscall: 5\n",
+        )
+        .unwrap();
+        assert_eq!(unhandled_in(work.path()), [437, 999].into());
+        assert!(unhandled_in(&work.path().join("none")).is_empty());
     }
 
     #[test]
