@@ -257,12 +257,12 @@ impl AgentCore {
 
     /// The agent's name.
     pub fn name(&self) -> &str {
-        self.spec.name
+        &self.spec.name
     }
 
     /// The agent's one-line description.
     pub fn description(&self) -> &str {
-        self.spec.description
+        &self.spec.description
     }
 
     /// The agent's LLM tier.
@@ -302,7 +302,7 @@ impl AgentCore {
     pub fn begin_run(&mut self, topic: &str) {
         if self.run.executor.is_some() {
             tracing::debug!(
-                agent = self.spec.name,
+                agent = %self.spec.name,
                 "a new run begins; the previous run's executor is dropped"
             );
         }
@@ -322,7 +322,7 @@ impl AgentCore {
         let executor = self.executor(system_prompt);
         let result = executor.run_bounded(request).await;
         tracing::debug!(
-            agent = self.spec.name,
+            agent = %self.spec.name,
             label = label.as_deref().unwrap_or("primary"),
             stop_reason = %result.stop_reason,
             tool_calls = result.tool_calls.len(),
@@ -347,7 +347,7 @@ impl AgentCore {
             Some(existing) => {
                 if first_prompt.as_deref() != Some(system_prompt) {
                     tracing::debug!(
-                        agent = self.spec.name,
+                        agent = %self.spec.name,
                         "system prompt differs from the run's first phase; ignored: the run's \
                          executor keeps the first one"
                     );
@@ -355,7 +355,7 @@ impl AgentCore {
                 existing
             }
             slot @ None => {
-                tracing::debug!(agent = self.spec.name, "creating the run's executor");
+                tracing::debug!(agent = %self.spec.name, "creating the run's executor");
                 *first_prompt = Some(system_prompt.to_string());
                 slot.insert(self.ctx.factory.create(&identity, system_prompt))
             }
@@ -377,7 +377,7 @@ impl AgentCore {
             .await;
         for o in &outcomes {
             tracing::debug!(
-                agent = self.spec.name,
+                agent = %self.spec.name,
                 item = %o.item_id,
                 stop_reason = %o.stop_reason,
                 "worker ended"
@@ -435,7 +435,7 @@ impl AgentCore {
     /// # Errors
     /// [`AgentError::Workspace`] when a folder cannot be created.
     pub fn workspace_root(&self) -> Result<PathBuf, AgentError> {
-        let root = self.ctx.agents_folder.join(self.spec.name);
+        let root = self.ctx.agents_folder.join(&self.spec.name);
         for sub in ["logs", "artifacts", "memory"] {
             let dir = root.join(sub);
             std::fs::create_dir_all(&dir)
@@ -516,16 +516,16 @@ impl AgentCore {
     /// never share a log), one timestamped entry per call. Logging never fails the run: a log file that cannot be
     /// written is reported once as a warning.
     pub fn log(&mut self, message: &str) {
-        tracing::info!(target: "lsm_agents::log", agent = self.spec.name, "{message}");
+        tracing::info!(target: "lsm_agents::log", agent = %self.spec.name, "{message}");
         if let Some(sink) = &self.ctx.log_sink {
-            sink.line(self.spec.name, message);
+            sink.line(&self.spec.name, message);
         }
         if self.run.log_failed {
             return;
         }
         if let Err(e) = self.append_log(message) {
             self.run.log_failed = true;
-            tracing::warn!(agent = self.spec.name, "{e}");
+            tracing::warn!(agent = %self.spec.name, "{e}");
         }
     }
 
@@ -553,7 +553,7 @@ impl AgentCore {
                 None => {
                     // The run's own file, created new: a concurrent run of the same agent that
                     // started in the same second gets `_2`, never this run's file.
-                    let name = artifact_filename_at(self.spec.name, ".log", self.run.started_at);
+                    let name = artifact_filename_at(&self.spec.name, ".log", self.run.started_at);
                     let (p, file) = create_unique(&self.logs_dir()?, &name, ".log")
                         .map_err(|(path, source)| AgentError::Log { path, source })?;
                     self.run.log_file = Some(p.clone());

@@ -23,7 +23,10 @@
 //! - Write files anywhere but under its own workspace folder.
 
 mod agents;
+mod catalog;
 mod core;
+mod defined;
+pub mod definition;
 mod parse;
 
 use lsm_phase::AgentIdentity;
@@ -35,20 +38,18 @@ pub use lsm_phase::{
 pub use crate::agents::assistant::{ASSISTANT, AssistantAgent};
 pub use crate::agents::conductor::{CONDUCTOR, ConductorAgent};
 pub use crate::agents::curator::{CURATOR, CuratorAgent};
-pub use crate::agents::research::{MAX_SUBTOPICS, RESEARCH, ResearchAgent};
-pub use crate::agents::simple::{
-    GENERAL, LIBRARIAN, MANUSCRIPT_EDITOR, RESEARCHER, SimpleAgent, TERMINAL,
-};
-pub use crate::agents::synthesis::{SYNTHESIS, SynthesisAgent};
 pub use crate::agents::writing::{WRITING, WritingAgent};
+pub use crate::catalog::Catalog;
 pub use crate::core::{
     AgentContext, AgentCore, AgentError, AgentLogSink, AgentOutput, DEFAULT_MAX_ITERATIONS,
     DEFAULT_MAX_ROUNDS, DEFAULT_MAX_WORKERS, MAX_ARTIFACT_NAME_BYTES, artifact_filename_at,
     sanitize_artifact_name,
 };
+pub use crate::defined::DefinedAgent;
+pub use crate::definition::{AgentDefinition, DefinitionError, DefinitionSource};
 
 /// What a run of an agent is about: a task to do, or a topic to work on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskInput {
     /// An instruction (`lsm agent run <name> --task "..."`).
@@ -68,15 +69,49 @@ impl TaskInput {
 }
 
 /// An agent's capability card: who it is and what it may do.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct AgentSpec {
+    /// Name (also its workspace folder).
+    pub name: String,
+    /// One line for `lsm agent list`.
+    pub description: String,
+    /// LLM tier.
+    pub tier: LlmTier,
+    /// Tools it may call (only those registered in a run are offered).
+    pub tools: Vec<String>,
+    /// Whether a run takes a task or a topic.
+    pub input: TaskInput,
+    /// The system prompt of its runs.
+    pub system_prompt: String,
+}
+
+impl AgentSpec {
+    /// The identity of one run of this agent about `topic`. `ask_user` is added to the
+    /// allowlist when `ask_user_available`.
+    pub fn identity(&self, topic: &str, ask_user_available: bool) -> AgentIdentity {
+        let mut tool_allowlist = self.tools.clone();
+        if ask_user_available && !self.tools.iter().any(|t| t == "ask_user") {
+            tool_allowlist.push("ask_user".to_string());
+        }
+        AgentIdentity {
+            name: self.name.clone(),
+            tool_allowlist,
+            tier: self.tier,
+            topic: topic.to_string(),
+        }
+    }
+}
+
+/// The card of a built-in agent that runs code of its own, as constants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Card {
     /// Name (also its workspace folder).
     pub name: &'static str,
     /// One line for `lsm agent list`.
     pub description: &'static str,
     /// LLM tier.
     pub tier: LlmTier,
-    /// Tools it may call (only those registered in a run are offered).
+    /// Tools it may call.
     pub tools: &'static [&'static str],
     /// Whether a run takes a task or a topic.
     pub input: TaskInput,
@@ -84,19 +119,16 @@ pub struct AgentSpec {
     pub system_prompt: &'static str,
 }
 
-impl AgentSpec {
-    /// The identity of one run of this agent about `topic`. `ask_user` is added to the
-    /// allowlist when `ask_user_available`.
-    pub fn identity(&self, topic: &str, ask_user_available: bool) -> AgentIdentity {
-        let mut tool_allowlist: Vec<String> = self.tools.iter().map(|t| t.to_string()).collect();
-        if ask_user_available && !self.tools.contains(&"ask_user") {
-            tool_allowlist.push("ask_user".to_string());
-        }
-        AgentIdentity {
+impl Card {
+    /// The card as an [`AgentSpec`].
+    pub fn spec(&self) -> AgentSpec {
+        AgentSpec {
             name: self.name.to_string(),
-            tool_allowlist,
+            description: self.description.to_string(),
             tier: self.tier,
-            topic: topic.to_string(),
+            tools: self.tools.iter().map(|t| t.to_string()).collect(),
+            input: self.input,
+            system_prompt: self.system_prompt.to_string(),
         }
     }
 }
@@ -120,43 +152,14 @@ pub trait Agent: Send {
     async fn run(&mut self, task: &str) -> AgentOutput;
 }
 
-/// Every built-in agent, in `lsm agent list` order.
-pub const BUILTIN: &[AgentSpec] = &[
-    GENERAL,
-    RESEARCH,
-    SYNTHESIS,
-    CURATOR,
-    WRITING,
-    LIBRARIAN,
-    MANUSCRIPT_EDITOR,
-    ASSISTANT,
-    CONDUCTOR,
-    RESEARCHER,
-    TERMINAL,
-];
-
-/// Look a built-in agent up by name.
-pub fn find(name: &str) -> Option<&'static AgentSpec> {
-    BUILTIN.iter().find(|a| a.name == name)
+/// The built-in agent `name`.
+pub fn find(name: &str) -> Option<&'static AgentDefinition> {
+    definition::builtin().iter().find(|a| a.name() == name)
 }
 
-/// A built-in agent by name, on `ctx`.
+/// The built-in agent `name`, on `ctx` (user and project definitions: [`Catalog::create`]).
 pub fn create(name: &str, ctx: AgentContext) -> Option<Box<dyn Agent>> {
-    let agent: Box<dyn Agent> = match name {
-        "general" => Box::new(SimpleAgent::new(GENERAL, ctx)),
-        "librarian" => Box::new(SimpleAgent::new(LIBRARIAN, ctx)),
-        "manuscript_editor" => Box::new(SimpleAgent::new(MANUSCRIPT_EDITOR, ctx)),
-        "research" => Box::new(ResearchAgent::new(ctx)),
-        "synthesis" => Box::new(SynthesisAgent::new(ctx)),
-        "curator" => Box::new(CuratorAgent::new(ctx)),
-        "writing" => Box::new(WritingAgent::new(ctx)),
-        "assistant" => Box::new(AssistantAgent::new(ctx)),
-        "conductor" => Box::new(ConductorAgent::new(ctx)),
-        "researcher" => Box::new(SimpleAgent::new(RESEARCHER, ctx)),
-        "terminal" => Box::new(SimpleAgent::new(TERMINAL, ctx)),
-        _ => return None,
-    };
-    Some(agent)
+    Catalog::builtin().create(name, ctx)
 }
 
 #[cfg(test)]

@@ -160,7 +160,7 @@ async fn run_async(cfg: &crate::config::ConfigArgs, args: RunArgs) -> Result<u8>
     let answering = foreground::answer_in_foreground(&run.channel, yes);
     let channel = Arc::clone(&run.channel);
     let lease_done = run.lease_done.clone();
-    let code = agents_cmd::run(run.spec, &run.objective, run.factory, run.opts).await;
+    let code = agents_cmd::run(run.definition, &run.objective, run.factory, run.opts).await;
     lease_done.cancel();
     channel.shutdown("the run ended");
     answering.abort();
@@ -173,7 +173,7 @@ async fn run_async(cfg: &crate::config::ConfigArgs, args: RunArgs) -> Result<u8>
 /// after attaching someone to answer its channel.
 pub struct PreparedRun {
     /// The agent.
-    pub spec: &'static lsm_agents::AgentSpec,
+    pub definition: lsm_agents::AgentDefinition,
     /// Its task or topic.
     pub objective: String,
     /// The run's harness factory.
@@ -186,17 +186,6 @@ pub struct PreparedRun {
     pub stop: CancellationToken,
     /// Cancel it when the run has ended: it ends the lease watcher of a run in PostgreSQL.
     pub lease_done: CancellationToken,
-}
-
-/// The built-in agent `name`, or a usage error listing the agents.
-pub(crate) fn find_agent(name: &str) -> Result<&'static lsm_agents::AgentSpec> {
-    lsm_agents::find(name).ok_or_else(|| {
-        let names: Vec<&str> = lsm_agents::BUILTIN.iter().map(|a| a.name).collect();
-        usage(format!(
-            "unknown agent '{name}'; available: {}",
-            names.join(", ")
-        ))
-    })
 }
 
 /// Wire one run of `config` as `args` say: the agent and its task or topic, a resumed run's
@@ -239,13 +228,14 @@ pub fn prepare_with(
     if let Some(dir) = &args.agents_folder {
         config.agents.agents_folder = cwd.join(dir);
     }
+    let catalog = crate::agent_defs::catalog(&config)?;
     let point = match args.resume.clone() {
         Some(run_id) => {
             let point = match &pg {
                 Some(pg) => resume::open_pg_run(pg, &config.agents.agents_folder, &run_id)?,
                 None => resume::open_run(&config.agents.agents_folder, &run_id)?,
             };
-            if let Some(dir) = resume::recorded(&mut args, &point)? {
+            if let Some(dir) = resume::recorded(&mut args, &point, &catalog)? {
                 cwd = dir;
             }
             if let Some(dir) = &args.agents_folder {
@@ -255,9 +245,12 @@ pub fn prepare_with(
         }
         None => None,
     };
-    let spec = find_agent(&args.name)?;
+    let definition = crate::agent_defs::find(&catalog, &args.name)?.clone();
+    let spec = &definition.spec;
+    crate::agent_defs::apply_settings(&definition, &mut config)?;
+    let max_rounds = args.max_rounds.or(definition.settings.max_rounds);
     let objective = agents_cmd::objective(
-        spec,
+        &definition,
         args.task.as_deref(),
         args.topic.as_deref(),
         args.max_rounds,
@@ -266,6 +259,7 @@ pub fn prepare_with(
     if let Some(n) = args.max_iterations {
         config.agents.max_iterations = n;
     }
+    crate::agent_defs::cap_iterations(&definition, &mut config);
     if let Some(n) = args.max_tokens_budget {
         config.agents.max_tokens_budget = n;
     }
@@ -280,12 +274,9 @@ pub fn prepare_with(
     }
     if let Some(path) = &args.contract {
         let contract = crate::agents_config::read_contract(path)?;
-        config
-            .agents
-            .contracts
-            .insert(spec.name.to_string(), contract);
+        config.agents.contracts.insert(spec.name.clone(), contract);
     }
-    let known = crate::tools_cmd::known_tool_names(&config);
+    let known = crate::tool_rows::known_tool_names(&config);
     for tool in &args.allow_tools {
         // An MCP tool exists once its server has listed it; its server must be configured.
         let mcp_server_configured = lsm_mcp::naming::server_of(tool)
@@ -296,13 +287,13 @@ pub fn prepare_with(
             )));
         }
     }
-    let mut extra_tools = config.agents.extra_tools_of(spec.name);
+    let mut extra_tools = config.agents.extra_tools_of(&spec.name);
     extra_tools.extend(args.allow_tools.iter().cloned());
     // The run's wiring starts the MCP servers the allowlists name, `--allow-tool` included.
     config
         .agents
         .extra_tools
-        .insert(spec.name.to_string(), extra_tools.clone());
+        .insert(spec.name.clone(), extra_tools.clone());
     config.confine_to_working_dir_by_default(&cwd);
 
     let cost_from = match args.max_cost_usd {
@@ -320,7 +311,7 @@ pub fn prepare_with(
         )));
     }
 
-    let llm = config.llm.resolve(spec.tier)?;
+    let llm = crate::agent_defs::resolve_llm(&config, &definition)?;
     let flags = wiring::ProviderFlags {
         // A script continues where the interrupted run left it.
         script_start: point.as_ref().map_or(0, |p| {
@@ -372,6 +363,7 @@ pub fn prepare_with(
             cwd: cwd.clone(),
             auto_approve: args.yes,
             pg: pg.clone(),
+            catalog: catalog.clone(),
         }));
     let lease_done = CancellationToken::new();
     if let Some(pg) = &pg {
@@ -382,7 +374,7 @@ pub fn prepare_with(
                 // The id is fixed now and the lease taken before the run starts, so that the
                 // lease watcher renews it from the first step.
                 let id = run_id.unwrap_or_else(lsm_harness::new_run_id);
-                match pg.take(&id, spec.name) {
+                match pg.take(&id, &spec.name) {
                     Ok(lsm_store_pg::TakeOutcome::Taken) => {}
                     Ok(other) => {
                         return Err(usage(format!("run {id} cannot be started: {other:?}")));
@@ -395,7 +387,7 @@ pub fn prepare_with(
         };
         crate::run_store::watch_lease(pg.clone(), id.clone(), stop.clone(), lease_done.clone());
     }
-    if let Some(contract) = config.agents.contract_of(spec.name) {
+    if let Some(contract) = config.agents.contract_of(&spec.name) {
         factory = factory.with_contract(contract);
     }
     if let Some(sink) = run_sinks::for_output(output, Some(llm.http.max_retries)) {
@@ -417,7 +409,7 @@ pub fn prepare_with(
     let opts = AgentRunOptions {
         agents_folder: config.agents.agents_folder.clone(),
         max_iterations: config.agents.max_iterations,
-        max_rounds: args.max_rounds,
+        max_rounds,
         max_workers: config.conductor.max_workers,
         ask_user_available,
         extra_tools,
@@ -425,7 +417,7 @@ pub fn prepare_with(
         interactions: Some(Arc::clone(&channel)),
     };
     Ok(PreparedRun {
-        spec,
+        definition,
         objective,
         factory,
         opts,

@@ -1,4 +1,4 @@
-//! `lsm agent list`, and the agent-layer half of `lsm agent run`: every agent runs through
+//! The agent-layer half of `lsm agent run`: every agent runs through
 //! `lsm_agents` (its `AgentCore` asks a factory for the run's harness) via
 //! [`crate::launch::launch_agent`]; the run's summary comes back in memory.
 
@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use lsm_agents::{AgentLogSink, AgentOutput, AgentSpec, RunOutcome, StopReason, TaskInput};
+use lsm_agents::{AgentDefinition, AgentLogSink, AgentOutput, RunOutcome, StopReason, TaskInput};
 use lsm_harness::{HarnessFactory, RunSummary};
 use lsm_interaction::InteractionChannel;
 
@@ -16,70 +16,18 @@ use crate::launch::{AgentLaunch, launch_agent};
 use crate::secrets;
 use crate::text::{for_stdout, masked_line, terminal_text};
 
-/// `lsm agent list [--json]`: name, tier, input, description and tools of every agent.
-pub fn list(json: bool) -> u8 {
-    let ask_user = lsm_sandbox::builtin::registry().contains("ask_user");
-    let rows: Vec<(&AgentSpec, Vec<String>)> = lsm_agents::BUILTIN
-        .iter()
-        .map(|spec| (spec, spec.identity("", ask_user).tool_allowlist))
-        .collect();
-    if json {
-        let rows: Vec<serde_json::Value> = rows
-            .iter()
-            .map(|(spec, tools)| {
-                serde_json::json!({
-                    "name": spec.name,
-                    "description": spec.description,
-                    "tier": spec.tier,
-                    "input": spec.input,
-                    "tools": tools,
-                })
-            })
-            .collect();
-        crate::output::print_json(&serde_json::Value::Array(rows).to_string());
-        return exit::OK;
-    }
-    let width = rows
-        .iter()
-        .map(|(s, _)| s.name.len())
-        .max()
-        .unwrap_or(4)
-        .max(4);
-    println!(
-        "{:<width$}  {:<7}  {:<5}  DESCRIPTION",
-        "NAME", "TIER", "INPUT"
-    );
-    for (spec, tools) in &rows {
-        let tier = serde_json::to_value(spec.tier)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
-        println!(
-            "{:<width$}  {:<7}  {:<5}  {}",
-            spec.name,
-            tier,
-            spec.input.as_str(),
-            spec.description
-        );
-        println!("{:<width$}  tools: {}", "", tools.join(", "));
-    }
-    println!(
-        "\nRun one with: lsm agent run <name> --task \"...\" (or --topic \"...\" for topic agents)"
-    );
-    exit::OK
-}
-
-/// What a run of `spec` is about: its `--task` or its `--topic`, whichever it takes. A missing
-/// or misplaced argument is a usage error naming the right flag.
+/// What a run of `definition` is about: its `--task` or its `--topic`, whichever it takes. A
+/// missing or misplaced argument is a usage error naming the right flag.
 pub fn objective(
-    spec: &AgentSpec,
+    definition: &AgentDefinition,
     task: Option<&str>,
     topic: Option<&str>,
     max_rounds: Option<u32>,
 ) -> Result<String> {
-    if max_rounds.is_some() && spec.name != lsm_agents::RESEARCH.name {
+    let spec = &definition.spec;
+    if max_rounds.is_some() && !definition.repeats() {
         return Err(usage(format!(
-            "--max-rounds applies to the research agent only, not to '{}'",
+            "--max-rounds applies to agents with a phase that repeats (such as research), not to '{}'",
             spec.name
         )));
     }
@@ -172,12 +120,12 @@ pub struct Finished {
     pub code: u8,
 }
 
-/// Run `spec` on `objective` through the agent layer ([`crate::launch::launch_agent`]).
+/// Run `definition` on `objective` through the agent layer ([`crate::launch::launch_agent`]).
 ///
 /// # Errors
 /// When the agent cannot be built.
 pub async fn execute(
-    spec: &'static AgentSpec,
+    definition: AgentDefinition,
     objective: &str,
     factory: HarnessFactory,
     opts: AgentRunOptions,
@@ -187,7 +135,7 @@ pub async fn execute(
         _ => Arc::new(StderrAgentLog),
     };
     let launched = launch_agent(AgentLaunch {
-        spec,
+        definition,
         objective: objective.to_string(),
         factory,
         agents_folder: opts.agents_folder.clone(),
@@ -225,19 +173,19 @@ pub async fn execute(
     })
 }
 
-/// Run `spec` on `objective` through the agent layer, print the result as `opts.output`
+/// Run `definition` on `objective` through the agent layer, print the result as `opts.output`
 /// says, and return the exit code (see [`Finished::code`]).
 ///
 /// # Errors
 /// When the agent cannot be built or the summary cannot be serialized.
 pub async fn run(
-    spec: &'static AgentSpec,
+    definition: AgentDefinition,
     objective: &str,
     factory: HarnessFactory,
     opts: AgentRunOptions,
 ) -> Result<u8> {
     let output_mode = opts.output;
-    let finished = execute(spec, objective, factory, opts).await?;
+    let finished = execute(definition, objective, factory, opts).await?;
     report(&finished, output_mode)?;
     Ok(finished.code)
 }
@@ -411,8 +359,8 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("--max-rounds"), "{e}");
-        for spec in lsm_agents::BUILTIN {
-            let e = objective(spec, None, None, None).unwrap_err();
+        for def in lsm_agents::definition::builtin() {
+            let e = objective(def, None, None, None).unwrap_err();
             assert!(
                 e.downcast_ref::<crate::exit::ConfigError>().is_some(),
                 "a usage error"

@@ -6,15 +6,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use lsm_agents::{AgentContext, AgentLogSink, AgentOutput, AgentSpec};
+use lsm_agents::{AgentContext, AgentDefinition, AgentLogSink, AgentOutput};
 use lsm_harness::{HarnessFactory, RunHandle, RunSummary};
 use lsm_interaction::InteractionChannel;
 use lsm_phase::ExecutorFactory;
 
 /// Everything one agent run is made of.
 pub struct AgentLaunch {
-    /// The agent.
-    pub spec: &'static AgentSpec,
+    /// The agent: a built-in, or a definition file's.
+    pub definition: AgentDefinition,
     /// Its task or topic.
     pub objective: String,
     /// The run's harness factory (a new run, or one resuming an interrupted run).
@@ -75,8 +75,9 @@ pub async fn launch_agent(launch: AgentLaunch) -> Result<Launched> {
     if let Some(sink) = launch.log_sink {
         ctx = ctx.with_log_sink(sink);
     }
-    let mut agent = lsm_agents::create(launch.spec.name, ctx)
-        .with_context(|| format!("agent '{}' is listed but cannot be built", launch.spec.name))?;
+    let name = launch.definition.name().to_string();
+    let mut agent = lsm_agents::Catalog::agent_of(launch.definition, ctx)
+        .with_context(|| format!("agent '{name}' is listed but cannot be built"))?;
     let output = agent.run(&launch.objective).await;
     // The executor is finished by `run`; dropping the agent drops what is left of it.
     drop(agent);

@@ -16,7 +16,10 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod agent_defs;
+mod agent_files;
 mod agent_run;
+mod agent_view;
 mod agents_cmd;
 mod agents_config;
 mod broken_pipe;
@@ -51,6 +54,7 @@ mod runtime;
 mod secrets;
 mod signals;
 mod text;
+mod tool_rows;
 mod tools_cmd;
 mod tui;
 mod wiring;
@@ -200,8 +204,33 @@ enum AgentCommand {
     /// Run the same agent on the same task several times at once, in one process (the
     /// runtime manager); nobody answers their requests (denied, or approved with --yes).
     RunMany(Box<run_many::RunManyArgs>),
-    /// List the agents: name, tier, input, description, tools.
+    /// List the agents: name, tier, input, source (built-in, user or project definition
+    /// file), description, and the tools their runs are offered under this configuration.
     List(ListArgs),
+    /// Show one agent as its runs get it: source, tier or model, input, limits, tools (each
+    /// with where it comes from), phases and system prompt.
+    Show(ShowArgs),
+    /// Check an agent definition file as a run would, without running it: exit 0 when it is
+    /// valid under this configuration, 2 with the file and line of what is wrong.
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Args)]
+struct ShowArgs {
+    /// The agent (see `lsm agent list`).
+    name: String,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct CheckArgs {
+    /// The definition file (Markdown with TOML front matter; see docs/AGENTS.md).
+    file: std::path::PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -284,7 +313,9 @@ fn main() -> ExitCode {
         Command::Agent(AgentCommand::Run(args)) if args.enqueue => queue::submit(cfg, *args),
         Command::Agent(AgentCommand::Run(args)) => agent_run::run(cfg, *args),
         Command::Agent(AgentCommand::RunMany(args)) => run_many::run(cfg, *args),
-        Command::Agent(AgentCommand::List(args)) => agents_cmd::list(args.json),
+        Command::Agent(AgentCommand::List(args)) => agent_view::list(cfg, args.json),
+        Command::Agent(AgentCommand::Show(args)) => agent_view::show(cfg, &args.name, args.json),
+        Command::Agent(AgentCommand::Check(args)) => agent_view::check(cfg, &args.file, args.json),
         Command::Runs(command) => runs_cmd::run(cfg, command),
         Command::Worker(args) => queue::worker(cfg, args),
         Command::Memory(command) => memory_cmd::run(cfg, command),

@@ -140,9 +140,10 @@ pub fn submit(cfg: &crate::config::ConfigArgs, args: RunArgs) -> u8 {
                  to postgres://USER@HOST:PORT/DATABASE",
             ));
         };
-        let spec = agent_run::find_agent(&args.name)?;
+        let catalog = crate::agent_defs::catalog(&config)?;
+        let definition = crate::agent_defs::find(&catalog, &args.name)?;
         let objective = agents_cmd::objective(
-            spec,
+            definition,
             args.task.as_deref(),
             args.topic.as_deref(),
             args.max_rounds,
@@ -155,7 +156,7 @@ pub fn submit(cfg: &crate::config::ConfigArgs, args: RunArgs) -> u8 {
         let run_id = lsm_harness::new_run_id();
         pg.submit(
             &run_id,
-            spec.name,
+            definition.name(),
             &objective,
             serde_json::to_value(&request)?,
         )
@@ -164,7 +165,7 @@ pub fn submit(cfg: &crate::config::ConfigArgs, args: RunArgs) -> u8 {
         if args.json {
             println!(
                 "{}",
-                serde_json::json!({"run_id": run_id, "status": "queued", "agent": spec.name})
+                serde_json::json!({"run_id": run_id, "status": "queued", "agent": definition.name()})
             );
         } else {
             println!("{run_id}");
@@ -205,10 +206,11 @@ async fn worker_loop(cfg: &crate::config::ConfigArgs, args: WorkerArgs) -> Resul
     if args.concurrency == 0 {
         return Err(usage("--concurrency must be at least 1"));
     }
-    for a in &args.agents {
-        agent_run::find_agent(a)?;
-    }
     let mut config = cfg.load()?;
+    let catalog = crate::agent_defs::catalog(&config)?;
+    for a in &args.agents {
+        crate::agent_defs::find(&catalog, a)?;
+    }
     if let Some(dir) = &args.agents_folder {
         config.agents.agents_folder = std::env::current_dir()?.join(dir);
     }
@@ -374,7 +376,7 @@ async fn drive(config: crate::config::Config, pg: lsm_store_pg::PgRuns, row: lsm
     );
     let channel = Arc::clone(&run.channel);
     let lease_done = run.lease_done.clone();
-    let finished = agents_cmd::execute(run.spec, &run.objective, run.factory, run.opts).await;
+    let finished = agents_cmd::execute(run.definition, &run.objective, run.factory, run.opts).await;
     lease_done.cancel();
     channel.shutdown("the run ended");
     answering.abort();

@@ -24,15 +24,30 @@ pub struct RunAgentTool {
     config: Config,
     provider: Option<String>,
     description: String,
+    /// The agents it can run (the project's definitions included).
+    names: Vec<String>,
 }
 
 impl RunAgentTool {
     /// Runs agents under `config`, with `provider` (a `--provider` spec) overriding `[llm]`.
     pub fn new(config: Config, provider: Option<String>) -> Self {
-        let agents: Vec<String> = lsm_agents::BUILTIN
+        // A definition file that does not load leaves the built-ins; running one says why.
+        let catalog = crate::agent_defs::catalog(&config).unwrap_or_else(|e| {
+            tracing::warn!("run_agent offers the built-in agents only: {e:#}");
+            lsm_agents::Catalog::builtin()
+        });
+        let agents: Vec<String> = catalog
             .iter()
-            .map(|a| format!("{} ({}: {})", a.name, a.input.as_str(), a.description))
+            .map(|a| {
+                format!(
+                    "{} ({}: {})",
+                    a.name(),
+                    a.spec.input.as_str(),
+                    a.spec.description
+                )
+            })
             .collect();
+        let names = catalog.names().into_iter().map(str::to_string).collect();
         let description = format!(
             "Run one of lsm's agents to its end and return its run summary (status, final_text, \
              artifacts, token usage). Agents that take a task need `task`, the others `topic`. \
@@ -43,6 +58,7 @@ impl RunAgentTool {
             config,
             provider,
             description,
+            names,
         }
     }
 }
@@ -99,7 +115,7 @@ impl Tool for RunAgentTool {
     }
 
     fn parameters(&self) -> Value {
-        let names: Vec<&str> = lsm_agents::BUILTIN.iter().map(|a| a.name).collect();
+        let names = &self.names;
         json!({
             "type": "object",
             "properties": {
@@ -151,7 +167,8 @@ impl Tool for RunAgentTool {
         // A call the client abandons (its future dropped) stops the run at its next step.
         let _stop_when_dropped = run.stop.clone().drop_guard();
         let channel = std::sync::Arc::clone(&run.channel);
-        let finished = agents_cmd::execute(run.spec, &run.objective, run.factory, run.opts).await;
+        let finished =
+            agents_cmd::execute(run.definition, &run.objective, run.factory, run.opts).await;
         channel.shutdown("the run ended");
         answering.abort();
         let finished = finished.map_err(|e| ToolError::Failed(format!("{e:#}")))?;

@@ -69,10 +69,15 @@ async fn run_async(cfg: &crate::config::ConfigArgs, args: RunManyArgs) -> Result
     if args.count == 0 {
         return Err(usage("--count must be at least 1"));
     }
-    let spec = crate::agent_run::find_agent(&args.name)?;
-    let objective =
-        crate::agents_cmd::objective(spec, args.task.as_deref(), args.topic.as_deref(), None)?;
     let mut config = cfg.load()?;
+    let catalog = crate::agent_defs::catalog(&config)?;
+    let definition = crate::agent_defs::find(&catalog, &args.name)?;
+    let objective = crate::agents_cmd::objective(
+        definition,
+        args.task.as_deref(),
+        args.topic.as_deref(),
+        None,
+    )?;
     let cwd = std::env::current_dir()?;
     if let Some(dir) = &args.agents_folder {
         config.agents.agents_folder = cwd.join(dir);
@@ -86,7 +91,7 @@ async fn run_async(cfg: &crate::config::ConfigArgs, args: RunManyArgs) -> Result
     config.confine_to_working_dir_by_default(&cwd);
     let flags = args.provider.clone();
     // Fail now, once, rather than in every run.
-    let llm = config.llm.resolve(spec.tier)?;
+    let llm = crate::agent_defs::resolve_llm(&config, definition)?;
     crate::wiring::build_provider(&llm, &flags, &cwd, &config.source_name())?;
     let max_concurrent = args.max_concurrent.unwrap_or(config.agents.max_concurrent);
     if max_concurrent == 0 {
@@ -98,13 +103,13 @@ async fn run_async(cfg: &crate::config::ConfigArgs, args: RunManyArgs) -> Result
             log_stream_queue_limit: config.agents.log_stream_queue_limit,
             interaction: config.agents.interaction.clone(),
         },
-        Arc::new(HarnessLauncher::new(config, flags, cwd)),
+        Arc::new(HarnessLauncher::new(config, catalog.clone(), flags, cwd)),
         tokio::runtime::Handle::current(),
     );
     let mut ids = Vec::with_capacity(args.count);
     let mut answerers = Vec::with_capacity(args.count);
     for _ in 0..args.count {
-        let id = manager.start(spec.name, &objective)?;
+        let id = manager.start(definition.name(), &objective)?;
         let policy = Policy {
             auto_approve: args.yes,
             interactive: false,

@@ -38,6 +38,8 @@ pub struct CliWorkers {
     pub auto_approve: bool,
     /// The parent's PostgreSQL run store (`[store] url`): the workers' journals go there too.
     pub pg: Option<lsm_store_pg::PgRuns>,
+    /// The agents a worker can run (the project's definitions included).
+    pub catalog: lsm_agents::Catalog,
 }
 
 /// A worker's events, passed on to its parent's watchers.
@@ -64,7 +66,13 @@ fn worker_script(spec: &str, item_id: &str) -> Option<String> {
 impl CliWorkers {
     async fn run_job(&self, job: WorkerJob) -> Result<WorkerOutcome, String> {
         let request = job.request.clone();
-        let spec = self.config.conductor.agent_for(&request.capability).ok_or_else(|| {
+        let definition = self
+            .config
+            .conductor
+            .agent_for(&request.capability)
+            .and_then(|name| self.catalog.get(name))
+            .cloned()
+            .ok_or_else(|| {
             let mut known: Vec<String> = ["researcher", "terminal"]
                 .into_iter()
                 .map(String::from)
@@ -77,6 +85,7 @@ impl CliWorkers {
                 known.join(", ")
             )
         })?;
+        let spec = definition.spec.clone();
         let point = match (&job.resume, &self.pg) {
             // In PostgreSQL: a worker whose journal has lines is continued from it.
             (Some(dir), Some(pg)) => {
@@ -86,7 +95,7 @@ impl CliWorkers {
                         .file_name()
                         .map(|n| n.to_string_lossy().into_owned())
                         .unwrap_or_default(),
-                    agent: spec.name.to_string(),
+                    agent: spec.name.clone(),
                     run_dir: dir.clone(),
                 };
                 if let Some(journal) = store.read(&key).map_err(|e| e.to_string())? {
@@ -113,6 +122,8 @@ impl CliWorkers {
             _ => None,
         };
         let mut config = self.config.clone();
+        crate::agent_defs::apply_settings(&definition, &mut config)
+            .map_err(|e| format!("{e:#}"))?;
         let mut sandbox = config.run_sandbox();
         let mut objective = request.objective.clone();
         if spec.name == "researcher" {
@@ -121,7 +132,7 @@ impl CliWorkers {
             let artifacts = config
                 .agents
                 .agents_folder
-                .join(spec.name)
+                .join(&spec.name)
                 .join("artifacts");
             std::fs::create_dir_all(&artifacts)
                 .map_err(|e| format!("cannot create {}: {e}", artifacts.display()))?;
@@ -146,10 +157,8 @@ impl CliWorkers {
             ));
         }
         config.sandbox = sandbox;
-        let llm = config
-            .llm
-            .resolve(spec.tier)
-            .map_err(|e| format!("{e:#}"))?;
+        let llm =
+            crate::agent_defs::resolve_llm(&config, &definition).map_err(|e| format!("{e:#}"))?;
         let mut flags = self.flags.clone();
         let spec_of_parent = flags.provider.clone().or_else(|| llm.provider.clone());
         if let Some(script) = spec_of_parent
@@ -178,7 +187,7 @@ impl CliWorkers {
             None,
             std::io::sink(),
         );
-        let mut extra_tools = config.agents.extra_tools_of(spec.name);
+        let mut extra_tools = config.agents.extra_tools_of(&spec.name);
         if spec.name == "terminal" && !extra_tools.iter().any(|t| t == "bash") {
             extra_tools.push("bash".into());
         }
@@ -193,14 +202,14 @@ impl CliWorkers {
         let extra_tools = parts.expand_allowlist(extra_tools);
         let reporter = job.reporter.clone();
         let recorded_objective = objective.clone();
-        let agent = spec.name;
+        let agent = spec.name.clone();
         let mut factory = parts
             .factory
             .with_event_sink(Arc::new(ToParent(job.reporter.clone())))
             .with_on_build(move |h| {
-                reporter.started(h.run_id(), agent, &h.run_dir(), &recorded_objective);
+                reporter.started(h.run_id(), &agent, &h.run_dir(), &recorded_objective);
             });
-        if let Some(contract) = config.agents.contract_of(spec.name) {
+        if let Some(contract) = config.agents.contract_of(&spec.name) {
             factory = factory.with_contract(contract);
         }
         if let Some(pg) = &self.pg {
@@ -209,13 +218,14 @@ impl CliWorkers {
         if let Some(point) = point {
             factory = factory.resuming(point);
         }
+        let max_rounds = definition.settings.max_rounds;
         let launched = launch_agent(AgentLaunch {
-            spec,
+            definition,
             objective,
             factory,
             agents_folder: config.agents.agents_folder.clone(),
             max_iterations: config.agents.max_iterations,
-            max_rounds: None,
+            max_rounds,
             max_workers: config.conductor.max_workers,
             ask_user_available: parts.ask_user_available,
             extra_tools,

@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use lsm_agents::{AgentContext, AgentCore, AgentOutput, DirectToolCall, GENERAL, PhaseRequest};
+use lsm_agents::{AgentContext, AgentCore, AgentOutput, DirectToolCall, PhaseRequest};
 use lsm_harness::{HarnessConfig, HarnessFactory, RunSummary};
 use lsm_phase::{RunOutcome, StopReason, ToolOutcome};
 use lsm_providers::{Provider, ScriptedProvider, ScriptedResponse};
@@ -500,7 +500,8 @@ async fn assistant_recalls_answers_and_remembers_with_memory_tools() {
 #[tokio::test]
 async fn an_agents_tool_only_phase_goes_through_the_allowlist_and_the_sandbox() {
     let rig = rig(vec![], 100_000);
-    let mut core = AgentCore::new(GENERAL, rig.ctx.clone());
+    let general = lsm_agents::find("general").unwrap().spec.clone();
+    let mut core = AgentCore::new(general.clone(), rig.ctx.clone());
     core.begin_run("tool-only");
     let calls = vec![
         DirectToolCall {
@@ -523,7 +524,7 @@ async fn an_agents_tool_only_phase_goes_through_the_allowlist_and_the_sandbox() 
         },
     ];
     let result = core
-        .run_phase(GENERAL.system_prompt, PhaseRequest::direct(calls))
+        .run_phase(&general.system_prompt, PhaseRequest::direct(calls))
         .await;
     assert_eq!(result.stop_reason, StopReason::Done);
     let outcomes: Vec<&ToolOutcome> = result.tool_calls.iter().map(|c| &c.outcome).collect();

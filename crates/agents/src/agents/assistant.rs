@@ -4,10 +4,10 @@ use lsm_phase::{LlmTier, PhaseRequest, ToolOutcome};
 
 use crate::agents::{answer_of, card_from_core, halts, tool_digest};
 use crate::parse::clip;
-use crate::{Agent, AgentContext, AgentCore, AgentError, AgentOutput, AgentSpec, TaskInput};
+use crate::{Agent, AgentContext, AgentCore, AgentError, AgentOutput, Card, TaskInput};
 
 /// The assistant agent's card.
-pub const ASSISTANT: AgentSpec = AgentSpec {
+pub const ASSISTANT: Card = Card {
     name: "assistant",
     description: "Assistant: recalls what it knows about you from memory, answers, and remembers durable facts and preferences for next time.",
     tier: LlmTier::Normal,
@@ -48,7 +48,7 @@ impl AssistantAgent {
     /// The assistant agent on `ctx`.
     pub fn new(ctx: AgentContext) -> Self {
         AssistantAgent {
-            core: AgentCore::new(ASSISTANT, ctx),
+            core: AgentCore::new(ASSISTANT.spec(), ctx),
         }
     }
 

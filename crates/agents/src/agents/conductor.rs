@@ -14,13 +14,13 @@ use serde_json::Value;
 
 use crate::agents::{answer_of, card_from_core, halts};
 use crate::parse::{as_flag, clip, json_object, json_objects};
-use crate::{Agent, AgentContext, AgentCore, AgentError, AgentOutput, AgentSpec, TaskInput};
+use crate::{Agent, AgentContext, AgentCore, AgentError, AgentOutput, Card, TaskInput};
 
 /// Items an agenda may hold (the plan's and the follow-ups' together).
 pub const MAX_ITEMS: usize = 12;
 
 /// The conductor's card.
-pub const CONDUCTOR: AgentSpec = AgentSpec {
+pub const CONDUCTOR: Card = Card {
     name: "conductor",
     description: "Conductor: plans a task as an agenda, runs researcher and terminal workers on it concurrently, and writes a final report citing their findings.",
     tier: LlmTier::Normal,
@@ -76,7 +76,7 @@ impl ConductorAgent {
     /// The conductor on `ctx`.
     pub fn new(ctx: AgentContext) -> Self {
         ConductorAgent {
-            core: AgentCore::new(CONDUCTOR, ctx),
+            core: AgentCore::new(CONDUCTOR.spec(), ctx),
         }
     }
 

@@ -7,10 +7,10 @@ use serde_json::Value;
 
 use crate::agents::{answer_of, card_from_core, halts};
 use crate::parse::{clip, json_object};
-use crate::{Agent, AgentContext, AgentCore, AgentError, AgentOutput, AgentSpec, TaskInput};
+use crate::{Agent, AgentContext, AgentCore, AgentError, AgentOutput, Card, TaskInput};
 
 /// The curator agent's card.
-pub const CURATOR: AgentSpec = AgentSpec {
+pub const CURATOR: Card = Card {
     name: "curator",
     description: "Curator: surveys knowledge-base folders, finds duplicate and stale files, and reports what to merge, update or remove.",
     tier: LlmTier::Normal,
@@ -209,7 +209,7 @@ impl CuratorAgent {
     /// The curator agent on `ctx`.
     pub fn new(ctx: AgentContext) -> Self {
         CuratorAgent {
-            core: AgentCore::new(CURATOR, ctx),
+            core: AgentCore::new(CURATOR.spec(), ctx),
         }
     }
 

@@ -1,15 +1,39 @@
-//! The built-in agents. Each is a struct holding its [`crate::AgentCore`], with a `run` that
-//! begins a run, orchestrates phases, saves its artifacts and ends the run.
+//! The built-in agents that run code of their own (the others are definitions, see
+//! [`crate::definition`]). Each is a struct holding its [`crate::AgentCore`], with a `run`
+//! that begins a run, orchestrates phases, saves its artifacts and ends the run.
 
 pub(crate) mod assistant;
 pub(crate) mod conductor;
 pub(crate) mod curator;
-pub(crate) mod research;
-pub(crate) mod simple;
-pub(crate) mod synthesis;
 pub(crate) mod writing;
 
 use lsm_phase::{PhaseResult, StopReason, ToolOutcome};
+
+use crate::{Agent, AgentContext, AgentSpec};
+
+/// The card of the code agent `name`.
+pub(crate) fn code_card(name: &str) -> Option<AgentSpec> {
+    let card = match name {
+        "curator" => &curator::CURATOR,
+        "writing" => &writing::WRITING,
+        "assistant" => &assistant::ASSISTANT,
+        "conductor" => &conductor::CONDUCTOR,
+        _ => return None,
+    };
+    Some(card.spec())
+}
+
+/// The code agent `name` on `ctx`.
+pub(crate) fn create_code(name: &str, ctx: AgentContext) -> Option<Box<dyn Agent>> {
+    let agent: Box<dyn Agent> = match name {
+        "curator" => Box::new(curator::CuratorAgent::new(ctx)),
+        "writing" => Box::new(writing::WritingAgent::new(ctx)),
+        "assistant" => Box::new(assistant::AssistantAgent::new(ctx)),
+        "conductor" => Box::new(conductor::ConductorAgent::new(ctx)),
+        _ => return None,
+    };
+    Some(agent)
+}
 
 /// The four capability-card methods of [`crate::Agent`], answered by `self.core`.
 macro_rules! card_from_core {

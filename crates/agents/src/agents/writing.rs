@@ -5,10 +5,10 @@ use lsm_phase::{LlmTier, PhaseRequest, StopReason};
 
 use crate::agents::{answer_of, card_from_core, halts};
 use crate::parse::{ListSource, clip, name_list};
-use crate::{Agent, AgentContext, AgentCore, AgentError, AgentOutput, AgentSpec, TaskInput};
+use crate::{Agent, AgentContext, AgentCore, AgentError, AgentOutput, Card, TaskInput};
 
 /// The writing agent's card.
-pub const WRITING: AgentSpec = AgentSpec {
+pub const WRITING: Card = Card {
     name: "writing",
     description: "Writing: outlines a document on a topic, drafts each section from the knowledge base and files, then revises it into one cited document.",
     tier: LlmTier::Complex,
@@ -75,7 +75,7 @@ impl WritingAgent {
     /// The writing agent on `ctx`.
     pub fn new(ctx: AgentContext) -> Self {
         WritingAgent {
-            core: AgentCore::new(WRITING, ctx),
+            core: AgentCore::new(WRITING.spec(), ctx),
         }
     }
 

@@ -8,10 +8,8 @@ use lsm_phase::{PhaseResult, RunOutcome, StopReason, ToolCallRecord, ToolOutcome
 use serde_json::{Value, json};
 
 use super::spy::{Spy, context, done, done_with_tool, is_artifact_name, phase_of, stopped};
-use crate::{
-    Agent, AgentOutput, AgentSpec, AssistantAgent, CuratorAgent, GENERAL, LIBRARIAN,
-    MANUSCRIPT_EDITOR, SimpleAgent, SynthesisAgent, WritingAgent,
-};
+use super::spy::{builtin, spec};
+use crate::{Agent, AgentOutput, AssistantAgent, CuratorAgent, WritingAgent};
 
 fn none() -> Option<Vec<String>> {
     Some(Vec::new())
@@ -36,19 +34,19 @@ fn artifact(out: &AgentOutput, stem: &str, suffix: &str) -> (PathBuf, String) {
 
 // ---------- general, librarian, manuscript_editor: one long phase ----------
 
-const SIMPLE: [(AgentSpec, &str); 3] = [
-    (GENERAL, "result"),
-    (LIBRARIAN, "answer"),
-    (MANUSCRIPT_EDITOR, "edit_report"),
+const SIMPLE: [(&str, &str); 3] = [
+    ("general", "result"),
+    ("librarian", "answer"),
+    ("manuscript_editor", "edit_report"),
 ];
 
 #[tokio::test]
 async fn simple_agents_run_one_long_phase_with_their_prompt_and_save_the_answer() {
-    for (spec, stem) in SIMPLE {
+    for (name, stem) in SIMPLE {
+        let spec = spec(name);
         let spy = Spy::new(|_| done("All done: summary.md written."));
         let (_dir, ctx) = context(&spy);
-        let mut agent =
-            SimpleAgent::new(spec.clone(), ctx.with_max_iterations(7).with_ask_user(true));
+        let mut agent = builtin(name, ctx.with_max_iterations(7).with_ask_user(true));
         assert_eq!(agent.name(), spec.name);
         assert_eq!(agent.tier(), spec.tier);
         let out = agent.run("Summarize notes.md").await;
@@ -68,7 +66,7 @@ async fn simple_agents_run_one_long_phase_with_their_prompt_and_save_the_answer(
         );
         let (identity, prompt) = spy.created.lock().unwrap()[0].clone();
         assert_eq!(prompt, spec.system_prompt);
-        let mut expected: Vec<String> = spec.tools.iter().map(|s| s.to_string()).collect();
+        let mut expected: Vec<String> = spec.tools.clone();
         expected.push("ask_user".into());
         assert_eq!(identity.tool_allowlist, expected, "{}", spec.name);
         assert_eq!(agent.tool_allowlist(), expected);
@@ -89,10 +87,10 @@ async fn simple_agents_run_one_long_phase_with_their_prompt_and_save_the_answer(
 
 #[tokio::test]
 async fn simple_agents_save_nothing_for_an_empty_answer_or_an_error() {
-    for (spec, _) in SIMPLE {
+    for (name, _) in SIMPLE {
         let spy = Spy::new(|_| done("   "));
         let (_dir, ctx) = context(&spy);
-        let out = SimpleAgent::new(spec.clone(), ctx).run("t").await;
+        let out = builtin(name, ctx).run("t").await;
         assert!(out.artifacts.is_empty());
         assert_eq!(out.outcome, RunOutcome::Completed);
 
@@ -101,7 +99,7 @@ async fn simple_agents_save_nothing_for_an_empty_answer_or_an_error() {
             ..stopped(StopReason::Error)
         });
         let (_dir, ctx) = context(&spy);
-        let out = SimpleAgent::new(spec.clone(), ctx).run("t").await;
+        let out = builtin(name, ctx).run("t").await;
         assert!(
             out.artifacts.is_empty(),
             "an error message is not an answer"
@@ -122,7 +120,7 @@ async fn a_simple_agent_at_its_iteration_limit_saves_what_it_said_and_reports_th
         ..stopped(StopReason::MaxIterations)
     });
     let (_dir, ctx) = context(&spy);
-    let out = SimpleAgent::new(GENERAL, ctx).run("t").await;
+    let out = builtin("general", ctx).run("t").await;
     assert_eq!(out.outcome, RunOutcome::Stopped(StopReason::MaxIterations));
     let (_, text) = artifact(&out, "result", ".md");
     assert!(text.contains("partial progress"));
@@ -143,7 +141,7 @@ fn synthesis_spy(write: &'static str, synth: &'static str) -> Arc<Spy> {
 async fn synthesis_gathers_then_synthesizes_with_a_source_map_then_writes() {
     let spy = synthesis_spy("# Final document\n\nA [notes.md]", "synthesis draft");
     let (_dir, ctx) = context(&spy);
-    let out = SynthesisAgent::new(ctx.with_max_iterations(9))
+    let out = builtin("synthesis", ctx.with_max_iterations(9))
         .run("carbon capture")
         .await;
     assert_eq!(spy.phases(), ["GATHER", "SYNTHESIZE", "WRITE"]);
@@ -182,15 +180,19 @@ async fn synthesis_gathers_then_synthesizes_with_a_source_map_then_writes() {
 async fn synthesis_falls_back_from_write_to_synthesize_to_the_evidence() {
     let spy = synthesis_spy("", "the synthesis itself");
     let (_dir, ctx) = context(&spy);
-    let out = SynthesisAgent::new(ctx).run("t").await;
-    assert_eq!(artifact(&out, "t", ".md").1, "the synthesis itself");
+    let out = builtin("synthesis", ctx).run("t").await;
+    let (_, doc) = artifact(&out, "t", ".md");
+    assert!(
+        doc.contains("No answer from phase write") && doc.ends_with("the synthesis itself"),
+        "{doc}"
+    );
 
     let spy = synthesis_spy("", "");
     let (_dir, ctx) = context(&spy);
-    let out = SynthesisAgent::new(ctx).run("t").await;
+    let out = builtin("synthesis", ctx).run("t").await;
     let (_, doc) = artifact(&out, "t", ".md");
     assert!(
-        doc.contains("No synthesis was written") && doc.contains("claim A"),
+        doc.contains("No answer from phase write") && doc.contains("claim A"),
         "{doc}"
     );
 }
@@ -206,7 +208,7 @@ async fn synthesis_after_an_exhausted_budget_still_synthesizes_and_saves_but_doe
         other => panic!("{other} must not run"),
     });
     let (_dir, ctx) = context(&spy);
-    let out = SynthesisAgent::new(ctx).run("t").await;
+    let out = builtin("synthesis", ctx).run("t").await;
     assert_eq!(spy.phases(), ["GATHER", "SYNTHESIZE"]);
     assert_eq!(
         out.outcome,
@@ -543,7 +545,8 @@ async fn assistant_with_no_answer_or_an_early_stop_still_saves_a_reply() {
 
 #[tokio::test]
 async fn every_builtin_agent_uses_one_executor_per_run_and_a_fresh_one_per_run() {
-    for spec in crate::BUILTIN {
+    for def in crate::definition::builtin() {
+        let spec = &def.spec;
         let spy = Spy::new(|r| match phase_of(r) {
             "DECOMPOSE" | "OUTLINE" => done(r#"["x"]"#),
             "REVIEW" => done(r#"{"sufficient": true}"#),
@@ -551,7 +554,7 @@ async fn every_builtin_agent_uses_one_executor_per_run_and_a_fresh_one_per_run()
             _ => done("text"),
         });
         let (_dir, ctx) = context(&spy);
-        let mut agent = crate::create(spec.name, ctx).unwrap();
+        let mut agent = crate::create(&spec.name, ctx).unwrap();
         assert_eq!(agent.name(), spec.name);
         assert_eq!(agent.description(), spec.description);
         let first = agent.run("subject").await;
@@ -572,7 +575,14 @@ async fn every_builtin_agent_uses_one_executor_per_run_and_a_fresh_one_per_run()
         assert_eq!(first.outcome, RunOutcome::Completed, "{}", spec.name);
         assert!(!first.artifacts.is_empty(), "{} saved nothing", spec.name);
         for a in &first.artifacts {
-            assert!(a.starts_with(_dir.path().join("Agents").join(spec.name).join("artifacts")));
+            assert!(
+                a.starts_with(
+                    _dir.path()
+                        .join("Agents")
+                        .join(&spec.name)
+                        .join("artifacts")
+                )
+            );
         }
     }
     assert!(crate::create("nope", context(&Spy::new(|_| done(""))).1).is_none());
@@ -583,10 +593,10 @@ async fn extra_tools_from_the_context_join_the_allowlist_once() {
     let spy = Spy::new(|_| done("ok"));
     let (_dir, ctx) = context(&spy);
     let ctx = ctx.with_extra_tools(["bash".to_string(), "read_file".to_string()]);
-    let mut agent = SimpleAgent::new(GENERAL, ctx);
+    let mut agent = builtin("general", ctx);
     agent.run("t").await;
     let (identity, _) = spy.created.lock().unwrap()[0].clone();
-    let mut expected: Vec<String> = GENERAL.tools.iter().map(|s| s.to_string()).collect();
+    let mut expected: Vec<String> = spec("general").tools;
     expected.push("bash".into()); // read_file is on the card already: not repeated
     assert_eq!(identity.tool_allowlist, expected);
     assert_eq!(agent.tool_allowlist(), expected);

@@ -10,13 +10,12 @@ use serde_json::json;
 
 use super::spy::{Spy, context, done, is_artifact_name, log_lines, stopped};
 use crate::{
-    Agent, AgentCore, AgentError, AgentLogSink, GENERAL, RESEARCH, SimpleAgent,
-    artifact_filename_at, sanitize_artifact_name,
+    Agent, AgentCore, AgentError, AgentLogSink, artifact_filename_at, sanitize_artifact_name,
 };
 
 fn core_on(spy: &Arc<Spy>) -> (tempfile::TempDir, AgentCore) {
     let (dir, ctx) = context(spy);
-    (dir, AgentCore::new(GENERAL, ctx))
+    (dir, AgentCore::new(super::spy::spec("general"), ctx))
 }
 
 // ---------- the executor lifecycle (layer 3) ----------
@@ -51,7 +50,7 @@ async fn the_first_phase_creates_exactly_one_executor_and_later_phases_reuse_it(
 async fn each_run_gets_a_fresh_executor_and_finishes_it() {
     let spy = Spy::new(|_| done("answer"));
     let (_dir, ctx) = context(&spy);
-    let mut agent = SimpleAgent::new(GENERAL, ctx);
+    let mut agent = super::spy::builtin("general", ctx);
     let first = agent.run("task one").await;
     assert_eq!(spy.created_count(), 1);
     let second = agent.run("task two").await;
@@ -267,7 +266,7 @@ fn nothing_is_created_at_construction_and_first_access_creates_the_tree() {
     let spy = Spy::new(|_| done(""));
     let (dir, ctx) = context(&spy);
     let agents = dir.path().join("Agents");
-    let core = AgentCore::new(RESEARCH, ctx);
+    let core = AgentCore::new(super::spy::spec("research"), ctx);
     assert!(!agents.exists(), "construction touches nothing on disk");
     let artifacts = core.artifacts_dir().unwrap();
     assert!(artifacts.is_dir());
@@ -285,7 +284,10 @@ fn an_unwritable_agents_folder_is_a_clear_error_not_a_panic() {
     let blocker = dir.path().join("blocker");
     std::fs::write(&blocker, "a file, not a folder").unwrap();
     let spy = Spy::new(|_| done(""));
-    let core = AgentCore::new(GENERAL, crate::AgentContext::new(spy.factory(), &blocker));
+    let core = AgentCore::new(
+        super::spy::spec("general"),
+        crate::AgentContext::new(spy.factory(), &blocker),
+    );
     let e = core.artifacts_dir().unwrap_err();
     assert!(matches!(e, AgentError::Workspace { .. }));
     assert!(
@@ -420,7 +422,7 @@ async fn log_goes_to_the_runs_log_file_and_the_sink() {
     let spy = Spy::new(|_| done("the answer"));
     let sink = Arc::new(Collect(Mutex::new(Vec::new())));
     let (_dir, ctx) = context(&spy);
-    let mut agent = SimpleAgent::new(GENERAL, ctx.with_log_sink(sink.clone()));
+    let mut agent = super::spy::builtin("general", ctx.with_log_sink(sink.clone()));
     let out = agent.run("do the thing").await;
     let log = out.log_file.clone().unwrap();
     let name = log.file_name().unwrap().to_str().unwrap();
@@ -448,7 +450,8 @@ async fn an_unwritable_workspace_fails_the_run_cleanly_and_finishes_the_executor
     let blocker = dir.path().join("blocker");
     std::fs::write(&blocker, "a file").unwrap();
     let spy = Spy::new(|_| done("an answer to save"));
-    let mut agent = SimpleAgent::new(GENERAL, crate::AgentContext::new(spy.factory(), &blocker));
+    let mut agent =
+        super::spy::builtin("general", crate::AgentContext::new(spy.factory(), &blocker));
     let out = agent.run("t").await;
     assert_eq!(out.outcome, RunOutcome::Failed);
     assert!(out.error.unwrap().contains("agent workspace"));
@@ -473,7 +476,7 @@ async fn runs_that_start_in_the_same_second_never_share_a_log_file() {
             p
         })
         .collect();
-    let mut agent = SimpleAgent::new(GENERAL, ctx);
+    let mut agent = super::spy::builtin("general", ctx);
     let out = agent.run("do the thing").await;
     let log = out.log_file.clone().unwrap();
     assert!(

@@ -7,7 +7,10 @@ use lsm_phase::{PhaseRequest, PhaseResult, RunOutcome, StopReason};
 use super::spy::{
     Spy, context, done, done_with_tool, is_artifact_name, log_lines, phase_of, stopped,
 };
-use crate::{Agent, AgentOutput, MAX_SUBTOPICS, ResearchAgent};
+use crate::{Agent, AgentOutput};
+
+/// The research definition's `max_items`.
+const MAX_SUBTOPICS: usize = 8;
 
 const TOPIC: &str = "soil carbon";
 
@@ -41,7 +44,7 @@ fn research_spy(decompose: &'static str, review: &'static str) -> Arc<Spy> {
 
 async fn run(spy: &Arc<Spy>, max_rounds: u32) -> (tempfile::TempDir, AgentOutput) {
     let (dir, ctx) = context(spy);
-    let mut agent = ResearchAgent::new(ctx.with_max_rounds(max_rounds));
+    let mut agent = super::spy::builtin("research", ctx.with_max_rounds(max_rounds));
     let out = agent.run(TOPIC).await;
     (dir, out)
 }
@@ -143,7 +146,7 @@ async fn every_subtopic_name_is_logged() {
     let lines = log_lines(&out);
     let text = lines.join("\n");
     assert!(
-        text.contains("Research iteration 1 — 3 subtopics:"),
+        text.contains("Phase research (round 1) — 3 item(s):"),
         "{text}"
     );
     for (i, st) in [
@@ -157,7 +160,7 @@ async fn every_subtopic_name_is_logged() {
         assert!(
             lines
                 .iter()
-                .any(|l| l.ends_with(&format!("Collecting findings for subtopic: {st}"))),
+                .any(|l| l.contains(&format!("Phase research, item '{st}': done"))),
             "no collection line for {st}:\n{text}"
         );
         assert!(
@@ -196,7 +199,7 @@ async fn budget_exhausted_stops_collecting_and_synthesize_still_runs() {
     );
     let text = log_lines(&out).join("\n");
     assert!(
-        text.contains("Stopping collection (budget_exhausted)"),
+        text.contains("The run stopped early (budget_exhausted)"),
         "{text}"
     );
 }
@@ -264,7 +267,7 @@ async fn review_suggestions_drive_refinement_rounds_up_to_max_rounds() {
 
     let text = log_lines(&out).join("\n");
     assert!(
-        text.contains("Refining with 2 review suggestions:"),
+        text.contains("Phase review: repeating from research with 2 item(s)."),
         "{text}"
     );
     for s in ["deeper on x", "deeper on y"] {
@@ -292,20 +295,24 @@ async fn zero_rounds_still_reviews_but_never_refines() {
 }
 
 #[tokio::test]
-async fn prose_instead_of_json_or_an_empty_array_researches_the_topic_itself() {
-    for answer in [
-        "I would research the history and the methods of soil carbon.",
-        "[]",
-        "",
-    ] {
+async fn an_empty_list_researches_the_topic_itself_and_plain_lines_are_items() {
+    for answer in ["[]", "", "  \n "] {
         let spy = research_spy(answer, r#"{"sufficient": true}"#);
         let (_dir, out) = run(&spy, 2).await;
         let labels: Vec<String> = spy.of_phase("RESEARCH").iter().map(subtopic_of).collect();
         assert_eq!(labels, [TOPIC], "for {answer:?}");
         let text = log_lines(&out).join("\n");
-        assert!(text.contains("researching the topic itself"), "{text}");
+        assert!(text.contains("running it on the topic itself"), "{text}");
         assert_eq!(out.outcome, RunOutcome::Completed);
     }
+    // Neither JSON nor a Markdown list: one item per line.
+    let spy = research_spy(
+        "history of soil carbon\n\nmeasurement methods\n",
+        r#"{"sufficient": true}"#,
+    );
+    let (_dir, _out) = run(&spy, 2).await;
+    let labels: Vec<String> = spy.of_phase("RESEARCH").iter().map(subtopic_of).collect();
+    assert_eq!(labels, ["history of soil carbon", "measurement methods"]);
 }
 
 #[tokio::test]
@@ -318,7 +325,10 @@ async fn a_huge_subtopic_list_is_cut_and_the_cut_is_logged() {
     assert_eq!(labels.len(), MAX_SUBTOPICS);
     assert_eq!(labels[0], "subtopic 0");
     let text = log_lines(&out).join("\n");
-    assert!(text.contains("DECOMPOSE proposed 500 subtopics"), "{text}");
+    assert!(
+        text.contains("decompose listed 500 items; running the first 8"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -333,7 +343,7 @@ async fn a_review_that_is_not_json_ends_refinement_and_keeps_the_outline() {
     assert!(
         log_lines(&out)
             .join("\n")
-            .contains("REVIEW gave no JSON verdict")
+            .contains("Phase review: no JSON verdict")
     );
     assert_eq!(
         std::fs::read_to_string(&out.artifacts[0]).unwrap(),
@@ -368,7 +378,7 @@ async fn an_empty_synthesis_falls_back_to_the_findings() {
     let (_dir, out) = run(&spy, 1).await;
     let saved = std::fs::read_to_string(&out.artifacts[0]).unwrap();
     assert!(saved.contains("kb says a is 42"), "{saved}");
-    assert!(saved.contains("the model wrote no outline"), "{saved}");
+    assert!(saved.contains("the model wrote no answer"), "{saved}");
 }
 
 #[tokio::test]
@@ -389,7 +399,7 @@ async fn a_failed_decompose_still_saves_and_reports_the_error() {
     assert_eq!(out.outcome, RunOutcome::Stopped(StopReason::Error));
     assert!(out.error.unwrap().contains("connection refused"));
     let saved = std::fs::read_to_string(&out.artifacts[0]).unwrap();
-    assert!(saved.contains("no findings were collected"), "{saved}");
+    assert!(saved.contains("nothing was collected"), "{saved}");
     assert!(
         !saved.contains("connection refused"),
         "an error is not an outline"

@@ -197,3 +197,13 @@ pub fn log_lines(out: &crate::AgentOutput) -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+/// The built-in definition `name`'s card.
+pub fn spec(name: &str) -> crate::AgentSpec {
+    crate::find(name).unwrap().spec.clone()
+}
+
+/// The built-in agent `name`, run from its definition, on `ctx`.
+pub fn builtin(name: &str, ctx: AgentContext) -> crate::DefinedAgent {
+    crate::DefinedAgent::new(crate::find(name).unwrap().clone(), ctx)
+}

@@ -77,7 +77,11 @@ pub fn open_pg_run(pg: &lsm_store_pg::PgRuns, root: &Path, run_id: &str) -> Resu
 ///
 /// # Errors
 /// When `args` names another agent than the run's.
-pub fn recorded(args: &mut RunArgs, point: &ResumePoint) -> Result<Option<PathBuf>> {
+pub fn recorded(
+    args: &mut RunArgs,
+    point: &ResumePoint,
+    catalog: &lsm_agents::Catalog,
+) -> Result<Option<PathBuf>> {
     let started = point.started();
     if !args.name.is_empty() && args.name != started.agent {
         return Err(usage(format!(
@@ -88,8 +92,9 @@ pub fn recorded(args: &mut RunArgs, point: &ResumePoint) -> Result<Option<PathBu
         )));
     }
     args.name.clone_from(&started.agent);
-    let takes_topic =
-        lsm_agents::find(&started.agent).is_some_and(|s| s.input == lsm_agents::TaskInput::Topic);
+    let takes_topic = catalog
+        .get(&started.agent)
+        .is_some_and(|d| d.spec.input == lsm_agents::TaskInput::Topic);
     if takes_topic {
         args.topic = Some(started.topic.clone());
         args.task = None;

@@ -50,6 +50,11 @@ pub fn user_file() -> Option<PathBuf> {
     Some(base.join("lsm").join("config.toml"))
 }
 
+/// The user's agent definitions folder: `agents/` beside the user file.
+pub fn user_agents_folder() -> Option<PathBuf> {
+    user_file().and_then(|f| f.parent().map(|d| d.join("agents")))
+}
+
 /// The project file: the nearest `lsm.toml` in `cwd` or a folder above it.
 pub fn project_file(cwd: &Path) -> Option<PathBuf> {
     cwd.ancestors()
@@ -127,6 +132,7 @@ pub fn load(inputs: &Inputs) -> Result<Config> {
         );
     }
     check_llm_seconds(&config, &origins)?;
+    check_agent_names(&config, &origins, &root)?;
     config.source = explicit.or(project);
     config.files = files;
     config.root = root;
@@ -416,6 +422,78 @@ fn typed(mut table: toml::Table) -> Result<Config> {
         .map_err(|e| config_error(e.clone()))?;
     config.store.validate().map_err(config_error)?;
     Ok(config)
+}
+
+/// The agents `[agents.extra_tools]`, `[agents.contracts]` and `[conductor.capabilities]`
+/// name must exist: a built-in, or a definition file of the project or the user (see
+/// `crate::agent_defs`). The error names the setting's file and line.
+fn check_agent_names(config: &Config, origins: &Origins, root: &Path) -> Result<()> {
+    let mut known: Vec<String> = lsm_agents::definition::builtin()
+        .iter()
+        .map(|a| a.name().to_string())
+        .collect();
+    let mut folders = vec![crate::agent_files::project_folder(root)];
+    folders.extend(user_agents_folder());
+    let mut checked = false;
+    let mut is_known = |name: &str| {
+        if !checked && !known.iter().any(|k| k == name) {
+            known.extend(crate::agent_files::defined_names(&folders));
+            checked = true;
+        }
+        known.iter().any(|k| k == name)
+    };
+    let names = config
+        .agents
+        .extra_tools
+        .keys()
+        .map(|a| ("agents", "extra_tools", a.as_str(), a.as_str()))
+        .chain(
+            config
+                .agents
+                .contracts
+                .keys()
+                .map(|a| ("agents", "contracts", a.as_str(), a.as_str())),
+        )
+        .chain(
+            config
+                .conductor
+                .capabilities
+                .iter()
+                .map(|(c, a)| ("conductor", "capabilities", c.as_str(), a.as_str())),
+        );
+    for (section, table, key, agent) in names {
+        let capability = table == "capabilities";
+        if is_known(agent) && !(capability && agent == "conductor") {
+            continue;
+        }
+        let source = origins.of(&[section.to_string(), table.to_string(), key.to_string()]);
+        let what = if capability {
+            format!(
+                "{key} = \"{agent}\": not an agent a worker can run (the conductor cannot be one)"
+            )
+        } else {
+            format!("names '{agent}', which is not an agent")
+        };
+        let mut agents: Vec<String> = Vec::new();
+        for k in crate::agent_files::defined_names(&folders)
+            .into_iter()
+            .chain(
+                lsm_agents::definition::builtin()
+                    .iter()
+                    .map(|a| a.name().to_string()),
+            )
+        {
+            let excluded = capability && k == "conductor";
+            if !excluded && !agents.contains(&k) {
+                agents.push(k);
+            }
+        }
+        return Err(config_error(format!(
+            "{source}: [{section}.{table}] {what}; the agents are: {} (`lsm agent list`)",
+            agents.join(", ")
+        )));
+    }
+    Ok(())
 }
 
 /// `[llm]` durations must be positive numbers of seconds; say which value is not.

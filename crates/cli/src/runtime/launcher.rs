@@ -1,4 +1,4 @@
-//! [`HarnessLauncher`]: runs a built-in agent through [`crate::launch::launch_agent`] — the
+//! [`HarnessLauncher`]: runs an agent of the catalog through [`crate::launch::launch_agent`] — the
 //! function `lsm agent run` uses — with the manager's channel, stop token and log stream.
 
 use std::path::PathBuf;
@@ -14,21 +14,32 @@ use crate::launch::{AgentLaunch, launch_agent};
 use crate::run_wiring;
 use crate::wiring;
 
-/// Runs built-in agents with the harness, a provider built for each run from `[llm]` (the
+/// Runs the catalog's agents with the harness, a provider built for each run from `[llm]` (the
 /// agent's tier) and the command-line flags, and a sandbox under `config.sandbox` whose
 /// permission asker is the run's channel.
 #[derive(Debug, Clone)]
 pub struct HarnessLauncher {
     config: Config,
+    catalog: lsm_agents::Catalog,
     flags: wiring::ProviderFlags,
     cwd: PathBuf,
 }
 
 impl HarnessLauncher {
-    /// A launcher over this configuration and provider flags, relative paths resolved
-    /// against `cwd`.
-    pub fn new(config: Config, flags: wiring::ProviderFlags, cwd: PathBuf) -> Self {
-        HarnessLauncher { config, flags, cwd }
+    /// A launcher of `catalog`'s agents over this configuration and provider flags,
+    /// relative paths resolved against `cwd`.
+    pub fn new(
+        config: Config,
+        catalog: lsm_agents::Catalog,
+        flags: wiring::ProviderFlags,
+        cwd: PathBuf,
+    ) -> Self {
+        HarnessLauncher {
+            config,
+            catalog,
+            flags,
+            cwd,
+        }
     }
 
     fn failed(message: String) -> RunEnd {
@@ -43,19 +54,24 @@ impl HarnessLauncher {
 #[async_trait::async_trait]
 impl RunLauncher for HarnessLauncher {
     async fn launch(&self, ctx: LaunchContext) -> RunEnd {
-        let Some(spec) = lsm_agents::find(&ctx.agent) else {
+        let Some(definition) = self.catalog.get(&ctx.agent).cloned() else {
             return Self::failed(format!("unknown agent '{}'", ctx.agent));
         };
-        let (provider, window) = match self.config.llm.resolve(spec.tier).and_then(|llm| {
-            let built =
-                wiring::build_provider(&llm, &self.flags, &self.cwd, &self.config.source_name())?;
-            let window = llm.context_window_for(built.provider.model());
-            Ok((built.provider, window))
-        }) {
+        let mut config = self.config.clone();
+        if let Err(e) = crate::agent_defs::apply_settings(&definition, &mut config) {
+            return Self::failed(format!("{e:#}"));
+        }
+        let spec = &definition.spec;
+        let (provider, window) = match crate::agent_defs::resolve_llm(&config, &definition)
+            .and_then(|llm| {
+                let built =
+                    wiring::build_provider(&llm, &self.flags, &self.cwd, &config.source_name())?;
+                let window = llm.context_window_for(built.provider.model());
+                Ok((built.provider, window))
+            }) {
             Ok(built) => built,
             Err(e) => return Self::failed(format!("{e:#}")),
         };
-        let mut config = self.config.clone();
         if config.agents.compaction.context_window.is_none() {
             config.agents.compaction.context_window = window;
         }
@@ -63,7 +79,7 @@ impl RunLauncher for HarnessLauncher {
             Ok(p) => p,
             Err(e) => return Self::failed(format!("{e:#}")),
         };
-        let extra_tools = parts.expand_allowlist(self.config.agents.extra_tools_of(spec.name));
+        let extra_tools = parts.expand_allowlist(config.agents.extra_tools_of(&spec.name));
         let records = ctx.clone_record_setter();
         let (run_id, agent_name) = (ctx.run_id.clone(), ctx.agent.clone());
         let mut factory = parts
@@ -74,8 +90,9 @@ impl RunLauncher for HarnessLauncher {
                 flags: self.flags.clone(),
                 cwd: self.cwd.clone(),
                 auto_approve: false,
+                catalog: self.catalog.clone(),
             }));
-        if let Some(contract) = self.config.agents.contract_of(spec.name) {
+        if let Some(contract) = config.agents.contract_of(&spec.name) {
             factory = factory.with_contract(contract);
         }
         let factory = factory
@@ -84,13 +101,14 @@ impl RunLauncher for HarnessLauncher {
                 records(harness.run_id());
                 tracing::info!(run = %run_id, records = %harness.run_id(), agent = %agent_name, "run started");
             });
+        let max_rounds = definition.settings.max_rounds;
         let launched = launch_agent(AgentLaunch {
-            spec,
+            definition,
             objective: ctx.task.clone(),
             factory,
-            agents_folder: self.config.agents.agents_folder.clone(),
-            max_iterations: self.config.agents.max_iterations,
-            max_rounds: None,
+            agents_folder: config.agents.agents_folder.clone(),
+            max_iterations: config.agents.max_iterations,
+            max_rounds,
             max_workers: config.conductor.max_workers,
             ask_user_available: parts.ask_user_available,
             extra_tools,

@@ -230,6 +230,7 @@ fn harness_manager(
     config.agents.interaction = interaction.clone();
     let launcher = HarnessLauncher::new(
         config,
+        lsm_agents::Catalog::builtin(),
         crate::wiring::ProviderFlags {
             provider: Some(format!("scripted:{}", script_path.display())),
             ..Default::default()

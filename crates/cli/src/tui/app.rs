@@ -498,17 +498,18 @@ impl App {
 
 /// The agent after `agent` in the built-in list (wrapping around).
 fn next_agent(agent: &str) -> &'static str {
-    let all = lsm_agents::BUILTIN;
+    let all = lsm_agents::definition::builtin();
     let at = all
         .iter()
-        .position(|a| a.name == agent)
+        .position(|a| a.name() == agent)
         .map_or(0, |i| i + 1);
-    all.get(at % all.len().max(1)).map_or("general", |a| a.name)
+    all.get(at % all.len().max(1))
+        .map_or("general", |a| a.name())
 }
 
 /// `task` or `topic`: what `agent` takes.
 fn input_kind(agent: &str) -> &'static str {
-    lsm_agents::find(agent).map_or("task", |a| a.input.as_str())
+    lsm_agents::find(agent).map_or("task", |a| a.spec.input.as_str())
 }
 
 /// Lines the panel needs for `pending` (prompt, origin, reason, the diff or the arguments,

@@ -98,14 +98,15 @@ fn manager(
         ..Default::default()
     };
     // Fail now, not at the first run, when the provider cannot be built.
-    let llm = config.llm.resolve(lsm_agents::GENERAL.tier)?;
+    let catalog = crate::agent_defs::catalog(&config)?;
+    let llm = config.llm.resolve(lsm_phase::LlmTier::Normal)?;
     crate::wiring::build_provider(&llm, &flags, &cwd, &config.source_name())?;
     let manager_config = ManagerConfig {
         max_concurrent: config.agents.max_concurrent,
         log_stream_queue_limit: config.agents.log_stream_queue_limit,
         interaction: config.agents.interaction.clone(),
     };
-    let launcher = HarnessLauncher::new(config, flags, cwd);
+    let launcher = HarnessLauncher::new(config, catalog, flags, cwd);
     Ok(AgentRuntimeManager::new(
         manager_config,
         Arc::new(launcher),

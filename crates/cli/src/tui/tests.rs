@@ -451,7 +451,7 @@ fn any_agent_can_be_started_with_its_task_or_topic() {
     );
     // Every agent is reachable, and the list wraps around.
     let mut seen = std::collections::BTreeSet::new();
-    for _ in 0..lsm_agents::BUILTIN.len() {
+    for _ in 0..lsm_agents::definition::builtin().len() {
         app.on_key(key('g'), &fake);
         let s = screen(&fake, &mut app);
         let name = s
@@ -464,7 +464,11 @@ fn any_agent_can_be_started_with_its_task_or_topic() {
             .to_string();
         seen.insert(name);
     }
-    assert_eq!(seen.len(), lsm_agents::BUILTIN.len(), "{seen:?}");
+    assert_eq!(
+        seen.len(),
+        lsm_agents::definition::builtin().len(),
+        "{seen:?}"
+    );
 }
 
 /// What a model, a tool or a file put in a run reaches the TUI as text to show: a
