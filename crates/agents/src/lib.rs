@@ -21,6 +21,110 @@
 //! - Expose or accept tokens, cost or budget: an agent sees only a phase's `stop_reason`
 //!   (a test parses the public API and finds no accounting name in it).
 //! - Write files anywhere but under its own workspace folder.
+//!
+//! # Guide: an agent of your own
+//!
+//! An agent is a capability card ([`AgentSpec`]) and an [`Agent::run`] that orchestrates
+//! phases on its [`AgentCore`]. What runs the phases sits behind the
+//! [`lsm_phase::ExecutorFactory`] of its [`AgentContext`]: the harness in a real program
+//! (`lsm_harness::HarnessFactory`, see `docs/LIBRARY.md`), a hand-written executor below. The
+//! core creates one executor on a run's first phase and reuses it for every later one.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::sync::atomic::{AtomicUsize, Ordering};
+//!
+//! use lsm_agents::{
+//!     Agent, AgentContext, AgentCore, AgentOutput, AgentSpec, PhaseRequest, PhaseResult,
+//!     StopReason, TaskInput,
+//! };
+//! use lsm_phase::{AgentIdentity, ExecutorFactory, LlmTier, PhaseExecutor, RunOutcome};
+//!
+//! /// Stands in for the harness: every phase is done at once, answering "done: <message>".
+//! struct Answering;
+//!
+//! #[async_trait::async_trait]
+//! impl PhaseExecutor for Answering {
+//!     async fn run_bounded(&mut self, request: PhaseRequest) -> PhaseResult {
+//!         PhaseResult {
+//!             final_text: format!("done: {}", request.user_message),
+//!             tool_calls: Vec::new(),
+//!             stop_reason: StopReason::Done,
+//!         }
+//!     }
+//!     async fn finish(&mut self, _outcome: RunOutcome) {}
+//! }
+//!
+//! /// Counts the executors it creates.
+//! #[derive(Default)]
+//! struct Factory(AtomicUsize);
+//!
+//! impl ExecutorFactory for Factory {
+//!     fn create(&self, _agent: &AgentIdentity, _prompt: &str) -> Box<dyn PhaseExecutor> {
+//!         self.0.fetch_add(1, Ordering::SeqCst);
+//!         Box::new(Answering)
+//!     }
+//! }
+//!
+//! const PROMPT: &str = "You write short notes.";
+//!
+//! /// Two phases: an outline, then a draft from it.
+//! struct Writer {
+//!     core: AgentCore,
+//! }
+//!
+//! #[async_trait::async_trait]
+//! impl Agent for Writer {
+//!     fn name(&self) -> &str {
+//!         self.core.name()
+//!     }
+//!     fn description(&self) -> &str {
+//!         self.core.description()
+//!     }
+//!     fn tool_allowlist(&self) -> Vec<String> {
+//!         self.core.tool_allowlist()
+//!     }
+//!     fn tier(&self) -> LlmTier {
+//!         self.core.tier()
+//!     }
+//!     async fn run(&mut self, topic: &str) -> AgentOutput {
+//!         self.core.begin_run(topic);
+//!         let outline = PhaseRequest::new(format!("outline {topic}"));
+//!         let outline = self.core.run_phase(PROMPT, outline).await;
+//!         if outline.stop_reason != StopReason::Done {
+//!             // Budget gone, stop requested, blocked, error: end the run with what there is.
+//!             return self.core.end_run(Ok(outline.final_text)).await;
+//!         }
+//!         let draft = PhaseRequest::new(format!("draft from '{}'", outline.final_text));
+//!         let draft = self.core.run_phase(PROMPT, draft).await;
+//!         self.core.end_run(Ok(draft.final_text)).await
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let agents_folder = tempfile::tempdir()?; // the agent's log goes under writer/logs/
+//! let factory = Arc::new(Factory::default());
+//! let spec = AgentSpec {
+//!     name: "writer",
+//!     description: "Writes short notes.",
+//!     tier: LlmTier::Normal,
+//!     tools: &[],
+//!     input: TaskInput::Topic,
+//!     system_prompt: PROMPT,
+//! };
+//! let ctx = AgentContext::new(factory.clone(), agents_folder.path());
+//! let mut agent = Writer { core: AgentCore::new(spec, ctx) };
+//!
+//! let output = agent.run("soil").await;
+//! assert_eq!(output.text, "done: draft from 'done: outline soil'");
+//! assert_eq!(output.stop_reason, Some(StopReason::Done));
+//! assert_eq!(factory.0.load(Ordering::SeqCst), 1); // one executor for both phases
+//! agent.run("water").await;
+//! assert_eq!(factory.0.load(Ordering::SeqCst), 2); // a fresh one for the next run
+//! # Ok(())
+//! # }
+//! ```
 
 mod agents;
 mod catalog;

@@ -30,6 +30,64 @@
 //! - Execute a tool except through [`lsm_sandbox::Sandbox::execute`]. (The control tools —
 //!   `block`, `work_complete`, the work-item tools — are not tools of the world: the pure core
 //!   answers them from the run's state, see [`control`].)
+//!
+//! # Guide: a run on the harness
+//!
+//! A harness is made of a [`HarnessConfig`], a provider ([`lsm_providers::Provider`]) and a
+//! sandbox ([`lsm_sandbox::Sandbox`]). A [`HarnessFactory`] shares them among the harnesses it
+//! builds, one per run; agents reach it only as an [`lsm_phase::ExecutorFactory`], and a
+//! program that needs no agent can call [`AgentHarness::run`] itself (the `embed_openai`
+//! example, `docs/LIBRARY.md`). Here the model is scripted: it reads a file, then answers.
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use lsm_harness::{HarnessConfig, HarnessFactory};
+//! use lsm_phase::{AgentIdentity, PhaseExecutor, PhaseRequest, RunOutcome, StopReason};
+//! use lsm_providers::{ScriptedProvider, ScriptedResponse};
+//! use lsm_sandbox::{Sandbox, SandboxConfig};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let workspace = dir.path().join("workspace");
+//! std::fs::create_dir(&workspace)?;
+//! std::fs::write(workspace.join("notes.md"), "Soil holds carbon.")?;
+//!
+//! let model = Arc::new(ScriptedProvider::new(vec![
+//!     ScriptedResponse::tool("read_file", serde_json::json!({"path": "notes.md"})),
+//!     ScriptedResponse::text("The notes say soil holds carbon."),
+//! ]));
+//! // The built-in tools, reading and writing inside the workspace only.
+//! let tools = lsm_sandbox::builtin::registry();
+//! let sandbox = Sandbox::new(SandboxConfig::confined_to(&workspace), tools, None)?;
+//! let config = HarnessConfig {
+//!     agents_folder: dir.path().join("Agents"), // records: Agents/<agent>/logs/<run id>/
+//!     max_tokens_budget: 10_000,                // the run's ceiling, unseen by the agent
+//!     ..HarnessConfig::default()
+//! };
+//! let factory = HarnessFactory::new(config, model.clone(), Arc::new(sandbox));
+//!
+//! // One run of the agent `reader`, which may call `read_file` and nothing else.
+//! let reader = AgentIdentity {
+//!     name: "reader".into(),
+//!     tool_allowlist: vec!["read_file".into()],
+//!     tier: Default::default(),
+//!     topic: "notes".into(),
+//! };
+//! let mut harness = factory.build(&reader, "You answer from the files.");
+//! let phase = harness.run_bounded(PhaseRequest::new("What do the notes say?")).await;
+//! harness.finish(RunOutcome::Completed).await;
+//!
+//! assert_eq!(phase.stop_reason, StopReason::Done);
+//! assert_eq!(phase.final_text, "The notes say soil holds carbon.");
+//! assert_eq!(phase.tool_calls[0].outcome.text(), "Soil holds carbon.");
+//! assert_eq!(model.calls(), 2);
+//! assert!(harness.run_dir().join("run_summary.json").is_file());
+//! assert!(harness.run_dir().join("transcript.jsonl").is_file());
+//! # Ok(())
+//! # }
+//! ```
 
 mod budget;
 pub mod compaction;

@@ -37,6 +37,70 @@
 //! - Run a command through a shell: `bash` parses the command itself and executes the program
 //!   directly, so no expansion, globbing or chaining can happen behind the policy's back.
 //! - Depend on any other `lsm-*` crate.
+//!
+//! # Guide: a tool of your own
+//!
+//! Implement [`Tool`], register it in a [`ToolRegistry`] (beside the [`builtin`] tools, or
+//! alone), and run calls through a [`Sandbox`]. The tool sees only arguments that match its
+//! schema; a refused or failed call is an [`Execution`] whose outcome is an error.
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use lsm_sandbox::{
+//!     RiskLevel, Sandbox, SandboxConfig, Tool, ToolContext, ToolError, ToolOutput, schema_for,
+//! };
+//! use serde_json::json;
+//!
+//! /// The arguments; the schema the model is shown and the sandbox checks is derived from it.
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! #[serde(deny_unknown_fields)]
+//! struct ShoutArgs {
+//!     /// The text to shout.
+//!     text: String,
+//! }
+//!
+//! struct Shout;
+//!
+//! #[async_trait::async_trait]
+//! impl Tool for Shout {
+//!     fn name(&self) -> &str {
+//!         "shout"
+//!     }
+//!     fn description(&self) -> &str {
+//!         "Upper-case a text."
+//!     }
+//!     fn parameters(&self) -> serde_json::Value {
+//!         schema_for::<ShoutArgs>()
+//!     }
+//!     fn risk(&self) -> RiskLevel {
+//!         RiskLevel::ReadOnly
+//!     }
+//!     async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+//!         Ok(ToolOutput::text(ctx.str_arg("text")?.to_uppercase()))
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let workspace = tempfile::tempdir()?;
+//! let registry = lsm_sandbox::builtin::registry().with(Arc::new(Shout));
+//! // Reads and writes inside the workspace only; no person to ask, so calls that need
+//! // permission are denied.
+//! let policy = SandboxConfig::confined_to(workspace.path());
+//! let sandbox = Sandbox::new(policy, registry, None)?;
+//!
+//! let shouted = sandbox.execute("shout", &json!({"text": "hello"})).await;
+//! assert_eq!(shouted.outcome?, "HELLO");
+//! // Arguments that do not match the schema never reach the tool.
+//! let refused = sandbox.execute("shout", &json!({"text": 42})).await;
+//! assert!(refused.outcome.is_err());
+//! // Nor does a path outside the workspace reach a built-in tool.
+//! let outside = sandbox.execute("read_file", &json!({"path": "/etc/hostname"})).await;
+//! assert!(outside.outcome.is_err());
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod builtin;
 mod command;
