@@ -8,9 +8,12 @@
 //! files go through the workspace accessors ([`AgentCore::artifacts_dir`],
 //! [`AgentCore::save_artifact`], …) and its log through [`AgentCore::log`].
 //!
-//! The built-in agents ([`BUILTIN`], made with [`create`]) — eight that work on their own, the
-//! `conductor` that delegates, and its two workers, `researcher` and `terminal` — are
-//! documented phase by phase in `docs/AGENTS.md`.
+//! An agent is data: a [`definition`] (a Markdown file whose TOML front matter lists its card
+//! and its phases) run by the one interpreter, [`DefinedAgent`]. The built-in agents
+//! ([`definition::builtin`], made with [`create`]) are such definitions, embedded, but for the
+//! few that need code of their own (the `conductor` that delegates, `curator`, `writing`,
+//! `assistant`). A [`Catalog`] puts the user's and the project's definitions over them. Each
+//! is documented phase by phase in `docs/AGENTS.md`.
 //!
 //! # What this crate must never do
 //!
@@ -24,8 +27,9 @@
 //!
 //! # Guide: an agent of your own
 //!
-//! An agent is a capability card ([`AgentSpec`]) and an [`Agent::run`] that orchestrates
-//! phases on its [`AgentCore`]. What runs the phases sits behind the
+//! Most agents need no code: write a definition (`docs/AGENTS.md`) and run it with
+//! [`DefinedAgent`]. Where a definition cannot say it, an agent is a capability card
+//! ([`AgentSpec`]) and an [`Agent::run`] that orchestrates phases on its [`AgentCore`]. What runs the phases sits behind the
 //! [`lsm_phase::ExecutorFactory`] of its [`AgentContext`]: the harness in a real program
 //! (`lsm_harness::HarnessFactory`, see `docs/LIBRARY.md`), a hand-written executor below. The
 //! core creates one executor on a run's first phase and reuses it for every later one.
@@ -106,12 +110,12 @@
 //! let agents_folder = tempfile::tempdir()?; // the agent's log goes under writer/logs/
 //! let factory = Arc::new(Factory::default());
 //! let spec = AgentSpec {
-//!     name: "writer",
-//!     description: "Writes short notes.",
+//!     name: "writer".into(),
+//!     description: "Writes short notes.".into(),
 //!     tier: LlmTier::Normal,
-//!     tools: &[],
+//!     tools: Vec::new(),
 //!     input: TaskInput::Topic,
-//!     system_prompt: PROMPT,
+//!     system_prompt: PROMPT.into(),
 //! };
 //! let ctx = AgentContext::new(factory.clone(), agents_folder.path());
 //! let mut agent = Writer { core: AgentCore::new(spec, ctx) };

@@ -1,16 +1,16 @@
 //! A tool of your own and an agent of your own: `cargo run -p lsm-examples --example custom_tool`.
 //!
-//! The agent runs one phase that may call only `word_count`; the model, scripted here, calls
-//! the tool and then answers. Put any other `Provider` in the scripted one's place to use a
+//! The agent is a definition (the same format as `lsm-agents/*.md` files) with one phase that
+//! may call only `word_count`; the model, scripted here, calls the tool and then answers. Put any other `Provider` in the scripted one's place to use a
 //! real model (see the `embed_openai` example).
 
 #![allow(clippy::print_stdout)]
 
 use std::sync::Arc;
 
-use lsm_agents::{Agent, AgentContext, AgentCore, AgentOutput, AgentSpec, PhaseRequest, TaskInput};
+use lsm_agents::definition::{self, DefinitionSource};
+use lsm_agents::{Agent, AgentContext, DefinedAgent};
 use lsm_harness::{HarnessConfig, HarnessFactory};
-use lsm_phase::LlmTier;
 use lsm_providers::{ScriptedProvider, ScriptedResponse};
 use lsm_sandbox::{RiskLevel, Sandbox, SandboxConfig, Tool, ToolContext, ToolError, ToolOutput};
 use serde_json::{Value, json};
@@ -41,42 +41,16 @@ impl Tool for WordCount {
     }
 }
 
-/// The agent's card: its name (also its workspace folder), its tools, its prompt.
-const COUNTER: AgentSpec = AgentSpec {
-    name: "counter",
-    description: "Counts the words of a text with the word_count tool.",
-    tier: LlmTier::Normal,
-    tools: &["word_count"],
-    input: TaskInput::Task,
-    system_prompt: "Count words with the word_count tool, then give the number.",
-};
-
-/// The agent: everything it does with models and tools goes through its `AgentCore`.
-struct Counter {
-    core: AgentCore,
-}
-
-#[async_trait::async_trait]
-impl Agent for Counter {
-    fn name(&self) -> &str {
-        self.core.name()
-    }
-    fn description(&self) -> &str {
-        self.core.description()
-    }
-    fn tool_allowlist(&self) -> Vec<String> {
-        self.core.tool_allowlist()
-    }
-    fn tier(&self) -> LlmTier {
-        self.core.tier()
-    }
-    async fn run(&mut self, task: &str) -> AgentOutput {
-        self.core.begin_run(task);
-        let request = PhaseRequest::new(task).with_max_iterations(4);
-        let phase = self.core.run_phase(COUNTER.system_prompt, request).await;
-        self.core.end_run(Ok(phase.final_text)).await
-    }
-}
+/// The agent, as data: its card in TOML front matter, its system prompt below. The same
+/// text in `lsm-agents/counter.md` makes it an agent of the `lsm` program (docs/AGENTS.md).
+const COUNTER: &str = r#"+++
+name = "counter"
+description = "Counts the words of a text with the word_count tool."
+tools = ["word_count"]
+max_iterations = 4
++++
+Count words with the word_count tool, then give the number.
+"#;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -95,10 +69,9 @@ async fn main() -> anyhow::Result<()> {
         ..HarnessConfig::default()
     };
     let factory = HarnessFactory::new(config, model.clone(), Arc::new(sandbox));
-    let ctx = AgentContext::new(Arc::new(factory), agents_folder);
-    let mut agent = Counter {
-        core: AgentCore::new(COUNTER, ctx),
-    };
+    let ctx = AgentContext::new(Arc::new(factory), agents_folder).with_max_iterations(4);
+    let definition = definition::parse(COUNTER, DefinitionSource::Builtin, "counter.md")?;
+    let mut agent = DefinedAgent::new(definition, ctx);
     let output = agent.run("How many words: 'the quick brown fox'?").await;
 
     // The model's second call carries the tool's result as its last message.
