@@ -29,6 +29,9 @@ mod config;
 /// Stall detection and hooks through `lsm agent run`.
 #[path = "e2e/control.rs"]
 mod control;
+/// Agent definition files: list, show, check, run, override.
+#[path = "e2e/definitions.rs"]
+mod definitions;
 /// `lsm mcp list` and runs using an MCP server's tools.
 #[path = "e2e/mcp.rs"]
 mod mcp;

@@ -41,7 +41,6 @@ fn offered_tools(config: &Config, definition: &AgentDefinition) -> Vec<OfferedTo
             tools.push(OfferedTool { name, from });
         }
     };
-    push(&mut tools, "ask_user".into(), "always offered".into());
     let extra = config.agents.extra_tools_of(name);
     if !extra.is_empty() {
         let origin = config.origin(&format!("agents.extra_tools.{name}"));

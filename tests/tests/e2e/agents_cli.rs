@@ -101,7 +101,7 @@ fn a_missing_or_wrong_task_or_topic_is_a_usage_error_naming_the_flag() {
         (vec!["assistant"], "needs a task: pass --task"),
         (
             vec!["general", "--task", "x", "--max-rounds", "2"],
-            "--max-rounds applies to the research agent only",
+            "--max-rounds applies to agents with a phase that repeats",
         ),
     ] {
         let out = agent_run(dir.path(), &script, &args);
