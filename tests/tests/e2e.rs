@@ -26,6 +26,9 @@ mod conductor;
 /// Configuration layers, `lsm config show`, `lsm init`.
 #[path = "e2e/config.rs"]
 mod config;
+/// Project instructions, the environment block and nested guidance through `lsm agent run`.
+#[path = "e2e/context.rs"]
+mod context;
 /// Stall detection and hooks through `lsm agent run`.
 #[path = "e2e/control.rs"]
 mod control;

@@ -152,6 +152,7 @@ impl<'de> Deserialize<'de> for AgentsConfig {
                         D::Error::custom(e.message())
                     }
                 })?;
+        harness.context.validate().map_err(D::Error::custom)?;
         // Zero would start a run that can do nothing and end it as a failure (an iteration
         // limit, a spent budget); say what is wrong instead.
         for (key, value) in [

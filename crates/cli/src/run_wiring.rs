@@ -1,7 +1,8 @@
 //! The parts every agent run is wired from, shared by `lsm agent run` and the runtime
 //! manager (`lsm tui`): the tool registry (built-ins, knowledge-base tools when an index
 //! exists, memory tools when enabled, `ask_user` on the run's channel), the sandbox, and a `HarnessFactory` with the run's stop token and
-//! standing memory, and the run's one budget, shared by the harness and the KB tools.
+//! standing memory, the project's root for the context providers (`[agents.context]`), and
+//! the run's one budget, shared by the harness and the KB tools.
 
 use std::sync::Arc;
 
@@ -99,7 +100,9 @@ pub fn build_run_with(
         .with_stop_token(stop)
         .with_stall(config.stall)
         .with_agent_stop_max_blocks(config.hooks.agent_stop_max_blocks)
-        .with_budget(budget);
+        .with_budget(budget)
+        // The context providers ([agents.context]) read the project's instructions there.
+        .with_project_root(config.root.clone());
     for hook in hooks {
         factory = factory.with_hook(hook);
     }

@@ -110,6 +110,9 @@ pub struct HarnessConfig {
     /// `work_item_set_artifact`, `work_item_flag_revision`) to every agent. An agent whose
     /// allowlist names one of them is offered that one anyway.
     pub work_items: bool,
+    /// The context providers (`[agents.context]`): project instructions, the environment
+    /// block, nested instructions just in time.
+    pub context: crate::context::ContextConfig,
 }
 
 impl Default for HarnessConfig {
@@ -130,6 +133,7 @@ impl Default for HarnessConfig {
             completion_retries: DEFAULT_COMPLETION_RETRIES,
             work_items: false,
             compaction: crate::compaction::CompactionConfig::default(),
+            context: crate::context::ContextConfig::default(),
         }
     }
 }

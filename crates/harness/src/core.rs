@@ -90,6 +90,9 @@ pub struct CoreConfig {
     /// is prepared in the same step (no [`Effect::FetchStanding`], whose answer could only
     /// be "nothing").
     pub standing_memory: bool,
+    /// The standing texts of the run's context providers, recorded when the run starts
+    /// (empty: none; a resumed run has the recorded ones and ignores these).
+    pub run_context: crate::context::RunContext,
 }
 
 impl std::fmt::Debug for CoreConfig {
@@ -190,6 +193,9 @@ pub enum Input {
         run: ToolRun,
         /// What its own model calls spent, if it made any.
         spend: Option<ToolSpend>,
+        /// Nested instruction files that apply to the paths the call touched (the core
+        /// gives the model those the run has not been given yet).
+        guidance: Vec<crate::context::InstructionFile>,
     },
     /// The driver could not record the last events: the phase ends as `error`.
     RecordFailed(String),
@@ -277,6 +283,9 @@ struct Spare {
     /// is unchanged. A provider remembers what it wrote for a message by the message's
     /// identity; a new one at every call made it write every message after it again.
     standing: Option<Arc<Message>>,
+    /// The run context's message (project instructions, environment): one shared message
+    /// while its text is unchanged, as the standing block's.
+    run_context: Option<Arc<Message>>,
     /// The names of the tools the last request offered, as its `llm_request` event
     /// carries them: the next request offering the same tools shares the list.
     tool_names: Option<Arc<[String]>>,
@@ -494,7 +503,11 @@ impl Core {
                 );
                 finish(st, StopReason::StopRequested, out)
             }
-            Input::ToolDone { run, spend } => self.tool_done(st, run, spend, env, out),
+            Input::ToolDone {
+                run,
+                spend,
+                guidance,
+            } => self.tool_done(st, run, spend, guidance, env, out),
             Input::RecordFailed(message) => finish_error(st, message, out),
             Input::HooksAnswered { event, runs } => self.hooks_answered(st, event, runs, env, out),
             Input::FilesChecked(files) => {

@@ -95,6 +95,9 @@ pub enum HarnessError {
         /// Why.
         reason: String,
     },
+    /// The project instructions cannot be read (the run does not start).
+    #[error(transparent)]
+    Context(#[from] crate::context::ContextError),
     /// An event given by name is not one of the schema.
     #[error(transparent)]
     UnknownEvent(#[from] UnknownEvent),

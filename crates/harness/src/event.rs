@@ -112,6 +112,40 @@ pub enum RunEvent {
         /// The block, or `None` when there is none any more.
         text: Option<String>,
     },
+    /// The project's instruction files (`AGENTS.md`, `LSM.md`) given to the run as standing
+    /// instructions; recorded once, after `run_started`. A resumed run uses these texts and
+    /// never reads the files again.
+    ProjectInstructions {
+        /// The files, in the order given, each with its size, hash and the text given.
+        files: Vec<crate::context::InstructionFile>,
+    },
+    /// The environment block given to the run (date, operating system, working folder,
+    /// tools and limits); recorded once, after `run_started`.
+    EnvironmentContext {
+        /// The block.
+        text: String,
+    },
+    /// A nested `AGENTS.md` given to the model just in time: appended to the result of the
+    /// tool call that touched its folder; once per run per file.
+    GuidanceAdded {
+        /// Label.
+        label: String,
+        /// The call whose result it follows.
+        call_id: String,
+        /// That call's tool.
+        tool: String,
+        /// The file.
+        path: String,
+        /// The whole file's size in bytes.
+        bytes: u64,
+        /// The SHA-256 of the whole file, lower-case hex.
+        sha256: String,
+        /// Whether the text was cut to `[agents.context] max_instruction_bytes`.
+        #[serde(default)]
+        truncated: bool,
+        /// The text given to the model.
+        text: String,
+    },
     /// A model call is about to be made.
     LlmRequest {
         /// Label.

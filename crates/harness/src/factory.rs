@@ -44,6 +44,9 @@ pub struct HarnessFactory {
     next_run_id: Arc<Mutex<Option<String>>>,
     /// Where every harness keeps its journal (the run folder's files when `None`).
     store: Option<Arc<dyn crate::RunStore>>,
+    /// The project's root, for the context providers (see
+    /// [`AgentHarness::with_project_root`]).
+    project_root: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for HarnessFactory {
@@ -77,7 +80,15 @@ impl HarnessFactory {
             resume: Arc::new(Mutex::new(None)),
             next_run_id: Arc::new(Mutex::new(None)),
             store: None,
+            project_root: None,
         }
+    }
+
+    /// Every harness built has the context providers of the project at `root` (see
+    /// [`AgentHarness::with_project_root`]).
+    pub fn with_project_root(mut self, root: impl Into<std::path::PathBuf>) -> Self {
+        self.project_root = Some(root.into());
+        self
     }
 
     /// Every harness built keeps its journal in `store` (see [`AgentHarness::with_store`]).
@@ -255,6 +266,9 @@ impl HarnessFactory {
         }
         if let Some(handle) = &self.handle {
             h = h.with_run_handle(handle.clone());
+        }
+        if let Some(root) = &self.project_root {
+            h = h.with_project_root(root.clone());
         }
         for hook in &self.hooks {
             hook(&h);

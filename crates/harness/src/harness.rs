@@ -30,6 +30,7 @@ mod builders;
 mod effects;
 mod ending;
 mod handles;
+mod run_context;
 mod worker_waves;
 
 pub use handles::{EventSink, RecordHandle, RunHandle};
@@ -105,6 +106,9 @@ pub struct AgentHarness {
     waves_requested: u32,
     /// Who starts worker runs (none: `run_workers` fails every request).
     spawner: Option<Arc<dyn crate::WorkerSpawner>>,
+    /// The project's root, canonical (`with_project_root`): where the context providers
+    /// read from. `None`: the run has no context providers.
+    project_root: Option<PathBuf>,
 }
 
 /// What a resumed harness records first.
@@ -233,6 +237,8 @@ impl AgentHarness {
                 .window(provider.context_window(), config.max_output_tokens),
             // No memory until `with_memory` gives one.
             standing_memory: false,
+            // None until the driver loads them for a new run (`with_project_root`).
+            run_context: crate::context::RunContext::default(),
         });
         AgentHarness {
             identity,
@@ -256,6 +262,7 @@ impl AgentHarness {
             handles: Vec::new(),
             waves_requested: 0,
             spawner: None,
+            project_root: None,
         }
     }
 
@@ -443,7 +450,12 @@ impl AgentHarness {
     async fn run_bounded_inner(&mut self, request: PhaseRequest) -> PhaseResult {
         let index = self.phases_requested;
         self.phases_requested = self.phases_requested.saturating_add(1);
-        if let Err(e) = self.take_over() {
+        // A resumed run is taken over; a new one reads its context providers' texts.
+        let ready = match self.take_over() {
+            Ok(()) => self.load_run_context().await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = ready {
             return match self.record_failed(e) {
                 Effect::Finish(result) => result,
                 _ => PhaseResult::empty(StopReason::Error),

@@ -92,6 +92,7 @@
 mod budget;
 pub mod compaction;
 mod config;
+pub mod context;
 mod contexts;
 pub mod contract;
 pub mod control;
@@ -119,6 +120,10 @@ pub use budget::{
 };
 pub use config::{
     ContextStrategy, DEFAULT_COMPLETION_RETRIES, HarnessConfig, JournalFsync, StopMode,
+};
+pub use context::{
+    ContextConfig, ContextError, EnvironmentFacts, InstructionFile, RunContext, environment_block,
+    project_instructions,
 };
 pub use contexts::ContextState;
 pub use contract::{Coverage, CoverageItem, Predicate, TaskContract};

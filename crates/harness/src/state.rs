@@ -230,6 +230,18 @@ pub struct RunState {
     pub memory: MemoryCounts,
     /// The last standing-memory block recorded.
     pub last_standing: Option<String>,
+    /// The project instructions the run was given (`project_instructions`).
+    #[serde(default)]
+    pub instructions: Vec<crate::context::InstructionFile>,
+    /// The environment block the run was given (`environment_context`).
+    #[serde(default)]
+    pub environment: Option<String>,
+    /// The system message made of the two, as every model call carries it.
+    #[serde(default)]
+    pub run_context: Option<String>,
+    /// The nested instruction files given just in time so far (`guidance_added`), by path.
+    #[serde(default)]
+    pub guidance: std::collections::BTreeSet<String>,
     /// The last phase's stop reason.
     pub last_stop: Option<StopReason>,
     /// The last error that ended a phase.

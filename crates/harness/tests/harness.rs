@@ -2434,6 +2434,9 @@ mod compaction;
 #[path = "harness/workers.rs"]
 mod workers;
 
+#[path = "harness/context.rs"]
+mod context;
+
 /// Counts the journal's lines on disk each time a line is about to be written.
 struct LineWatcher {
     each_line: bool,

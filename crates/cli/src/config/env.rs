@@ -33,6 +33,7 @@ const NESTED: &[(&str, &str)] = &[
     ("agents", "memory"),
     ("agents", "interaction"),
     ("agents", "compaction"),
+    ("agents", "context"),
 ];
 
 /// `[llm.tiers.<tier>]` is another spelling of `[llm.<tier>]`: move such tables into place.

@@ -96,6 +96,56 @@ mod env_tests {
     }
 
     #[test]
+    fn context_settings_come_from_their_table_nested_env_names_and_show() {
+        let c = llm_tests::load_text(
+            "[agents.context]\nproject_instructions = false\nmax_instruction_bytes = 100\n",
+            &[
+                ("LSM_AGENTS_CONTEXT_ENVIRONMENT", "false"),
+                ("LSM_AGENTS_CONTEXT_NESTED_INSTRUCTIONS", "false"),
+            ],
+        )
+        .unwrap();
+        let ctx = c.agents.context;
+        assert!(!ctx.project_instructions && !ctx.environment && !ctx.nested_instructions);
+        assert_eq!(ctx.max_instruction_bytes, 100);
+        assert!(
+            c.origin("agents.context.max_instruction_bytes")
+                .to_string()
+                .ends_with("lsm.toml:3"),
+            "{}",
+            c.origin("agents.context.max_instruction_bytes")
+        );
+        let rows = show::settings(&c);
+        let row = |key: &str| {
+            rows.iter()
+                .find(|r| r.key == key)
+                .unwrap_or_else(|| panic!("{key} is not shown"))
+        };
+        assert_eq!(
+            row("agents.context.environment").source,
+            "environment variable LSM_AGENTS_CONTEXT_ENVIRONMENT"
+        );
+        assert_eq!(
+            row("agents.context.max_instruction_bytes").value,
+            serde_json::json!(100)
+        );
+        // The defaults: every provider on, 32 KiB.
+        let d = llm_tests::load_text("", &[]).unwrap().agents.context;
+        assert!(d.project_instructions && d.environment && d.nested_instructions);
+        assert_eq!(d.max_instruction_bytes, 32 * 1024);
+        for (text, needle) in [
+            (
+                "[agents.context]\nmax_instruction_bytes = 0\n",
+                "at least 1",
+            ),
+            ("[agents.context]\nnested = true\n", "nested"),
+        ] {
+            let e = format!("{:#}", llm_tests::load_text(text, &[]).unwrap_err());
+            assert!(e.contains(needle), "{text}: {e}");
+        }
+    }
+
+    #[test]
     fn memory_settings_come_from_the_nested_table_and_nested_env_names() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("lsm.toml");
@@ -196,7 +246,7 @@ stream = true
 read_timeout_seconds = 600
 "#;
 
-    fn load_text(text: &str, env: &[(&str, &str)]) -> Result<Config> {
+    pub(super) fn load_text(text: &str, env: &[(&str, &str)]) -> Result<Config> {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("lsm.toml");
         std::fs::write(&f, text).unwrap();

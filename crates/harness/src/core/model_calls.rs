@@ -146,17 +146,13 @@ impl Core {
         if !self.config.system_prompt.is_empty() {
             messages.push(self.system_message());
         }
+        // The run context (project instructions, environment), then the standing block.
+        if let Some(text) = &st.run_context {
+            messages.push(shared_system(&mut spare.run_context, text));
+        }
         let has_standing = st.last_standing.is_some();
         if let Some(block) = &st.last_standing {
-            let standing = match &spare.standing {
-                Some(kept) if kept.content == *block => Arc::clone(kept),
-                _ => {
-                    let new: Arc<Message> = Message::system(block.clone()).into();
-                    spare.standing = Some(Arc::clone(&new));
-                    new
-                }
-            };
-            messages.push(standing);
+            messages.push(shared_system(&mut spare.standing, block));
         }
         drop(spare);
         let mut previous_response_id = None;
@@ -315,5 +311,18 @@ impl Core {
             return self.iteration_end(st, Signal::Done, env, out);
         }
         self.advance(st, env, out)
+    }
+}
+
+/// A system message with `text`: the one `kept` while its text is the same (a provider
+/// remembers what it wrote for a message by its identity), else a new one, kept.
+fn shared_system(kept: &mut Option<Arc<Message>>, text: &str) -> Arc<Message> {
+    match kept {
+        Some(message) if message.content == text => Arc::clone(message),
+        _ => {
+            let new: Arc<Message> = Message::system(text.to_string()).into();
+            *kept = Some(Arc::clone(&new));
+            new
+        }
     }
 }

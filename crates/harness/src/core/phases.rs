@@ -74,6 +74,20 @@ impl Core {
                 contract: c.contract.clone(),
             },
         );
+        // The context providers' texts are journaled, so that a resumed run folds back
+        // exactly what this one started with.
+        if !c.run_context.instructions.is_empty() {
+            emit(
+                st,
+                out,
+                RunEvent::ProjectInstructions {
+                    files: c.run_context.instructions.clone(),
+                },
+            );
+        }
+        if let Some(text) = &c.run_context.environment {
+            emit(st, out, RunEvent::EnvironmentContext { text: text.clone() });
+        }
     }
 
     /// Continue the current phase of a resumed run from its folded position (after

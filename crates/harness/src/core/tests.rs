@@ -74,6 +74,7 @@ fn core_config(max_tokens: u64) -> CoreConfig {
         compaction: crate::compaction::CompactionConfig::default(),
         window: crate::compaction::CompactionConfig::default().window(None, Some(4096)),
         standing_memory: true,
+        run_context: crate::context::RunContext::default(),
     }
 }
 
@@ -546,6 +547,7 @@ fn a_tool_result_goes_back_and_the_next_iteration_respects_max_iterations() {
     let s = c.step(
         &mut st,
         Input::ToolDone {
+            guidance: Vec::new(),
             run: ToolRun::Ran {
                 outcome: Ok("out".into()),
                 artifacts: vec!["f.md".into()],
@@ -610,6 +612,7 @@ fn tool_only_mode_makes_no_model_call_and_ignores_the_budget() {
     let s = c.step(
         &mut st,
         Input::ToolDone {
+            guidance: Vec::new(),
             run: ToolRun::Interrupted,
             spend: None,
         },
@@ -636,6 +639,7 @@ fn a_failed_model_call_ends_the_phase_as_error_and_a_broken_chain_forgets_the_re
     c.step(
         &mut st,
         Input::ToolDone {
+            guidance: Vec::new(),
             run: ToolRun::Ran {
                 outcome: Ok("out".into()),
                 artifacts: Vec::new(),
@@ -673,6 +677,7 @@ fn a_failed_model_call_ends_the_phase_as_error_and_a_broken_chain_forgets_the_re
 
 fn ok(out: &str) -> Input {
     Input::ToolDone {
+        guidance: Vec::new(),
         run: ToolRun::Ran {
             outcome: Ok(out.into()),
             artifacts: Vec::new(),
@@ -1213,4 +1218,5 @@ fn repeated_identical_answers_sent_back_by_a_hook_are_a_stall() {
     panic!("the same answer four times is a stall");
 }
 
+mod context;
 mod control;

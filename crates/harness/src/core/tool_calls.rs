@@ -176,6 +176,7 @@ impl Core {
         st: &mut RunState,
         run: ToolRun,
         spend: Option<ToolSpend>,
+        guidance: Vec<crate::context::InstructionFile>,
         env: &Env<'_>,
         out: &mut Vec<RunEvent>,
     ) -> Effect {
@@ -194,6 +195,7 @@ impl Core {
             .as_ref()
             .filter(|p| p.mode == PhaseMode::Llm)
             .map(|p| label_name(p.label()).to_string());
+        let model_phase = label.is_some();
         if let Some(s) = spend {
             emit(
                 st,
@@ -284,10 +286,59 @@ impl Core {
             }),
             _ => None,
         };
+        let guided = match &event {
+            RunEvent::ToolResult { call_id, tool, .. } if model_phase && !guidance.is_empty() => {
+                Some((call_id.clone(), tool.clone()))
+            }
+            _ => None,
+        };
         emit(st, out, event);
+        if let Some((call_id, tool)) = guided {
+            self.add_guidance(st, &call_id, &tool, guidance, out);
+        }
         if let Some(event) = post {
             return Effect::RunHooks(event);
         }
         self.advance(st, env, out)
+    }
+}
+
+impl Core {
+    /// The names of the registered tools the allowlist names (control tools left out), in
+    /// the registry's order.
+    pub fn allowed_tool_names(&self) -> Vec<String> {
+        self.allowed_tools.iter().map(|t| t.name.clone()).collect()
+    }
+
+    /// Record the nested instruction files of `guidance` the run has not been given yet,
+    /// each after the result of the call `call_id` (of `tool`) in a model phase.
+    fn add_guidance(
+        &self,
+        st: &mut RunState,
+        call_id: &str,
+        tool: &str,
+        guidance: Vec<crate::context::InstructionFile>,
+        out: &mut Vec<RunEvent>,
+    ) {
+        for file in guidance {
+            let path = file.path.display().to_string();
+            if st.guidance.contains(&path) {
+                continue;
+            }
+            emit(
+                st,
+                out,
+                RunEvent::GuidanceAdded {
+                    label: current_label(st),
+                    call_id: call_id.to_string(),
+                    tool: tool.to_string(),
+                    path,
+                    bytes: file.bytes,
+                    sha256: file.sha256,
+                    truncated: file.truncated,
+                    text: file.text,
+                },
+            );
+        }
     }
 }

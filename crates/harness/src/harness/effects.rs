@@ -46,7 +46,10 @@ impl AgentHarness {
                     call_id: _,
                     tool,
                     arguments,
-                } => self.run_tool(&tool, &arguments).await,
+                } => {
+                    let input = self.run_tool(&tool, &arguments).await;
+                    self.with_guidance(input, &tool, &arguments).await
+                }
                 Effect::RunHooks(mut event) => {
                     event.run_id.clone_from(&self.run_id);
                     let runs = run_hooks(&self.core.config().hooks, &event).await;
@@ -188,7 +191,11 @@ impl AgentHarness {
                 }
             }
         };
-        Input::ToolDone { run, spend }
+        Input::ToolDone {
+            run,
+            spend,
+            guidance: Vec::new(),
+        }
     }
 
     /// Look at the files a task contract names, through the sandbox's read confinement, off

@@ -30,6 +30,9 @@ impl AgentHarness {
         let Some(spawner) = self.spawner.clone() else {
             return fail_all("this run cannot start worker runs (no worker spawner is configured)");
         };
+        if let Err(e) = self.load_run_context().await {
+            return fail_all(&e.to_string());
+        }
         if !self.state.started {
             let mut out = Vec::new();
             self.core.ensure_started(&mut self.state, &mut out);

@@ -94,6 +94,20 @@ impl RunState {
                 }
             }
             RunEvent::StandingContext { text, .. } => self.last_standing.clone_from(text),
+            RunEvent::ProjectInstructions { files } => {
+                self.instructions.clone_from(files);
+                self.compose_run_context();
+            }
+            RunEvent::EnvironmentContext { text } => {
+                self.environment = Some(text.clone());
+                self.compose_run_context();
+            }
+            RunEvent::GuidanceAdded {
+                call_id,
+                path,
+                text,
+                ..
+            } => self.guidance_added(call_id, path, text),
             RunEvent::LlmRequest { iteration, .. } => {
                 if let Some(pos) = self.current.as_mut() {
                     pos.iteration = *iteration;

@@ -142,6 +142,28 @@ impl RunState {
         }
     }
 
+    /// The system message of the run's context providers, made again from what is recorded.
+    pub(super) fn compose_run_context(&mut self) {
+        self.run_context =
+            crate::context::standing_text(&self.instructions, self.environment.as_deref());
+    }
+
+    /// A nested instruction file given just in time: remembered (never given twice in a
+    /// run), and appended to the result of the call `call_id` that the model sees.
+    pub(super) fn guidance_added(&mut self, call_id: &str, path: &str, text: &str) {
+        self.guidance.insert(path.to_string());
+        if let Some(msg) = self.current_context_mut().and_then(|c| {
+            c.history
+                .iter_mut()
+                .rev()
+                .find(|m| m.tool_call_id.as_deref() == Some(call_id))
+        }) {
+            std::sync::Arc::make_mut(msg)
+                .content
+                .push_str(&crate::context::guidance::note(path, text));
+        }
+    }
+
     /// Answer every call left in the batch with `text` (they will not run).
     pub(super) fn skip_batch(&mut self, text: &str) {
         let Some(pos) = self.current.as_mut() else {
