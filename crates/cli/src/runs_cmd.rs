@@ -235,25 +235,6 @@ pub(crate) fn agents_folder(
     })
 }
 
-/// The folder of the run `run_id` under `root` (`<root>/<agent>/logs/<run_id>`, holding its
-/// transcript), when there is one. An id that is not a folder's name (`..`, a path) finds
-/// nothing.
-pub(crate) fn run_folder(root: &Path, run_id: &str) -> Option<PathBuf> {
-    let valid = !run_id.is_empty()
-        && run_id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    if !valid {
-        return None;
-    }
-    std::fs::read_dir(root).ok().and_then(|agents| {
-        agents
-            .flatten()
-            .map(|a| a.path().join("logs").join(run_id))
-            .find(|d| d.join("transcript.jsonl").is_file())
-    })
-}
-
 async fn list(cfg: &crate::config::ConfigArgs, args: ListArgs) -> Result<u8> {
     let root = agents_folder(cfg, args.agents_folder.as_deref())?;
     let pg = crate::run_store::pg_runs(&cfg.load()?)?;

@@ -34,7 +34,7 @@ fn runs_show_reads_a_run_from_its_folder() {
     assert_eq!(shown["status"], "completed");
     assert_eq!(shown["agent"], "general");
     assert_eq!(shown["topic"], "work on the notes");
-    assert_eq!(shown["started_at"], summary["started_at"]);
+    assert!(shown["started_at"].is_string(), "{shown}");
     assert_eq!(shown["summary"], summary);
     assert_eq!(shown["summary"]["token_usage"]["iterations"], 3);
     assert_eq!(

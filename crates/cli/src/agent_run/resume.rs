@@ -16,7 +16,7 @@ use crate::legacy_runs;
 /// A usage error when there is no such run, it is driven by a live process, or it has
 /// finished.
 pub fn open_run(root: &Path, run_id: &str) -> Result<ResumePoint> {
-    let Some(run_dir) = crate::runs_cmd::run_folder(root, run_id) else {
+    let Some(run_dir) = crate::run_store::run_folder(root, run_id) else {
         return Err(usage(format!(
             "no run '{run_id}' under {}; `lsm runs list` shows the runs",
             root.display()

@@ -82,7 +82,7 @@ async fn from_pg(pg: &lsm_store_pg::PgRuns, run_id: &str) -> Result<Shown> {
 
 /// The run `run_id` under `root`, as the PostgreSQL store would keep it.
 fn from_folder(root: &Path, run_id: &str) -> Result<Shown> {
-    let found = super::run_folder(root, run_id).and_then(|dir| {
+    let found = crate::run_store::run_folder(root, run_id).and_then(|dir| {
         let read = super::read_run(&dir)?;
         Some((dir, read))
     });
