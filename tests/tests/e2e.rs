@@ -44,6 +44,9 @@ mod mcp_serve;
 /// `--output-format` on every command that runs something.
 #[path = "e2e/output.rs"]
 mod output;
+/// The paths `lsm` prints, in folders whose names look random.
+#[path = "e2e/printed_paths.rs"]
+mod printed_paths;
 /// Progress on stderr: retries, labels, errors.
 #[path = "e2e/progress.rs"]
 mod progress;
@@ -56,6 +59,9 @@ mod resume_sigkill;
 /// `lsm agent run-many`: several runs of one agent at once through the runtime manager.
 #[path = "e2e/run_many.rs"]
 mod run_many;
+/// `lsm runs show` on the file store.
+#[path = "e2e/runs_show.rs"]
+mod runs_show;
 /// Runs on PostgreSQL: workers, a killed worker's runs, cancel, follow, a database restart.
 #[path = "e2e/workers_pg.rs"]
 mod workers_pg;

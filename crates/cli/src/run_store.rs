@@ -1,7 +1,8 @@
-//! The run store of a configuration: the run folders' files (the default), or PostgreSQL when
-//! `[store] url` is set — `lsm-store-pg`'s [`PgRuns`] adapted to the harness's [`RunStore`],
+//! The run store of a configuration: the run folders' files (the default; [`run_folder`]
+//! finds one), or PostgreSQL when `[store] url` is set — `lsm-store-pg`'s [`PgRuns`] adapted to the harness's [`RunStore`],
 //! and the lease watcher that renews a run's lease and carries a remote cancel to it.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Result;
@@ -21,6 +22,25 @@ pub fn owner_id() -> String {
         .unwrap_or_else(|_| "localhost".into());
     let rand = &lsm_harness::new_run_id()[16..];
     format!("{host}:{}:{rand}", std::process::id())
+}
+
+/// The folder of the run `run_id` under `root` (`<root>/<agent>/logs/<run_id>`, holding its
+/// transcript), when there is one. An id that is not a folder's name (`..`, a path) finds
+/// nothing.
+pub fn run_folder(root: &Path, run_id: &str) -> Option<PathBuf> {
+    let valid = !run_id.is_empty()
+        && run_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !valid {
+        return None;
+    }
+    std::fs::read_dir(root).ok().and_then(|agents| {
+        agents
+            .flatten()
+            .map(|a| a.path().join("logs").join(run_id))
+            .find(|d| d.join("transcript.jsonl").is_file())
+    })
 }
 
 /// The PostgreSQL runs of `config`, when `[store] url` is set (connecting, and migrating

@@ -1,15 +1,18 @@
 //! `lsm runs list` and `lsm runs resume`: the runs recorded under the agents folder, and
-//! continuing one whose process died.
+//! continuing one whose process died; the PostgreSQL store's `submit`, `cancel` and
+//! `follow`. `lsm runs show` is in [`show`].
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use lsm_harness::{LockState, RunEvent, StartedRun};
+use lsm_harness::{EventEnvelope, LockState, RunEvent, StartedRun};
 
 use crate::agent_run::{self, OutputFormat, RunArgs};
 use crate::exit;
 use crate::legacy_runs;
+
+mod show;
 
 /// `lsm runs ...`.
 #[derive(Debug, Subcommand)]
@@ -22,8 +25,9 @@ pub enum RunsCommand {
     /// Queue a run in the PostgreSQL store for a worker (`lsm worker`); prints its id. Takes
     /// the arguments of `lsm agent run`.
     Submit(Box<RunArgs>),
-    /// One run in the PostgreSQL store: status, lease, attempts, summary (JSON).
-    Show(RunIdArgs),
+    /// One run: status, agent, task, usage, tools, artifacts, its last events (and on the
+    /// PostgreSQL store its lease and attempts); `--json` for the document.
+    Show(show::ShowArgs),
     /// Stop a run in the PostgreSQL store: a queued run (or one whose worker died) at once,
     /// a running one at its worker's next heartbeat, on whatever machine it runs.
     Cancel(RunIdArgs),
@@ -32,7 +36,7 @@ pub enum RunsCommand {
     Follow(FollowArgs),
 }
 
-/// `lsm runs show|cancel <run_id>`.
+/// `lsm runs cancel <run_id>`.
 #[derive(Debug, Args)]
 pub struct RunIdArgs {
     /// The run.
@@ -91,7 +95,7 @@ pub struct ResumeArgs {
 /// A run's status as `lsm runs list` shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Status {
+pub(crate) enum Status {
     /// Not finished, and its lock's process is alive.
     Running,
     /// Not finished, and no live process drives it: resume it.
@@ -108,15 +112,15 @@ pub enum Status {
 
 /// One recorded run.
 #[derive(Debug, Clone, serde::Serialize)]
-struct RunRow {
-    run_id: String,
-    agent: String,
-    status: Status,
-    started_at: String,
-    topic: String,
+pub(crate) struct RunRow {
+    pub(crate) run_id: String,
+    pub(crate) agent: String,
+    pub(crate) status: Status,
+    pub(crate) started_at: String,
+    pub(crate) topic: String,
     /// `completed`, `stopped` or `failed`, once finished.
     #[serde(skip_serializing_if = "Option::is_none")]
-    finished: Option<String>,
+    pub(crate) finished: Option<String>,
     run_dir: String,
     /// The transcript's schema version (1: written before typed run events).
     schema_version: u64,
@@ -131,7 +135,9 @@ pub fn run(cfg: &crate::config::ConfigArgs, command: RunsCommand) -> u8 {
         RunsCommand::List(args) => exit::block_on_command(async move { list(cfg, args).await }),
         RunsCommand::Resume(args) => resume(cfg, args),
         RunsCommand::Submit(args) => crate::queue::submit(cfg, *args),
-        RunsCommand::Show(args) => exit::block_on_command(async move { show(cfg, args).await }),
+        RunsCommand::Show(args) => {
+            exit::block_on_command(async move { show::show(cfg, args).await })
+        }
         RunsCommand::Cancel(args) => exit::block_on_command(async move { cancel(cfg, args).await }),
         RunsCommand::Follow(args) => exit::block_on_command(async move { follow(cfg, args).await }),
     }
@@ -146,21 +152,6 @@ fn pg_required(cfg: &crate::config::ConfigArgs, command: &str) -> Result<lsm_sto
              LSM_STORE_URL) to postgres://USER@HOST:PORT/DATABASE"
         ))
     })
-}
-
-async fn show(cfg: &crate::config::ConfigArgs, args: RunIdArgs) -> Result<u8> {
-    let pg = pg_required(cfg, "show")?;
-    match pg.get(&args.run_id).await.map_err(store_error)? {
-        Some(row) => {
-            let text = serde_json::to_string_pretty(&row)?;
-            crate::output::print_json(&crate::secrets::clean_json_text(&text));
-            Ok(exit::OK)
-        }
-        None => Err(exit::usage(format!(
-            "no run '{}' in the PostgreSQL store; `lsm runs list` shows the runs",
-            args.run_id
-        ))),
-    }
 }
 
 async fn cancel(cfg: &crate::config::ConfigArgs, args: RunIdArgs) -> Result<u8> {
@@ -224,14 +215,22 @@ async fn follow(cfg: &crate::config::ConfigArgs, args: FollowArgs) -> Result<u8>
     }
 }
 
-fn store_error(e: lsm_store_pg::StoreError) -> anyhow::Error {
+pub(crate) fn store_error(e: lsm_store_pg::StoreError) -> anyhow::Error {
     exit::usage(format!("[store] url: {e}"))
 }
 
-fn agents_folder(cfg: &crate::config::ConfigArgs, flag: Option<&Path>) -> Result<PathBuf> {
+/// The agents folder: `flag` (under the working folder), else the configuration's.
+pub(crate) fn agents_folder(
+    cfg: &crate::config::ConfigArgs,
+    flag: Option<&Path>,
+) -> Result<PathBuf> {
     let cwd = std::env::current_dir()?;
     Ok(match flag {
-        Some(dir) => cwd.join(dir),
+        Some(dir) => {
+            let folder = cwd.join(dir);
+            crate::secrets::register_own_folders([cwd.as_path(), folder.as_path()]);
+            folder
+        }
         None => cfg.load()?.agents.agents_folder.clone(),
     })
 }
@@ -346,9 +345,14 @@ fn scan(root: &Path) -> Vec<RunRow> {
 }
 
 fn row_of(run_dir: &Path) -> Option<RunRow> {
+    read_run(run_dir).map(|(row, _)| row)
+}
+
+/// The run in `run_dir`: its row, and its journal's events (none for a version 1 run).
+pub(crate) fn read_run(run_dir: &Path) -> Option<(RunRow, Vec<EventEnvelope>)> {
     let transcript = run_dir.join("transcript.jsonl");
     if legacy_runs::schema_version(&transcript)? < u64::from(lsm_harness::SCHEMA_VERSION) {
-        return legacy_row(run_dir);
+        return legacy_row(run_dir).map(|row| (row, Vec::new()));
     }
     let journal = lsm_harness::read_journal(&run_dir.join("transcript.jsonl")).ok()?;
     let started = StartedRun::of(&journal.events)?;
@@ -364,7 +368,7 @@ fn row_of(run_dir: &Path) -> Option<RunRow> {
             LockState::Stale(_) | LockState::Absent => Status::Interrupted,
         },
     };
-    Some(RunRow {
+    let row = RunRow {
         run_id: journal.events.first()?.run_id.clone(),
         agent: started.agent,
         status,
@@ -374,7 +378,8 @@ fn row_of(run_dir: &Path) -> Option<RunRow> {
         run_dir: run_dir.display().to_string(),
         schema_version: u64::from(journal.events.first()?.schema_version),
         resumable: status == Status::Interrupted,
-    })
+    };
+    Some((row, journal.events))
 }
 
 /// A run recorded before typed run events: its status from `run_summary.json` or `run_end`;

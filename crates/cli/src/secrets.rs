@@ -3,6 +3,9 @@
 //! through [`lsm_sandbox::register_secret`]), and everything this program prints — errors,
 //! `--json` output, log lines — goes through [`lsm_sandbox::redact_secrets`].
 //!
+//! The person's own folders are registered too: in them only known values are replaced, so
+//! the paths this program prints stay whole.
+//!
 //! The run records are redacted by the harness with the same redactor, and every HTTP
 //! provider scrubs its own key from the errors it builds; this is the last line before the
 //! terminal.
@@ -41,6 +44,18 @@ pub fn register_vars<'a>(
     for var in names {
         if let Some(value) = env(var) {
             lsm_sandbox::register_secret(&value);
+        }
+    }
+}
+
+/// Make `folders` (the working folder, the agents folder) the person's own to the redactor:
+/// the paths this program prints are made from them, so their names are kept whatever they
+/// look like (`mktemp -d`'s `tmp.Gxya19JcmM`); a known key in one is still replaced. The
+/// key shapes judge the rest of every text, and everything from outside.
+pub fn register_own_folders<'a>(folders: impl IntoIterator<Item = &'a std::path::Path>) {
+    for folder in folders {
+        if let Some(folder) = folder.to_str() {
+            lsm_sandbox::register_own_folder(folder);
         }
     }
 }

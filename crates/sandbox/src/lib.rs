@@ -113,6 +113,7 @@ mod output;
 mod paths;
 mod permission;
 pub mod preview;
+mod redactor;
 mod registry;
 mod sandbox;
 mod tool;
@@ -124,11 +125,12 @@ pub use confine::{Confinement, ExecHelper};
 pub use confined_path::{ConfinedPath, EntryInfo, EntryKind, WriteMode};
 pub use context::ToolContext;
 pub use error::{ExecError, SandboxConfigError, ToolError};
-pub use output::{
-    MIN_SECRET_LEN, REDACTED, Redactor, cap_output, char_cut, json_may_hold_secrets,
-    redact_json_secrets, redact_secrets, register_secret, truncate_chars,
-};
+pub use output::{MIN_SECRET_LEN, REDACTED, cap_output, char_cut, truncate_chars};
 pub use permission::{PermissionAsker, PermissionDecision, PermissionEvent, PermissionRequest};
+pub use redactor::{
+    Redactor, json_may_hold_secrets, redact_json_secrets, redact_secrets, register_own_folder,
+    register_secret,
+};
 pub use registry::ToolRegistry;
 pub use sandbox::{Execution, Inspection, Sandbox};
 pub use tool::{

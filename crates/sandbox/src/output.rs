@@ -1,11 +1,12 @@
 //! What happens to a tool's text before the model sees it: secrets are redacted, then the
 //! text is capped.
 //!
-//! The redaction here ([`Redactor`], [`redact_secrets`]) is the program's only one: the
-//! harness's records and the command line's output go through it too.
+//! The key shapes are here; the redaction step that applies them with the known values
+//! ([`crate::Redactor`], [`crate::redact_secrets`]) is the program's only one: the harness's
+//! records and the command line's output go through it too.
 
 use std::borrow::Cow;
-use std::sync::{LazyLock, PoisonError, RwLock};
+use std::sync::LazyLock;
 
 use regex::{Captures, Regex, RegexSet};
 
@@ -130,7 +131,7 @@ static LOOSE_SHAPES: LazyLock<Option<regex::bytes::RegexSet>> = LazyLock::new(||
 /// table lookup a byte (a run of 200 model calls, 6 ms more CPU; docs/PERFORMANCE.md). The
 /// scan is linear: a base64 run is looked for at every 40th byte only, and a word shape
 /// only where three bytes can begin one.
-fn may_hold_a_shape(bytes: &[u8]) -> bool {
+pub(crate) fn may_hold_a_shape(bytes: &[u8]) -> bool {
     has_base64_run(bytes) || has_word_shape(bytes)
 }
 
@@ -313,181 +314,8 @@ fn compile(pattern: &str) -> Option<Regex> {
     }
 }
 
-/// The one redaction step of the program: known secret values (the API keys the
-/// configuration names, as read from the environment) and the usual key shapes.
-///
-/// Every string that leaves the process — tool output for the model, run records, logs, the
-/// terminal — goes through [`Redactor::redact`], usually through the process-wide instance
-/// behind [`redact_secrets`] (values registered with [`register_secret`]).
-///
-/// `Debug` shows how many values it knows, never the values.
-#[derive(Clone, Default)]
-pub struct Redactor {
-    /// Known secret values, longest first (so a value that contains another is replaced
-    /// whole).
-    values: Vec<Known>,
-}
-
-/// One known secret value, with its searcher built once: every record line and every
-/// tool's text is searched for each value (SIMD `memmem`, not a fresh two-way search each
-/// time).
-#[derive(Clone)]
-struct Known {
-    text: String,
-    finder: memchr::memmem::Finder<'static>,
-    /// The value holds a character JSON escapes (a quote, a backslash, a control character): in
-    /// serialized JSON it could hide behind its escape.
-    escapes_in_json: bool,
-}
-
-impl Known {
-    fn new(text: &str) -> Self {
-        Known {
-            text: text.to_string(),
-            finder: memchr::memmem::Finder::new(text.as_bytes()).into_owned(),
-            escapes_in_json: text
-                .chars()
-                .any(|c| c == '"' || c == '\\' || u32::from(c) < 0x20),
-        }
-    }
-
-    fn is_in(&self, haystack: &[u8]) -> bool {
-        self.finder.find(haystack).is_some()
-    }
-}
-
-impl std::fmt::Debug for Redactor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Redactor")
-            .field("known_values", &self.values.len())
-            .finish()
-    }
-}
-
-impl Redactor {
-    /// A redactor that knows no values yet (it still redacts the key shapes).
-    pub fn new() -> Self {
-        Redactor::default()
-    }
-
-    /// Know `value` (trimmed) as a secret: it is replaced wherever it occurs. Returns whether
-    /// it was added: values shorter than [`MIN_SECRET_LEN`] and values already known are not.
-    pub fn add_value(&mut self, value: &str) -> bool {
-        let value = value.trim();
-        if value.chars().count() < MIN_SECRET_LEN || self.values.iter().any(|v| v.text == value) {
-            return false;
-        }
-        self.values.push(Known::new(value));
-        self.values.sort_by_key(|v| std::cmp::Reverse(v.text.len()));
-        true
-    }
-
-    /// How many secret values it knows.
-    pub fn known_values(&self) -> usize {
-        self.values.len()
-    }
-
-    /// `text` with every known value and every key shape replaced by `[REDACTED]`:
-    /// `sk-…` keys (also masked ones), `Bearer` tokens, `key_…` keys, the value of
-    /// `…api_key=value` / `api-key: value` (the name is kept), and long random base64 runs
-    /// (≥ 40 characters).
-    ///
-    /// A base64 run is only treated as a secret when it looks random: upper- and lower-case
-    /// letters and a digit, and a high character entropy. Without that filter every SHA-256
-    /// hex digest (`hash_file`'s output), git commit id and long path would be redacted too.
-    ///
-    /// Returns `Cow::Borrowed` when nothing was redacted.
-    pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        let mut out = Cow::Borrowed(text);
-        for value in &self.values {
-            if value.is_in(out.as_bytes()) {
-                out = Cow::Owned(out.replace(value.text.as_str(), REDACTED));
-            }
-        }
-        redact_shapes(out)
-    }
-
-    /// Redact every string in `value` (object keys stay: they are names, not data). `true`
-    /// when anything was redacted.
-    pub fn redact_json(&self, value: &mut serde_json::Value) -> bool {
-        match value {
-            serde_json::Value::String(s) => {
-                if let Cow::Owned(clean) = self.redact(s) {
-                    *s = clean;
-                    return true;
-                }
-                false
-            }
-            serde_json::Value::Array(items) => items
-                .iter_mut()
-                .fold(false, |changed, v| self.redact_json(v) | changed),
-            serde_json::Value::Object(map) => map
-                .values_mut()
-                .fold(false, |changed, v| self.redact_json(v) | changed),
-            _ => false,
-        }
-    }
-}
-
-impl Redactor {
-    /// Whether any string in `line` (serialized JSON) might hold something
-    /// [`Redactor::redact_json`] would replace: `false` only when none can, so a caller may
-    /// write such a line as it is and take the slow path (parse, redact, serialize) otherwise.
-    /// A known value with a character JSON escapes could hide behind its escape, so with such
-    /// a value every line is suspect.
-    pub fn json_may_hold_secrets(&self, line: &[u8]) -> bool {
-        if may_hold_a_shape(line) {
-            return true;
-        }
-        // A value's bytes are found wherever they stand, whatever the bytes around them.
-        self.values
-            .iter()
-            .any(|v| v.escapes_in_json || v.is_in(line))
-    }
-}
-
-/// The process-wide redactor: what [`redact_secrets`] applies.
-static PROCESS: LazyLock<RwLock<Redactor>> = LazyLock::new(|| RwLock::new(Redactor::new()));
-
-/// Make `value` known as a secret to the process-wide redactor (see
-/// [`Redactor::add_value`]): from now on [`redact_secrets`] replaces it wherever it occurs.
-/// The program registers the API keys its configuration names as it reads them.
-pub fn register_secret(value: &str) -> bool {
-    // A panic while holding the lock cannot leave the list half-changed (push, then sort).
-    PROCESS
-        .write()
-        .unwrap_or_else(PoisonError::into_inner)
-        .add_value(value)
-}
-
-/// Redact `text` with the process-wide redactor: every value given to [`register_secret`],
-/// and the key shapes of [`Redactor::redact`]. Returns `Cow::Borrowed` when nothing was
-/// redacted.
-pub fn redact_secrets(text: &str) -> Cow<'_, str> {
-    PROCESS
-        .read()
-        .unwrap_or_else(PoisonError::into_inner)
-        .redact(text)
-}
-
-/// [`Redactor::json_may_hold_secrets`] with the process-wide redactor.
-pub fn json_may_hold_secrets(line: &[u8]) -> bool {
-    PROCESS
-        .read()
-        .unwrap_or_else(PoisonError::into_inner)
-        .json_may_hold_secrets(line)
-}
-
-/// [`redact_secrets`] applied to every string in `value`; `true` when anything was redacted.
-pub fn redact_json_secrets(value: &mut serde_json::Value) -> bool {
-    PROCESS
-        .read()
-        .unwrap_or_else(PoisonError::into_inner)
-        .redact_json(value)
-}
-
 /// The key shapes (no known values).
-fn redact_shapes(text: Cow<'_, str>) -> Cow<'_, str> {
+pub(crate) fn redact_shapes(text: Cow<'_, str>) -> Cow<'_, str> {
     // The loosened shapes match wherever the shapes do: a text without them is left alone
     // before any regular expression is compiled or run.
     if !may_hold_a_shape(text.as_bytes())
@@ -600,6 +428,9 @@ fn shannon_entropy(s: &str) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::redactor::{
+        Redactor, json_may_hold_secrets, redact_json_secrets, redact_secrets, register_secret,
+    };
     use proptest::prelude::*;
 
     proptest! {

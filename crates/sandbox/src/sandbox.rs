@@ -10,8 +10,9 @@ use futures::FutureExt;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
 use crate::command::CommandPolicy;
-use crate::output::{cap_output, redact_secrets};
+use crate::output::cap_output;
 use crate::paths::PathPolicy;
+use crate::redactor::redact_secrets;
 use crate::validate::Validator;
 use crate::{
     Caller, ExecError, PermissionAsker, PermissionEvent, PermissionRequest, SandboxConfig,

@@ -16,21 +16,7 @@ use crate::legacy_runs;
 /// A usage error when there is no such run, it is driven by a live process, or it has
 /// finished.
 pub fn open_run(root: &Path, run_id: &str) -> Result<ResumePoint> {
-    let valid = !run_id.is_empty()
-        && run_id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    let found = valid
-        .then(|| {
-            std::fs::read_dir(root).ok().and_then(|agents| {
-                agents
-                    .flatten()
-                    .map(|a| a.path().join("logs").join(run_id))
-                    .find(|d| d.join("transcript.jsonl").is_file())
-            })
-        })
-        .flatten();
-    let Some(run_dir) = found else {
+    let Some(run_dir) = crate::run_store::run_folder(root, run_id) else {
         return Err(usage(format!(
             "no run '{run_id}' under {}; `lsm runs list` shows the runs",
             root.display()

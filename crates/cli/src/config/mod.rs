@@ -186,7 +186,8 @@ pub struct ConfigArgs {
 
 impl ConfigArgs {
     /// The effective configuration: every layer, from the built-in defaults to the `-c` flags
-    /// (see [`layers`]); the keys it names are registered as secrets.
+    /// (see [`layers`]); the keys it names are registered as secrets, the working folder and
+    /// the agents folder as the person's own.
     ///
     /// # Errors
     /// A [`ConfigError`] naming the file and line, the variable or the flag at fault.
@@ -201,6 +202,11 @@ impl ConfigArgs {
         let config = layers::load(&inputs)?;
         // The keys it names are secrets from now on, wherever they would be printed or recorded.
         crate::secrets::register_vars(config.key_vars(), &|name| std::env::var(name).ok());
+        // The paths it prints are made from these: their names are not secrets.
+        crate::secrets::register_own_folders([
+            inputs.cwd.as_path(),
+            config.agents.agents_folder.as_path(),
+        ]);
         Ok(config)
     }
 }
