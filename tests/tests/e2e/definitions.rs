@@ -57,7 +57,7 @@ fn lsm_in(dir: &Path, args: &[&str]) -> std::process::Output {
 fn events(dir: &Path, summary: &Value) -> Vec<Value> {
     let run_dir = dir
         .join(".lsm/agents")
-        .join(summary["agent"].as_str().unwrap())
+        .join(summary["agent_name"].as_str().unwrap())
         .join("logs")
         .join(summary["run_id"].as_str().unwrap());
     std::fs::read_to_string(run_dir.join("transcript.jsonl"))
@@ -97,7 +97,7 @@ fn a_two_phase_definition_with_for_each_runs_and_the_transcript_shows_its_phases
     assert_eq!(summary["status"], "completed");
     let phases: Vec<Value> = events(dir.path(), &summary)
         .into_iter()
-        .filter(|e| e["type"] == "phase_started")
+        .filter(|e| e["event"] == "phase_started")
         .collect();
     let labels: Vec<&str> = phases
         .iter()
@@ -223,7 +223,7 @@ fn a_bad_definition_stops_every_agent_command_with_its_file_and_line() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = stderr(&out);
         assert!(
-            err.contains("lsm-agents/reviewer.md:19:")
+            err.contains("lsm-agents/reviewer.md:17:")
                 && err.contains("tool 'write_file' is not among the agent's tools"),
             "{args:?}: {err}"
         );
