@@ -341,7 +341,13 @@ fn the_bundled_example_reads_and_writes_in_its_workspace() {
         })
         .collect();
     assert_eq!(events.first().map(String::as_str), Some("run_started"));
-    assert_eq!(events.get(1).map(String::as_str), Some("phase_started"));
+    // The run's standing context (the environment block; the project has no AGENTS.md), then
+    // the first phase.
+    assert_eq!(
+        events.get(1).map(String::as_str),
+        Some("environment_context")
+    );
+    assert_eq!(events.get(2).map(String::as_str), Some("phase_started"));
     assert_eq!(events.last().map(String::as_str), Some("run_finished"));
     assert_eq!(events.iter().filter(|e| *e == "tool_result").count(), 2);
 }

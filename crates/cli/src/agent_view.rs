@@ -285,6 +285,21 @@ pub fn show(cfg: &crate::config::ConfigArgs, name: &str, as_json: bool) -> u8 {
     let tools = offered_tools(&config, definition);
     let limits = limits(&config, definition);
     let model = definition.settings.model.clone();
+    let context = &config.agents.context;
+    let instructions = if context.project_instructions {
+        match lsm_harness::project_instructions(&config.root, context.max_instruction_bytes) {
+            Ok(files) => files,
+            Err(e) => {
+                eprintln!(
+                    "error: {} (a run would stop on it; [agents.context] project_instructions = false switches them off)",
+                    crate::text::terminal_text(&crate::secrets::clean(&e.to_string()))
+                );
+                return exit::USAGE;
+            }
+        }
+    } else {
+        Vec::new()
+    };
     if as_json {
         let doc = json!({
             "name": definition.name(),
@@ -299,11 +314,42 @@ pub fn show(cfg: &crate::config::ConfigArgs, name: &str, as_json: bool) -> u8 {
             "limits": limits.iter().map(|(k, v)| (k.to_string(), v.clone())).collect::<serde_json::Map<_, _>>(),
             "phases": definition.phases().iter().map(phase_json).collect::<Vec<_>>(),
             "system_prompt": definition.spec.system_prompt,
+            "instructions": instructions,
+            "environment": context.environment,
+            "nested_instructions": context.nested_instructions,
         });
         crate::output::print_json(&doc.to_string());
         return exit::OK;
     }
     print_definition(definition, &tools, &limits);
+    if !context.project_instructions {
+        println!("project instructions: off ([agents.context] project_instructions)");
+    }
+    for file in &instructions {
+        println!(
+            "project instructions: {} ({} bytes{}) {}",
+            file.name,
+            file.bytes,
+            if file.truncated {
+                ", cut to the cap"
+            } else {
+                ""
+            },
+            for_stdout(&file.path.display().to_string())
+        );
+        for line in file.text.lines() {
+            println!("  {}", for_stdout(line));
+        }
+    }
+    println!(
+        "environment block: {}; nested AGENTS.md just in time: {}",
+        if context.environment { "on" } else { "off" },
+        if context.nested_instructions {
+            "on"
+        } else {
+            "off"
+        }
+    );
     exit::OK
 }
 

@@ -291,9 +291,7 @@ fn research_in_human_mode_logs_its_subtopics_and_prints_the_artifact_paths() {
     let err = stderr(&out);
     for st in ["storage", "loss"] {
         assert!(
-            err.contains(&format!(
-                "[research] Collecting findings for subtopic: {st}"
-            )),
+            err.contains(&format!("[research] Phase research, item '{st}': done")),
             "{err}"
         );
     }
@@ -318,7 +316,7 @@ fn research_in_human_mode_logs_its_subtopics_and_prints_the_artifact_paths() {
     assert!(
         std::fs::read_to_string(log)
             .unwrap()
-            .contains("Collecting findings for subtopic: loss")
+            .contains("Phase research, item 'loss': done")
     );
 }
 

@@ -299,7 +299,7 @@ async fn research_runs_its_phases_in_named_contexts_on_one_harness() {
     let log = log_text(&out);
     for st in ["storage", "loss"] {
         assert!(
-            log.contains(&format!("Collecting findings for subtopic: {st}")),
+            log.contains(&format!("Phase research, item '{st}': done")),
             "{log}"
         );
     }
@@ -337,7 +337,7 @@ async fn research_out_of_budget_synthesizes_nothing_more_and_saves_its_findings(
     assert_eq!(s.run_outcome, "budget_exhausted");
     let outline = artifact(&rig, "research", &out, &s, "soil_carbon", ".md");
     assert!(outline.contains("Soil stores carbon."), "{outline}");
-    assert!(log_text(&out).contains("Stopping collection (budget_exhausted)"));
+    assert!(log_text(&out).contains("The run stopped early (budget_exhausted)"));
 }
 
 #[tokio::test]
