@@ -41,12 +41,16 @@ fn load(config: &Config) -> Result<Catalog, DefinitionError> {
         catalog = catalog.with_layer(layer(&user, |path| DefinitionSource::User { path })?)?;
     }
     catalog = catalog.with_layer(layer(&project, |path| DefinitionSource::Project { path })?)?;
-    let registered = registered_tools(config);
-    for def in catalog
+    // The registered tools are listed only when there is a file to check against them.
+    let files: Vec<&AgentDefinition> = catalog
         .iter()
         .filter(|d| d.source != DefinitionSource::Builtin)
-    {
-        def.check_tools(&registered)?;
+        .collect();
+    if !files.is_empty() {
+        let registered = registered_tools(config);
+        for def in files {
+            def.check_tools(&registered)?;
+        }
     }
     Ok(catalog)
 }

@@ -344,6 +344,12 @@ fn agent_list_reads_the_configuration() {
         "[agents.extra_tools]\ngeneral = [\"bash\"]\n",
     )
     .unwrap();
+    let table = lsm_in(dir.path(), &["agent", "list"]);
+    assert_eq!(table.status.code(), Some(0), "{}", stderr(&table));
+    insta::assert_snapshot!(
+        "agent_list_with_extra_tools",
+        String::from_utf8_lossy(&table.stdout)
+    );
     let rows = stdout_json(&lsm_in(dir.path(), &["agent", "list", "--json"]));
     let general = rows
         .as_array()
