@@ -366,7 +366,19 @@ pub fn reminder(items: &[WorkItem]) -> Option<String> {
     Some(text)
 }
 
-/// The items that keep the work from being complete (not done, or flagged), one line each.
+/// The items that keep a phase that completes the task from stopping: still to be worked on
+/// (todo, doing, or flagged for revision), one line each. A blocked item is settled: the
+/// model said why it cannot be done, as the objection asks it to; it stays in the ledger.
+pub fn unsettled(items: &[WorkItem]) -> Vec<String> {
+    items
+        .iter()
+        .filter(|i| i.is_open())
+        .map(|i| format!("work item {}", i.line()))
+        .collect()
+}
+
+/// The items that are not done (a blocked one included), one line each: what the
+/// `work_items_done` contract predicate requires.
 pub fn unfinished(items: &[WorkItem]) -> Vec<String> {
     items
         .iter()

@@ -233,7 +233,7 @@ impl Core {
                     }
                     (Some(_), _) => ContractState::Pending,
                 },
-                unfinished_items: work_items::unfinished(&st.work_items),
+                unfinished_items: work_items::unsettled(&st.work_items),
                 objections: pos.completion_objections,
                 retries: st.completion_retries,
             }),

@@ -388,6 +388,45 @@ fn open_work_items_send_the_model_back_in_a_phase_that_completes_the_task() {
     ));
 }
 
+/// The objection tells the model to mark an item blocked when it truly cannot be done; an
+/// item so marked settles the check (it stays in the summary's ledger as blocked).
+#[test]
+fn an_item_marked_blocked_as_the_objection_advises_settles_the_work_items_check() {
+    let c = control_core(StopMode::Interactive, None, true);
+    let mut st = RunState::default();
+    to_first_call(&c, &mut st, task());
+    c.step(
+        &mut st,
+        answer("", &[("work_item_add", json!({"title": "Fetch the data"}))]),
+        &env(0, false),
+    );
+    c.step(&mut st, Input::Standing(None), &env(0, false));
+    let s = c.step(&mut st, answer("done", &[]), &env(0, false));
+    assert!(
+        names(&s).contains(&"completion_objected"),
+        "an open item objects"
+    );
+    c.step(&mut st, Input::Standing(None), &env(0, false));
+    c.step(
+        &mut st,
+        answer(
+            "",
+            &[(
+                "work_item_update",
+                json!({"id": "w1", "status": "blocked", "note": "the server is gone"}),
+            )],
+        ),
+        &env(0, false),
+    );
+    c.step(&mut st, Input::Standing(None), &env(0, false));
+    let s = c.step(&mut st, answer("done: w1 is blocked", &[]), &env(0, false));
+    assert!(
+        !names(&s).contains(&"completion_objected"),
+        "a blocked item is settled: {:?}",
+        names(&s)
+    );
+}
+
 #[test]
 fn a_resumed_run_does_not_object_twice_to_the_same_stop() {
     let (c, mut st, mut journal) = strict_with_summary_contract();
