@@ -108,11 +108,35 @@ impl View {
     }
 }
 
+/// An agent new runs can start, and what it takes (`task` or `topic`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentChoice {
+    /// Its name.
+    pub name: String,
+    /// `task` or `topic`.
+    pub input: &'static str,
+}
+
+impl AgentChoice {
+    /// Every agent of `catalog`, in its order.
+    pub fn of(catalog: &lsm_agents::Catalog) -> Vec<AgentChoice> {
+        catalog
+            .iter()
+            .map(|d| AgentChoice {
+                name: d.name().to_string(),
+                input: d.spec.input.as_str(),
+            })
+            .collect()
+    }
+}
+
 /// The TUI's state.
 #[derive(Debug)]
 pub struct App {
     /// The agent new runs start (`g` picks the next one).
     agent: String,
+    /// The agents `g` cycles through: the project's catalog (the built-ins by default).
+    agents: Vec<AgentChoice>,
     /// How far the log is scrolled back from its end, in screen lines (0: follow the end).
     scroll_back: usize,
     selected: usize,
@@ -128,6 +152,7 @@ impl App {
     pub fn new(agent: &str) -> Self {
         App {
             agent: agent.to_string(),
+            agents: AgentChoice::of(&lsm_agents::Catalog::builtin()),
             scroll_back: 0,
             selected: 0,
             input: Input::Keys,
@@ -135,6 +160,34 @@ impl App {
             message: String::new(),
             quit: false,
         }
+    }
+
+    /// The agent after the current one in `agents` (wrapping around).
+    fn next_agent(&self) -> String {
+        let at = self
+            .agents
+            .iter()
+            .position(|a| a.name == self.agent)
+            .map_or(0, |i| i + 1);
+        self.agents
+            .get(at % self.agents.len().max(1))
+            .map_or_else(|| self.agent.clone(), |a| a.name.clone())
+    }
+
+    /// `task` or `topic`: what the current agent takes.
+    fn input_kind(&self) -> &'static str {
+        self.agents
+            .iter()
+            .find(|a| a.name == self.agent)
+            .map_or("task", |a| a.input)
+    }
+
+    /// `g` cycles through `agents` (the project's and the user's definitions included).
+    pub fn with_agents(mut self, agents: Vec<AgentChoice>) -> Self {
+        if !agents.is_empty() {
+            self.agents = agents;
+        }
+        self
     }
 
     /// What is being typed.
@@ -230,7 +283,7 @@ impl App {
             }
             KeyCode::Char('t') => self.input = Input::Task(String::new()),
             KeyCode::Char('g') => {
-                self.agent = next_agent(&self.agent).to_string();
+                self.agent = self.next_agent();
                 self.message = format!("new runs start the {} agent", self.agent);
             }
             KeyCode::PageUp => self.scroll_back = self.scroll_back.saturating_add(10),
@@ -484,7 +537,7 @@ impl App {
             Input::Task(text) => format!(
                 "new {} run, {}> {text}_   [Enter] start  [Esc] cancel",
                 self.agent,
-                input_kind(&self.agent)
+                self.input_kind()
             ),
             _ => "[t] new run [g] agent [s] stop [j/k] select [PgUp/Dn] scroll [y/n/a/r] [q] quit"
                 .into(),
@@ -494,22 +547,6 @@ impl App {
             area,
         );
     }
-}
-
-/// The agent after `agent` in the built-in list (wrapping around).
-fn next_agent(agent: &str) -> &'static str {
-    let all = lsm_agents::definition::builtin();
-    let at = all
-        .iter()
-        .position(|a| a.name() == agent)
-        .map_or(0, |i| i + 1);
-    all.get(at % all.len().max(1))
-        .map_or("general", |a| a.name())
-}
-
-/// `task` or `topic`: what `agent` takes.
-fn input_kind(agent: &str) -> &'static str {
-    lsm_agents::find(agent).map_or("task", |a| a.spec.input.as_str())
 }
 
 /// Lines the panel needs for `pending` (prompt, origin, reason, the diff or the arguments,

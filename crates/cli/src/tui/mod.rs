@@ -16,7 +16,7 @@ use anyhow::Result;
 use clap::Args;
 use ratatui::crossterm::event::{self, Event, KeyEventKind};
 
-pub use app::{App, Runs};
+pub use app::{AgentChoice, App, Runs};
 
 use crate::exit;
 use crate::runtime::{AgentRuntimeManager, HarnessLauncher, ManagerConfig};
@@ -45,7 +45,7 @@ pub fn run(cfg: &crate::config::ConfigArgs, args: TuiArgs) -> u8 {
             return exit::ERROR;
         }
     };
-    let manager = match manager(cfg, args, runtime.handle().clone()) {
+    let (manager, agents) = match manager(cfg, args, runtime.handle().clone()) {
         Ok(m) => m,
         Err(e) => return exit::report(&e, |_| false),
     };
@@ -56,7 +56,7 @@ pub fn run(cfg: &crate::config::ConfigArgs, args: TuiArgs) -> u8 {
             return exit::ERROR;
         }
     };
-    let result = event_loop(&mut terminal, &manager);
+    let result = event_loop(&mut terminal, &manager, agents);
     let _ = ratatui::try_restore();
     manager.shutdown("the TUI was closed");
     // Let stopped runs write their summaries before the process ends.
@@ -86,7 +86,7 @@ fn manager(
     cfg: &crate::config::ConfigArgs,
     args: TuiArgs,
     handle: tokio::runtime::Handle,
-) -> Result<AgentRuntimeManager> {
+) -> Result<(AgentRuntimeManager, Vec<AgentChoice>)> {
     let mut config = cfg.load()?;
     let cwd = std::env::current_dir()?;
     if let Some(dir) = args.agents_folder {
@@ -106,19 +106,20 @@ fn manager(
         log_stream_queue_limit: config.agents.log_stream_queue_limit,
         interaction: config.agents.interaction.clone(),
     };
+    let agents = AgentChoice::of(&catalog);
     let launcher = HarnessLauncher::new(config, catalog, flags, cwd);
-    Ok(AgentRuntimeManager::new(
-        manager_config,
-        Arc::new(launcher),
-        handle,
+    Ok((
+        AgentRuntimeManager::new(manager_config, Arc::new(launcher), handle),
+        agents,
     ))
 }
 
 fn event_loop(
     terminal: &mut ratatui::DefaultTerminal,
     runs: &AgentRuntimeManager,
+    agents: Vec<AgentChoice>,
 ) -> std::io::Result<()> {
-    let mut app = App::new(AGENT);
+    let mut app = App::new(AGENT).with_agents(agents);
     while !app.quit {
         app.tick(terminal, runs)?;
         if event::poll(Duration::from_millis(100))?

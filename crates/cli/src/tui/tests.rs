@@ -522,3 +522,20 @@ fn a_bidirectional_override_in_a_request_a_log_or_a_run_is_shown_not_obeyed() {
         "{shown}"
     );
 }
+
+#[test]
+fn g_cycles_through_the_catalogs_agents_definitions_included() {
+    let fake = Fake::default();
+    let mut agents = super::AgentChoice::of(&lsm_agents::Catalog::builtin());
+    agents.push(super::AgentChoice {
+        name: "reviewer".into(),
+        input: "topic",
+    });
+    let mut app = App::new("terminal").with_agents(agents);
+    app.on_key(key('g'), &fake);
+    let s = screen(&fake, &mut app);
+    assert!(s.contains("new: reviewer)"), "{s}");
+    app.on_key(key('t'), &fake);
+    let s = screen(&fake, &mut app);
+    assert!(s.contains("new reviewer run, topic>"), "{s}");
+}
