@@ -1,4 +1,9 @@
 //! Named conversation contexts and the history strategies.
+//!
+//! Each `context_label` has its own history, conversation id, last response id and
+//! iteration count; `None` is a label of its own. What a strategy sends: `compact` and
+//! `full` the whole history (compaction, when needed, is the core's), `fresh` the last six
+//! messages. Nothing here rewrites a history.
 
 use std::sync::Arc;
 

@@ -1,4 +1,13 @@
 //! [`AgentHarness`]: the bounded phase loop, tool-only mode, budget, stop and records.
+//!
+//! The harness is the thin async driver around the pure [`crate::core`]: it carries out
+//! each effect the core asks for (standing memory, the provider call and the sandbox call,
+//! each raced against the stop token; the files a contract checks), feeds the outcome
+//! back as an input, and journals the events of each step before the next effect starts.
+//! A failure to journal ends the phase as `error`: nothing runs unrecorded. Provider
+//! progress: `llm_retry` and `llm_chain_reset` are journaled, `llm_stream` pieces go to
+//! the event sink only. A harness dropped before its agent finished the run still writes
+//! the summary.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

@@ -1,4 +1,20 @@
 //! Run records: the JSONL transcript (appended as things happen) and `run_summary.json`.
+//!
+//! - The lines one step of the core commits go to the store as one batch
+//!   (`Recorder::append_all`; one `write` in the file store) before the step's effect is
+//!   carried out; an event sink that watches each line (the test crash points) gets them
+//!   one at a time. They share one timestamp.
+//! - When to `fsync` is `[agents] journal_fsync` ([`crate::JournalFsync`]): `batched` (the
+//!   default) before every call of a tool whose risk is not `read_only` and at phase and
+//!   run end; `always`; `never`.
+//! - Every line and the summary pass `lsm_sandbox::redact_json_secrets` first; the envelope
+//!   handed to the event sink is the redacted one.
+//! - A line is written field by field, byte for byte what `serde_json` writes for the
+//!   derived serialization of the envelope.
+//! - [`read_journal`] leaves a torn last line out and reports it as a warning, never an
+//!   error; a broken line before the last is an error naming it.
+//! - `run_summary.json` is written atomically: a temporary file, `fsync`ed, renamed, the
+//!   folder `fsync`ed.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fs::{File, OpenOptions};
