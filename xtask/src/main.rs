@@ -8,9 +8,11 @@
 //!   `lsm-harness`, and every `lsm-*` library lives under `crates/`. The layering is the
 //!   security model (an agent cannot name a provider, a tool or the harness), so a violation
 //!   fails CI. The rules are a table in `layers.rs`.
+//! - `cargo xtask check-docs` holds README.md, docs/ARCHITECTURE.md and docs/PERFORMANCE.md
+//!   to their size limits (12, 40 and 30 KiB; `docs.rs`): the docs stay maps.
 //! - `cargo xtask check` runs, in order and stopping at the first failure: `cargo fmt --check`,
-//!   `cargo clippy -D warnings`, `check-layers`, and `cargo deny check licenses bans sources`
-//!   (advisories need a network download and are skipped).
+//!   `cargo clippy -D warnings`, `check-layers`, `check-docs`, and `cargo deny check licenses
+//!   bans sources` (advisories need a network download and are skipped).
 //! - `cargo xtask demo` fetches the local models, builds `lsm` with the `local` feature, runs
 //!   the general agent with it on a file task in a temporary workspace, then ingests `docs/`
 //!   and asks a question of it (hybrid retrieval, a cited answer).
@@ -44,6 +46,7 @@
 
 mod bench_peers;
 mod demo;
+mod docs;
 mod eval_local;
 mod graph;
 mod layers;
@@ -67,7 +70,11 @@ struct Cli {
 enum Cmd {
     /// Check the crate layering rules of DESIGN.md over `cargo metadata`.
     CheckLayers,
-    /// Run fmt, clippy, check-layers and cargo-deny (licenses, bans, sources), in order.
+    /// Check that README.md, docs/ARCHITECTURE.md and docs/PERFORMANCE.md are within their
+    /// size limits (12, 40 and 30 KiB): the docs stay maps.
+    CheckDocs,
+    /// Run fmt, clippy, check-layers, check-docs and cargo-deny (licenses, bans, sources), in
+    /// order.
     Check,
     /// Run `check`, then `cargo test --workspace` (what `.ci/run` calls).
     Ci {
@@ -180,6 +187,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = tasks::workspace_root().and_then(|root| match cli.command {
         Cmd::CheckLayers => tasks::check_layers(&root),
+        Cmd::CheckDocs => docs::check_docs(&root),
         Cmd::Check => tasks::check(&root),
         Cmd::Ci { local } => tasks::ci(&root, local),
         Cmd::Demo { scripted } => demo::demo(&root, scripted),

@@ -109,6 +109,7 @@ pub fn check(root: &Path) -> Result<()> {
         ],
     )?;
     check_layers(root)?;
+    crate::docs::check_docs(root)?;
     require_cargo_deny(&cargo(), root)?;
     run_cargo(
         root,
