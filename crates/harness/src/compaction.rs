@@ -82,20 +82,15 @@ impl CompactionConfig {
     ///
     /// # Errors
     /// The key and what is wrong with it.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), crate::SettingError> {
         if !(0.1..=0.95).contains(&self.target_fraction) {
-            return Err(format!(
-                "[agents.compaction] target_fraction = {} must be between 0.1 and 0.95",
-                self.target_fraction
-            ));
+            return Err(crate::SettingError::TargetFraction(self.target_fraction));
         }
         if self.context_window.is_some_and(|w| w < 1024) {
-            return Err(
-                "[agents.compaction] context_window must be at least 1024 tokens".to_string(),
-            );
+            return Err(crate::SettingError::ContextWindow);
         }
         if self.summary_max_tokens == 0 {
-            return Err("[agents.compaction] summary_max_tokens must be at least 1".to_string());
+            return Err(crate::SettingError::SummaryMaxTokens);
         }
         Ok(())
     }

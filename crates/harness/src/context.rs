@@ -62,13 +62,9 @@ impl ContextConfig {
     ///
     /// # Errors
     /// A message naming the key, when `max_instruction_bytes` is 0.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), crate::SettingError> {
         if self.max_instruction_bytes == 0 {
-            return Err(
-                "[agents.context] max_instruction_bytes must be at least 1 (switch a \
-                 provider off with project_instructions = false or nested_instructions = false)"
-                    .to_string(),
-            );
+            return Err(crate::SettingError::InstructionBytes);
         }
         Ok(())
     }

@@ -282,16 +282,14 @@ impl HooksConfig {
     ///
     /// # Errors
     /// The first bad entry, named (`[[hooks.pre_tool]] entry 2: ...`).
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), crate::SettingError> {
         for (point, i, entry) in self.entries() {
             let at = format!("[[hooks.{}]] entry {}", point.as_str(), i + 1);
             if entry.command.first().is_none_or(|p| p.trim().is_empty()) {
-                return Err(format!("{at}: `command` must name a program"));
+                return Err(crate::SettingError::HookWithoutProgram { at });
             }
             if !(entry.timeout_seconds.is_finite() && entry.timeout_seconds > 0.0) {
-                return Err(format!(
-                    "{at}: `timeout_seconds` must be a positive number of seconds"
-                ));
+                return Err(crate::SettingError::HookTimeout { at });
             }
         }
         Ok(())
@@ -301,7 +299,10 @@ impl HooksConfig {
     ///
     /// # Errors
     /// As [`HooksConfig::validate`].
-    pub fn command_hooks(&self, sandbox: &Arc<Sandbox>) -> Result<Vec<Arc<dyn Hook>>, String> {
+    pub fn command_hooks(
+        &self,
+        sandbox: &Arc<Sandbox>,
+    ) -> Result<Vec<Arc<dyn Hook>>, crate::SettingError> {
         self.validate()?;
         Ok(self
             .entries()

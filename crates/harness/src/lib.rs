@@ -119,7 +119,8 @@ pub use budget::{
     exhausted, gate,
 };
 pub use config::{
-    ContextStrategy, DEFAULT_COMPLETION_RETRIES, HarnessConfig, JournalFsync, StopMode,
+    ContextStrategy, DEFAULT_COMPLETION_RETRIES, HarnessConfig, JournalFsync, SettingError,
+    StopMode,
 };
 pub use context::{
     ContextConfig, ContextError, EnvironmentFacts, InstructionFile, RunContext, environment_block,

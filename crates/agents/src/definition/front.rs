@@ -129,7 +129,7 @@ impl At<'_> {
         &self,
         s: &Spanned<String>,
         key: &str,
-        defined: &dyn Fn(&str) -> Result<(), String>,
+        defined: &dyn Fn(&str) -> Result<(), Undefined>,
     ) -> Result<Template, DefinitionError> {
         let (template, uses) = Template::parse(s.get_ref());
         for var in uses {
@@ -294,11 +294,38 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Parsed, DefinitionError> {
     })
 }
 
+/// Why a template variable is not defined where it is used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum Undefined {
+    /// Outside any phase only the task is known.
+    #[error("only {{{{task}}}} (or {{{{topic}}}}) can be used here")]
+    OutsidePhases,
+    /// `{{previous}}` in the first phase.
+    #[error("the first phase has no previous phase")]
+    NoPrevious,
+    /// `{{item}}` in a phase without `for_each`.
+    #[error("only a phase with for_each has an item")]
+    NoItem,
+    /// `{{phases.NAME}}` naming no earlier phase.
+    #[error("no earlier phase is named \"{phase}\"; {earlier}")]
+    NoSuchPhase {
+        /// The name used.
+        phase: String,
+        /// The phases before this one, as a phrase.
+        earlier: String,
+    },
+    /// A name that is no variable at all.
+    #[error(
+        "the variables are {{{{task}}}}, {{{{topic}}}}, {{{{previous}}}}, {{{{item}}}}, {{{{round}}}}, {{{{phases.NAME}}}} and {{{{phases.NAME.tools}}}}"
+    )]
+    Unknown,
+}
+
 /// The variables of a template outside any phase.
-fn top_level_var(var: &str) -> Result<(), String> {
+fn top_level_var(var: &str) -> Result<(), Undefined> {
     match var {
         "task" | "topic" => Ok(()),
-        _ => Err("only {{task}} (or {{topic}}) can be used here".to_string()),
+        _ => Err(Undefined::OutsidePhases),
     }
 }
 
@@ -375,29 +402,26 @@ fn phases(
             }
         };
         let has_item = for_each.is_some();
-        let defined = |var: &str| -> Result<(), String> {
+        let defined = |var: &str| -> Result<(), Undefined> {
             match var {
                 "task" | "topic" | "round" => Ok(()),
                 "previous" if i > 0 => Ok(()),
-                "previous" => Err("the first phase has no previous phase".to_string()),
+                "previous" => Err(Undefined::NoPrevious),
                 "item" if has_item => Ok(()),
-                "item" => Err("only a phase with for_each has an item".to_string()),
+                "item" => Err(Undefined::NoItem),
                 _ => match var.strip_prefix("phases.") {
                     Some(rest) => {
                         let phase = rest.strip_suffix(".tools").unwrap_or(rest);
                         if earlier.contains(&phase) {
                             Ok(())
                         } else {
-                            Err(format!(
-                                "no earlier phase is named \"{phase}\"; {}",
-                                listed("the phases before this one are", &earlier)
-                            ))
+                            Err(Undefined::NoSuchPhase {
+                                phase: phase.to_string(),
+                                earlier: listed("the phases before this one are", &earlier),
+                            })
                         }
                     }
-                    None => Err(
-                        "the variables are {{task}}, {{topic}}, {{previous}}, {{item}}, {{round}}, {{phases.NAME}} and {{phases.NAME.tools}}"
-                            .to_string(),
-                    ),
+                    None => Err(Undefined::Unknown),
                 },
             }
         };
