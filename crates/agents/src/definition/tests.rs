@@ -309,18 +309,21 @@ fn a_dashed_fence_with_toml_is_read_too_and_lines_count_from_the_file() {
 }
 
 #[test]
-fn the_examples_in_docs_agents_md_are_valid_definitions() {
-    let doc = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/AGENTS.md"),
-    )
-    .unwrap();
+fn the_examples_in_docs_agents_md_and_the_readme_are_valid_definitions() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let doc = std::fs::read_to_string(root.join("docs/AGENTS.md")).unwrap()
+        + &std::fs::read_to_string(root.join("README.md")).unwrap();
     let blocks: Vec<&str> = doc
         .split("```markdown\n")
         .skip(1)
         .filter_map(|rest| rest.split("\n```").next())
         .filter(|block| block.starts_with("+++"))
         .collect();
-    assert!(blocks.len() >= 2, "two complete examples: {}", blocks.len());
+    assert!(
+        blocks.len() >= 3,
+        "AGENTS.md's two and README's one: {}",
+        blocks.len()
+    );
     for block in blocks {
         let def = project(block).unwrap_or_else(|e| panic!("{e}\n{block}"));
         assert!(!def.spec.system_prompt.is_empty());
