@@ -384,7 +384,11 @@ impl CommandHook {
             .ok_or_else(|| format!("the program '{argv0}' has a non-UTF-8 path"))?
             .to_string();
         let timeout = Duration::from_secs_f64(self.config.timeout_seconds);
-        let mut command = match self.sandbox.confinement_for(&program)? {
+        let mut command = match self
+            .sandbox
+            .confinement_for(&program)
+            .map_err(|e| e.to_string())?
+        {
             Confinement::Confined(confined) => tokio::process::Command::from(confined.command(
                 &program_str,
                 args,

@@ -113,10 +113,52 @@ impl ConfinedExec {
     }
 }
 
+/// Programs run only inside the OS sandbox, and it is unavailable here (the reason says
+/// why: no helper, a kernel without Landlock, a refused user namespace). Fix that, or set
+/// `allow_unconfined_exec = true` in `[sandbox]` to run programs without it.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "programs run only inside the OS sandbox, which is unavailable here: {reason}; \
+     set allow_unconfined_exec = true in [sandbox] to run them without it"
+)]
+pub struct ConfinementUnavailable {
+    reason: Unavailable,
+}
+
+/// Why the OS sandbox cannot confine a program here.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum Unavailable {
+    /// The running program's path is unknown, so it cannot start itself as the helper.
+    #[error("cannot locate the running program for the sandbox helper: {0}")]
+    CurrentExe(Arc<std::io::Error>),
+    /// The running program does not dispatch the helper: its `main` must call
+    /// [`run_helper_if_requested`] first, or the configuration must name a helper executable.
+    #[error(
+        "this program does not provide the sandbox helper \
+        (its main must call lsm_sandbox::confine::run_helper_if_requested)"
+    )]
+    NotDispatched,
+    /// The composition root said so ([`ExecHelper::Unavailable`]), with its reason.
+    #[error("{0}")]
+    Configured(String),
+    /// The helper could not be probed, or could not apply the sandbox.
+    #[error(transparent)]
+    Probe(#[from] probe::ProbeError),
+    /// The kernel refused a user namespace that the plan needs. Allow unprivileged user
+    /// namespaces, or drop what needs them (protected paths, running as root).
+    #[error("the kernel refused a user namespace ({reason}), which is needed {needed_for}")]
+    NamespaceRefused {
+        /// The kernel's answer, as the helper reported it.
+        reason: String,
+        /// What the namespace is for.
+        needed_for: &'static str,
+    },
+}
+
 /// Everything the policy needs to confine programs, prepared once per sandbox.
 #[derive(Debug)]
 pub(crate) struct ExecSetup {
-    helper: Result<PathBuf, String>,
+    helper: Result<PathBuf, Unavailable>,
     base: Plan,
     allow_unconfined: bool,
 }
@@ -125,15 +167,12 @@ impl ExecSetup {
     /// From the `[sandbox]` policy: roots, protected paths, network, helper.
     pub(crate) fn from_config(config: &SandboxConfig) -> Self {
         let helper = match &config.exec_helper {
-            ExecHelper::CurrentExe if HELPER_DISPATCHED.get().is_some() => std::env::current_exe()
-                .map_err(|e| {
-                    format!("cannot locate the running program for the sandbox helper: {e}")
-                }),
-            ExecHelper::CurrentExe => Err("this program does not provide the sandbox helper \
-                (its main must call lsm_sandbox::confine::run_helper_if_requested)"
-                .into()),
+            ExecHelper::CurrentExe if HELPER_DISPATCHED.get().is_some() => {
+                std::env::current_exe().map_err(|e| Unavailable::CurrentExe(Arc::new(e)))
+            }
+            ExecHelper::CurrentExe => Err(Unavailable::NotDispatched),
             ExecHelper::Path(path) => Ok(path.clone()),
-            ExecHelper::Unavailable(reason) => Err(reason.clone()),
+            ExecHelper::Unavailable(reason) => Err(Unavailable::Configured(reason.clone())),
         };
         ExecSetup {
             helper,
@@ -146,7 +185,7 @@ impl ExecSetup {
     #[cfg(test)]
     pub(crate) fn unconfined_for_tests() -> Self {
         ExecSetup {
-            helper: Err("unit test".into()),
+            helper: Err(Unavailable::Configured("unit test".into())),
             base: Plan::default(),
             allow_unconfined: true,
         }
@@ -154,19 +193,24 @@ impl ExecSetup {
 
     /// How `program` (the file that will run) will run.
     /// Err: why it must not run (confinement unavailable and not accepted).
-    pub(crate) fn confinement_for(&self, program: &Path) -> Result<Confinement, String> {
+    pub(crate) fn confinement_for(
+        &self,
+        program: &Path,
+    ) -> Result<Confinement, ConfinementUnavailable> {
         let available = self.helper.clone().and_then(|helper| {
             let probe = probe::probe(&helper)?;
             if self.base.needs_namespaces() && !probe.namespaces {
-                return Err(format!(
-                    "the kernel refused a user namespace ({}), which is needed {}",
-                    probe.namespace_error.as_deref().unwrap_or("unknown reason"),
-                    if self.base.protected.is_empty() {
+                return Err(Unavailable::NamespaceRefused {
+                    reason: probe
+                        .namespace_error
+                        .clone()
+                        .unwrap_or_else(|| "unknown reason".into()),
+                    needed_for: if self.base.protected.is_empty() {
                         "to drop root's privileges"
                     } else {
                         "to keep protected paths read-only"
-                    }
-                ));
+                    },
+                });
             }
             let mut plan = self.base.clone();
             plan.set_program(program);
@@ -179,11 +223,8 @@ impl ExecSetup {
         });
         match available {
             Ok(confined) => Ok(confined),
-            Err(reason) if self.allow_unconfined => Ok(Confinement::Unconfined(reason)),
-            Err(reason) => Err(format!(
-                "programs run only inside the OS sandbox, which is unavailable here: {reason}; \
-                 set allow_unconfined_exec = true in [sandbox] to run them without it"
-            )),
+            Err(reason) if self.allow_unconfined => Ok(Confinement::Unconfined(reason.to_string())),
+            Err(reason) => Err(ConfinementUnavailable { reason }),
         }
     }
 }

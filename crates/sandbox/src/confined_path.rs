@@ -28,12 +28,24 @@ use rustix::fs::{FileType, OFlags};
 
 use crate::ToolError;
 
+/// A write to a path no tool may change (lsm's own configuration and run records, or
+/// anything beneath them). Not recoverable by retrying: write somewhere else.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "'{}' is protected: lsm's own configuration and run records cannot be changed by tools",
+    .path.display()
+)]
+pub(crate) struct ProtectedPath {
+    /// The refused path.
+    pub(crate) path: PathBuf,
+}
+
 /// The message for a refused write to a protected path.
 pub(crate) fn protected_message(path: &Path) -> String {
-    format!(
-        "'{}' is protected: lsm's own configuration and run records cannot be changed by tools",
-        path.display()
-    )
+    ProtectedPath {
+        path: path.to_path_buf(),
+    }
+    .to_string()
 }
 
 /// Paths no tool may change (lsm's configuration and run records), whatever the allowlists
@@ -49,9 +61,11 @@ impl Protected {
     }
 
     /// Err when `resolved` is a protected entry or lies beneath one.
-    pub(crate) fn check_name(&self, resolved: &Path) -> Result<(), String> {
+    pub(crate) fn check_name(&self, resolved: &Path) -> Result<(), ProtectedPath> {
         match self.entries.iter().find(|p| resolved.starts_with(p)) {
-            Some(_) => Err(protected_message(resolved)),
+            Some(_) => Err(ProtectedPath {
+                path: resolved.to_path_buf(),
+            }),
             None => Ok(()),
         }
     }

@@ -121,7 +121,7 @@ mod validate;
 
 pub use command::{CheckedCommand, Redirect};
 pub use config::{RateLimit, SandboxConfig, default_command_allowlist, default_command_denylist};
-pub use confine::{Confinement, ExecHelper};
+pub use confine::{Confinement, ConfinementUnavailable, ExecHelper};
 pub use confined_path::{ConfinedPath, EntryInfo, EntryKind, WriteMode};
 pub use context::ToolContext;
 pub use error::{ExecError, SandboxConfigError, ToolError};

@@ -25,8 +25,90 @@ use std::sync::Arc;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 
-use crate::confined_path::{ConfinedPath, Protected, not_regular_kind};
+use crate::confined_path::{ConfinedPath, Protected, ProtectedPath, not_regular_kind};
 use crate::{PathAccess, SandboxConfigError};
+
+/// Why a path is refused. The message is for the model (or person) who gave the path: it
+/// says what was wrong, so the call can be corrected with a path inside the allowlists.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PathRefusal {
+    /// An empty string. Give a path.
+    #[error("the path is empty")]
+    Empty,
+    /// The path has a NUL byte, which no file name can hold. Remove it.
+    #[error("the path contains a NUL byte")]
+    NulByte,
+    /// A `..` component. Give the path inside the allowed folders directly.
+    #[error("'..' is not allowed in paths; give a path inside the allowed folders")]
+    ParentDir,
+    /// A leading `~`, which no shell expands here. Give the full path or a relative one.
+    #[error("'~' is not expanded; give an absolute path or one relative to the working directory")]
+    Tilde,
+    /// The read allowlist is empty: nothing can be read until `allowed_read_paths` names a
+    /// folder.
+    #[error("No read paths are allowed")]
+    NoReadPaths,
+    /// The write allowlist is empty: nothing can be written until `allowed_write_paths`
+    /// names a folder.
+    #[error("No write paths are allowed")]
+    NoWritePaths,
+    /// A write to a protected path. Write somewhere else.
+    #[error(transparent)]
+    Protected(#[from] ProtectedPath),
+    /// A named pipe, socket or device, which is never opened. Give a regular file or folder.
+    #[error("'{}' is a {kind}; only regular files and folders can be used", .path.display())]
+    NotRegular {
+        /// The resolved path.
+        path: PathBuf,
+        /// What it is (`named pipe`, …).
+        kind: &'static str,
+    },
+    /// The resolution is not a plain absolute path (it cannot be judged). Give another path.
+    #[error(
+        "the path resolves to '{}', which is not a plain absolute path",
+        .resolved.display()
+    )]
+    NotPlain {
+        /// What the path resolved to.
+        resolved: PathBuf,
+    },
+    /// The path, its symbolic links followed, lies outside every allowed folder for the
+    /// access. Give a path inside one of them (listed), or widen the allowlist.
+    #[error(
+        "it resolves to '{}', which is outside the allowed {kind} paths ({allowed})",
+        .resolved.display()
+    )]
+    Outside {
+        /// What the path resolved to.
+        resolved: PathBuf,
+        /// `read` or `write`.
+        kind: &'static str,
+        /// The allowed folders, comma-separated.
+        allowed: String,
+    },
+    /// A symbolic link on the path points at nothing; writing through it would create its
+    /// target wherever it points. Give the link's target, or remove the link.
+    #[error("'{}' is a symbolic link whose target does not exist", .link.display())]
+    DanglingLink {
+        /// The dangling link.
+        link: PathBuf,
+    },
+    /// The file system refused to resolve part of the path (permissions, a file used as a
+    /// folder, …). Fix the cause the error names, or give another path.
+    #[error("cannot resolve '{}': {error}", .path.display())]
+    Unresolvable {
+        /// The part that could not be resolved.
+        path: PathBuf,
+        /// Why.
+        error: io::Error,
+    },
+    /// No part of the path could be resolved. Give another path.
+    #[error("cannot resolve '{}'", .path.display())]
+    Unresolved {
+        /// The path.
+        path: PathBuf,
+    },
+}
 
 /// An allowlisted folder: its canonical path (for the name checks and messages) and an open
 /// handle (for every access).
@@ -97,29 +179,28 @@ impl PathPolicy {
     /// Resolve `raw` (relative to the working directory) and confine it to the roots for
     /// `access`. Returns the absolute, symlink-free path, for display and for commands (which
     /// a child process opens by name). Err: the reason, for the model.
-    pub(crate) fn check(&self, raw: &str, access: PathAccess) -> Result<PathBuf, String> {
+    pub(crate) fn check(&self, raw: &str, access: PathAccess) -> Result<PathBuf, PathRefusal> {
         self.confine(raw, access).map(|c| c.shown().to_path_buf())
     }
 
     /// Like [`PathPolicy::check`], returning the handle-relative path tools open through.
-    pub(crate) fn confine(&self, raw: &str, access: PathAccess) -> Result<ConfinedPath, String> {
+    pub(crate) fn confine(
+        &self,
+        raw: &str,
+        access: PathAccess,
+    ) -> Result<ConfinedPath, PathRefusal> {
         if raw.is_empty() {
-            return Err("the path is empty".into());
+            return Err(PathRefusal::Empty);
         }
         if raw.contains('\0') {
-            return Err("the path contains a NUL byte".into());
+            return Err(PathRefusal::NulByte);
         }
         let raw_path = Path::new(raw);
         if raw_path.components().any(|c| c == Component::ParentDir) {
-            return Err(
-                "'..' is not allowed in paths; give a path inside the allowed folders".into(),
-            );
+            return Err(PathRefusal::ParentDir);
         }
         if raw.starts_with('~') {
-            return Err(
-                "'~' is not expanded; give an absolute path or one relative to the working directory"
-                    .into(),
-            );
+            return Err(PathRefusal::Tilde);
         }
         let roots = match access {
             PathAccess::Read => &self.read_roots,
@@ -127,8 +208,8 @@ impl PathPolicy {
         };
         if roots.is_empty() {
             return Err(match access {
-                PathAccess::Read => "No read paths are allowed".into(),
-                PathAccess::Write => "No write paths are allowed".into(),
+                PathAccess::Read => PathRefusal::NoReadPaths,
+                PathAccess::Write => PathRefusal::NoWritePaths,
             });
         }
         // A plain path that exists with no symbolic link below its root is its own
@@ -154,10 +235,10 @@ impl PathPolicy {
         if let Some(meta) = &checked
             && let Some(kind) = not_regular_kind(&meta.file_type())
         {
-            return Err(format!(
-                "'{}' is a {kind}; only regular files and folders can be used",
-                resolved.display()
-            ));
+            return Err(PathRefusal::NotRegular {
+                path: resolved,
+                kind,
+            });
         }
         let confined = ConfinedPath::new(
             Arc::clone(&root.dir),
@@ -228,14 +309,11 @@ impl PathPolicy {
         raw_path: &Path,
         roots: &'p [Root],
         access: PathAccess,
-    ) -> Result<Found<'p>, String> {
+    ) -> Result<Found<'p>, PathRefusal> {
         let joined = self.working_dir.join(raw_path); // an absolute `raw` replaces the base
         let resolved = resolve(&joined)?;
         if resolved.components().any(|c| c == Component::ParentDir) || !resolved.is_absolute() {
-            return Err(format!(
-                "the path resolves to '{}', which is not a plain absolute path",
-                resolved.display()
-            ));
+            return Err(PathRefusal::NotPlain { resolved });
         }
         // The most specific root that holds it (roots may nest), and the path below it.
         let Some((root, relative)) = roots
@@ -248,11 +326,11 @@ impl PathPolicy {
                 PathAccess::Write => "write",
             };
             let allowed: Vec<String> = roots.iter().map(|r| r.path.display().to_string()).collect();
-            return Err(format!(
-                "it resolves to '{}', which is outside the allowed {kind} paths ({})",
-                resolved.display(),
-                allowed.join(", ")
-            ));
+            return Err(PathRefusal::Outside {
+                resolved,
+                kind,
+                allowed: allowed.join(", "),
+            });
         };
         Ok(Found {
             relative: relative.to_path_buf(),
@@ -317,7 +395,7 @@ fn open_root(path: &Path) -> Result<Root, SandboxConfigError> {
 
 /// Canonicalize `path`; when it does not exist, canonicalize its deepest existing ancestor and
 /// append the rest. `path` is absolute and has no `..` component.
-fn resolve(path: &Path) -> Result<PathBuf, String> {
+fn resolve(path: &Path) -> Result<PathBuf, PathRefusal> {
     // The usual case, a path that exists, at once; anything else is looked at prefix by
     // prefix below. A new file to write comes this way: the answer for the whole path is
     // used again rather than asked twice, unless the prefix differs from the path as given
@@ -343,18 +421,20 @@ fn resolve(path: &Path) -> Result<PathBuf, String> {
                 // Missing, or a symlink whose target is missing. Writing through a dangling
                 // link would create its target wherever it points, so refuse those.
                 if std::fs::symlink_metadata(&prefix).is_ok() {
-                    return Err(format!(
-                        "'{}' is a symbolic link whose target does not exist",
-                        prefix.display()
-                    ));
+                    return Err(PathRefusal::DanglingLink { link: prefix });
                 }
             }
             Err(e) => {
-                return Err(format!("cannot resolve '{}': {e}", prefix.display()));
+                return Err(PathRefusal::Unresolvable {
+                    path: prefix,
+                    error: e,
+                });
             }
         }
     }
-    Err(format!("cannot resolve '{}'", path.display()))
+    Err(PathRefusal::Unresolved {
+        path: path.to_path_buf(),
+    })
 }
 
 #[cfg(test)]
@@ -550,30 +630,35 @@ mod tests {
             f.policy
                 .check("", PathAccess::Read)
                 .unwrap_err()
+                .to_string()
                 .contains("empty")
         );
         assert!(
             f.policy
                 .check("a\0b", PathAccess::Read)
                 .unwrap_err()
+                .to_string()
                 .contains("NUL")
         );
         assert!(
             f.policy
                 .check("a/../a", PathAccess::Read)
                 .unwrap_err()
+                .to_string()
                 .contains("..")
         );
         assert!(
             f.policy
                 .check("..", PathAccess::Read)
                 .unwrap_err()
+                .to_string()
                 .contains("..")
         );
         assert!(
             f.policy
                 .check("~/x", PathAccess::Read)
                 .unwrap_err()
+                .to_string()
                 .contains('~')
         );
     }
@@ -590,7 +675,11 @@ mod tests {
             "out_link/new.txt",
             "rel_out/secret.txt",
         ] {
-            let err = f.policy.check(raw, PathAccess::Read).unwrap_err();
+            let err = f
+                .policy
+                .check(raw, PathAccess::Read)
+                .unwrap_err()
+                .to_string();
             assert!(
                 err.contains("outside the allowed read paths"),
                 "{raw}: {err}"
@@ -602,12 +691,17 @@ mod tests {
                 .check(outside.to_str().unwrap(), PathAccess::Write)
                 .is_err()
         );
-        let err = f.policy.check("dangling", PathAccess::Write).unwrap_err();
+        let err = f
+            .policy
+            .check("dangling", PathAccess::Write)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("symbolic link"), "{err}");
         let err = f
             .policy
             .check("a/file.txt/x", PathAccess::Write)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("cannot resolve"), "{err}");
     }
 
@@ -617,12 +711,15 @@ mod tests {
         let root = tmp.path().to_path_buf();
         let read_only = PathPolicy::new(std::slice::from_ref(&root), &[], &root).unwrap();
         assert_eq!(
-            read_only.check("x", PathAccess::Write).unwrap_err(),
+            read_only
+                .check("x", PathAccess::Write)
+                .unwrap_err()
+                .to_string(),
             "No write paths are allowed"
         );
         let none = PathPolicy::new(&[], &[], &root).unwrap();
         assert_eq!(
-            none.check("x", PathAccess::Read).unwrap_err(),
+            none.check("x", PathAccess::Read).unwrap_err().to_string(),
             "No read paths are allowed"
         );
     }

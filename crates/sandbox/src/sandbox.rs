@@ -129,13 +129,12 @@ impl Sandbox {
         let mut prepared = HashMap::new();
         for tool in registry.iter() {
             let name = tool.name().to_string();
-            let validator = Validator::new(&tool.parameters()).map_err(|message| {
-                SandboxConfigError::BadLimit {
+            let validator =
+                Validator::new(&tool.parameters()).map_err(|e| SandboxConfigError::BadLimit {
                     key: "tool schema",
                     value: name.clone(),
-                    message,
-                }
-            })?;
+                    message: e.to_string(),
+                })?;
             let limit = config.rate_limit_for(&name);
             let calls = NonZeroU32::new(limit.calls).ok_or(SandboxConfigError::BadLimit {
                 key: "rate_limit.calls",
@@ -211,7 +210,7 @@ impl Sandbox {
     pub fn inspect_file(&self, raw: &str, max_text_bytes: u64) -> Inspection {
         let path = match self.paths.confine(raw, crate::PathAccess::Read) {
             Ok(path) => path,
-            Err(reason) => return Inspection::Unusable(reason),
+            Err(reason) => return Inspection::Unusable(reason.to_string()),
         };
         let not_found = |e: &ToolError| matches!(e, ToolError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound);
         let info = match path.info() {
@@ -255,7 +254,7 @@ impl Sandbox {
     pub fn confinement_for(
         &self,
         program: &std::path::Path,
-    ) -> Result<crate::confine::Confinement, String> {
+    ) -> Result<crate::confine::Confinement, crate::ConfinementUnavailable> {
         self.commands.confinement_for(program)
     }
 
@@ -391,14 +390,14 @@ impl Sandbox {
         }
 
         // 3. Arguments against the schema.
-        if let Err(message) = prepared
+        if let Err(e) = prepared
             .validator
             .validate(args, self.config.max_string_arg_bytes)
         {
             return Execution::refused(
                 ExecError::InvalidArguments {
                     tool: tool_name.clone(),
-                    message,
+                    message: e.to_string(),
                 },
                 permission,
             );
@@ -430,7 +429,7 @@ impl Sandbox {
                     return denied(ExecError::PathDenied {
                         tool: tool_name.clone(),
                         path: raw.to_string(),
-                        reason,
+                        reason: reason.to_string(),
                     });
                 }
             }
@@ -448,7 +447,7 @@ impl Sandbox {
                 Err(reason) => {
                     return denied(ExecError::CommandDenied {
                         tool: tool_name.clone(),
-                        reason,
+                        reason: reason.to_string(),
                     });
                 }
             }

@@ -10,6 +10,38 @@ use serde_json::Value;
 /// How many schema errors one message reports at most.
 const MAX_REPORTED: usize = 5;
 
+/// A tool's parameters schema does not compile: the tool cannot be registered until its
+/// schema is fixed.
+#[derive(Debug, thiserror::Error)]
+#[error("the parameters schema does not compile: {0}")]
+pub(crate) struct SchemaError(Box<ValidationError<'static>>);
+
+/// Arguments that do not fit a tool's schema. The message names the argument, so the
+/// model can correct its call.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum InvalidArguments {
+    /// Not a JSON object. Send the arguments as one.
+    #[error("the arguments must be a JSON object, got {got}")]
+    NotAnObject {
+        /// What was sent instead (`an array`, …).
+        got: String,
+    },
+    /// A string over the size limit. Send less.
+    #[error("argument '{name}' is {len} bytes, over the limit of {limit}")]
+    TooLong {
+        /// The argument.
+        name: String,
+        /// Its length in bytes.
+        len: usize,
+        /// The limit (`max_string_arg_bytes`).
+        limit: usize,
+    },
+    /// What the schema found wrong, most useful first (at most [`MAX_REPORTED`] and a count
+    /// of the rest).
+    #[error("{}", .0.join("; "))]
+    Schema(Vec<String>),
+}
+
 /// A compiled schema.
 pub(crate) struct Validator {
     schema: jsonschema::Validator,
@@ -19,9 +51,8 @@ pub(crate) struct Validator {
 
 impl Validator {
     /// Compile `schema`. Err: why the schema is unusable.
-    pub(crate) fn new(schema: &Value) -> Result<Self, String> {
-        let compiled = jsonschema::validator_for(schema)
-            .map_err(|e| format!("the parameters schema does not compile: {e}"))?;
+    pub(crate) fn new(schema: &Value) -> Result<Self, SchemaError> {
+        let compiled = jsonschema::validator_for(schema).map_err(|e| SchemaError(Box::new(e)))?;
         let known = schema
             .get("properties")
             .and_then(Value::as_object)
@@ -36,18 +67,23 @@ impl Validator {
     /// Check `args`: must be an object matching the schema (required, unexpected, JSON types —
     /// an integer is not a bool), and no string anywhere longer than `max_string_bytes`.
     /// Err: one clear message naming the argument.
-    pub(crate) fn validate(&self, args: &Value, max_string_bytes: usize) -> Result<(), String> {
+    pub(crate) fn validate(
+        &self,
+        args: &Value,
+        max_string_bytes: usize,
+    ) -> Result<(), InvalidArguments> {
         if !args.is_object() {
-            return Err(format!(
-                "the arguments must be a JSON object, got {}",
-                describe(args)
-            ));
+            return Err(InvalidArguments::NotAnObject {
+                got: describe(args),
+            });
         }
         // Before the schema, so a huge string is refused without being looked at further.
         if let Some((name, len)) = oversize_string(args, "", max_string_bytes) {
-            return Err(format!(
-                "argument '{name}' is {len} bytes, over the limit of {max_string_bytes}"
-            ));
+            return Err(InvalidArguments::TooLong {
+                name,
+                len,
+                limit: max_string_bytes,
+            });
         }
         let mut messages: Vec<(u8, String)> = self
             .schema
@@ -69,7 +105,7 @@ impl Validator {
         if total > MAX_REPORTED {
             text.push(format!("and {} more problems", total - MAX_REPORTED));
         }
-        Err(text.join("; "))
+        Err(InvalidArguments::Schema(text))
     }
 
     /// A message for one schema error, with its sort rank.
@@ -266,7 +302,10 @@ mod tests {
 
     #[test]
     fn refuses_non_object() {
-        let err = validator().validate(&json!(["a"]), MAX).unwrap_err();
+        let err = validator()
+            .validate(&json!(["a"]), MAX)
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             err,
             "the arguments must be a JSON object, got array [\"a\"]"
@@ -275,7 +314,10 @@ mod tests {
 
     #[test]
     fn names_missing_argument() {
-        let err = validator().validate(&json!({}), MAX).unwrap_err();
+        let err = validator()
+            .validate(&json!({}), MAX)
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "missing required argument 'path'");
     }
 
@@ -283,7 +325,8 @@ mod tests {
     fn names_unexpected_argument() {
         let err = validator()
             .validate(&json!({"path": "a", "pth": 1}), MAX)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("unexpected argument 'pth'"), "{err}");
         assert!(err.contains("expected: "), "{err}");
     }
@@ -293,17 +336,23 @@ mod tests {
         let v = validator();
         let err = v
             .validate(&json!({"path": "a", "recursive": 1}), MAX)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "argument 'recursive' must be a boolean, got integer 1");
         let err = v
             .validate(&json!({"path": "a", "count": "3"}), MAX)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "argument 'count' must be an integer, got string \"3\"");
-        let err = v.validate(&json!({"path": 5}), MAX).unwrap_err();
+        let err = v
+            .validate(&json!({"path": 5}), MAX)
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "argument 'path' must be a string, got integer 5");
         let err = v
             .validate(&json!({"path": "a", "tags": [1]}), MAX)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "argument 'tags[0]' must be a string, got integer 1");
     }
 
@@ -311,7 +360,8 @@ mod tests {
     fn other_constraints_name_the_argument() {
         let err = validator()
             .validate(&json!({"path": "a", "count": -1}), MAX)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         // The whole text, the library's part included: the model reads it to correct its
         // call, so an upgrade of `jsonschema` that rewords it must show up here.
         assert_eq!(
@@ -324,7 +374,10 @@ mod tests {
     fn oversize_strings_anywhere() {
         let v = validator();
         let big = "x".repeat(MAX + 1);
-        let err = v.validate(&json!({"path": big}), MAX).unwrap_err();
+        let err = v
+            .validate(&json!({"path": big}), MAX)
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             err,
             format!(
@@ -334,7 +387,8 @@ mod tests {
         );
         let err = v
             .validate(&json!({"path": "a", "tags": ["ok", big]}), MAX)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("argument 'tags[1]' is 1025 bytes"), "{err}");
         // Exactly at the limit is fine.
         v.validate(&json!({"path": "x".repeat(MAX)}), MAX).unwrap();
@@ -344,7 +398,8 @@ mod tests {
     fn several_problems_in_one_message() {
         let err = validator()
             .validate(&json!({"recursive": 1, "extra": true}), MAX)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("missing required argument 'path'; unexpected argument 'extra'"),
             "{err}"

@@ -13,6 +13,40 @@ pub(super) struct Parsed {
     pub(super) stdout: Option<(String, bool)>,
 }
 
+/// Why a command line cannot be split. The message says what to change in the line.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ParseError {
+    /// A redirection operator with nothing after it. Name the file.
+    #[error("redirection '{symbol}' has no target file")]
+    NoTarget {
+        /// `<`, `>` or `>>`.
+        symbol: &'static str,
+    },
+    /// Two `<`. Keep one.
+    #[error("more than one input redirection '<'")]
+    SecondInput,
+    /// Two of `>` / `>>`. Keep one.
+    #[error("more than one output redirection '>'")]
+    SecondOutput,
+    /// A quote is not closed, or the line ends with a backslash. Balance the quoting.
+    #[error("unbalanced quotes or a trailing backslash in the command line")]
+    Unbalanced,
+    /// `<<`, which needs a shell. Redirect from a file instead.
+    #[error("'<<' (here-documents) is not supported")]
+    HereDocument,
+    /// `<>`. Use `<` or `>`.
+    #[error("'<>' (read-write redirection) is not supported")]
+    ReadWrite,
+    /// `2>` and the like. Only the plain `<`, `>` and `>>` are understood.
+    #[error(
+        "'{redirection}' (redirecting a file descriptor) is not supported; only '<', '>' and '>>' are"
+    )]
+    Descriptor {
+        /// The descriptor number and operator as written (`2>`).
+        redirection: String,
+    },
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
     In,
@@ -26,7 +60,7 @@ type Piece<'a> = (Op, &'a str);
 /// Split `line` at unquoted redirection operators, then each piece into words with `shlex`.
 /// The first word after an operator is its target; later words are more arguments, as in a
 /// shell (`echo a > f b` writes "a b" to f).
-pub(super) fn parse(line: &str) -> Result<Parsed, String> {
+pub(super) fn parse(line: &str) -> Result<Parsed, ParseError> {
     let (head, ops) = split_redirections(line)?;
     let mut parsed = Parsed {
         words: split_words(head)?,
@@ -39,16 +73,14 @@ pub(super) fn parse(line: &str) -> Result<Parsed, String> {
             Op::Out => ">",
             Op::Append => ">>",
         };
-        let target = words
-            .next()
-            .ok_or_else(|| format!("redirection '{symbol}' has no target file"))?;
+        let target = words.next().ok_or(ParseError::NoTarget { symbol })?;
         match op {
             Op::In if parsed.stdin.is_some() => {
-                return Err("more than one input redirection '<'".into());
+                return Err(ParseError::SecondInput);
             }
             Op::In => parsed.stdin = Some(target),
             Op::Out | Op::Append if parsed.stdout.is_some() => {
-                return Err("more than one output redirection '>'".into());
+                return Err(ParseError::SecondOutput);
             }
             Op::Out | Op::Append => parsed.stdout = Some((target, op == Op::Append)),
         }
@@ -57,15 +89,14 @@ pub(super) fn parse(line: &str) -> Result<Parsed, String> {
     Ok(parsed)
 }
 
-fn split_words(piece: &str) -> Result<Vec<String>, String> {
-    shlex::split(piece)
-        .ok_or_else(|| "unbalanced quotes or a trailing backslash in the command line".to_string())
+fn split_words(piece: &str) -> Result<Vec<String>, ParseError> {
+    shlex::split(piece).ok_or(ParseError::Unbalanced)
 }
 
 /// Find the unquoted `<`, `>`, `>>` with the same quoting rules `shlex` applies (single
 /// quotes literal, backslash escapes outside them, `#` at a word start begins a comment).
 /// Returns the text before the first operator and each operator with the text after it.
-fn split_redirections(line: &str) -> Result<(&str, Vec<Piece<'_>>), String> {
+fn split_redirections(line: &str) -> Result<(&str, Vec<Piece<'_>>), ParseError> {
     #[derive(PartialEq)]
     enum Quote {
         None,
@@ -105,10 +136,10 @@ fn split_redirections(line: &str) -> Result<(&str, Vec<Piece<'_>>), String> {
                         (b'>', Some(b'>')) => (Op::Append, 2),
                         (b'>', _) => (Op::Out, 1),
                         (b'<', Some(b'<')) => {
-                            return Err("'<<' (here-documents) is not supported".into());
+                            return Err(ParseError::HereDocument);
                         }
                         (b'<', Some(b'>')) => {
-                            return Err("'<>' (read-write redirection) is not supported".into());
+                            return Err(ParseError::ReadWrite);
                         }
                         _ => (Op::In, 1),
                     };
@@ -117,14 +148,16 @@ fn split_redirections(line: &str) -> Result<(&str, Vec<Piece<'_>>), String> {
                     let before = &line[..i];
                     let word_before = before.rsplit([' ', '\t']).next().unwrap_or_default();
                     if !word_before.is_empty() && word_before.bytes().all(|c| c.is_ascii_digit()) {
-                        return Err(format!(
-                            "'{word_before}{}' (redirecting a file descriptor) is not supported; only '<', '>' and '>>' are",
-                            if op == Op::Append {
-                                ">>"
-                            } else {
-                                &line[i..i + 1]
-                            }
-                        ));
+                        return Err(ParseError::Descriptor {
+                            redirection: format!(
+                                "{word_before}{}",
+                                if op == Op::Append {
+                                    ">>"
+                                } else {
+                                    &line[i..i + 1]
+                                }
+                            ),
+                        });
                     }
                     ops.push((i, i + len, op));
                     i += len;

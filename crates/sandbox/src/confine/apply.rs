@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus, Ruleset,
@@ -34,6 +34,66 @@ pub(crate) const FAILURE_PREFIX: &str = "lsm sandbox:";
 /// The newest Landlock ABI whose rights are requested; older kernels enforce what they know.
 const LANDLOCK_ABI: ABI = ABI::V10;
 
+/// Why the helper could not apply a layer of the sandbox. Printed on stderr (after
+/// [`FAILURE_PREFIX`]) and reported by the probe; the kernel or its configuration has to
+/// allow the layer, or the sandbox is unavailable on this machine.
+#[derive(Debug, thiserror::Error)]
+enum ApplyError {
+    /// `unshare` of the user (and mount, network) namespaces was refused.
+    #[error("could not enter a user namespace: {0}")]
+    Unshare(nix::Error),
+    /// The user or group mapping of the new namespace could not be written.
+    #[error("could not write {file}: {error}")]
+    IdMap {
+        /// The `/proc/self/…` file.
+        file: &'static str,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// The mount namespace could not be made private.
+    #[error("could not make the mount namespace private: {0}")]
+    PrivateMounts(nix::Error),
+    /// A protected path could not be bind-mounted read-only over itself.
+    #[error("could not make {} read-only: {error}", .path.display())]
+    ReadOnly {
+        /// The protected path.
+        path: PathBuf,
+        /// Why.
+        error: nix::Error,
+    },
+    /// Landlock refused the ruleset.
+    #[error("Landlock: {0}")]
+    Landlock(Box<landlock::RulesetError>),
+    /// Landlock is compiled in but not enabled: boot with it in the `lsm=` list.
+    #[error("Landlock is built into this kernel but not enabled (boot with lsm=…,landlock)")]
+    LandlockNotEnabled,
+    /// The kernel has no Landlock at all.
+    #[error("this kernel has no Landlock (Linux 5.13 or later with CONFIG_SECURITY_LANDLOCK)")]
+    LandlockNotImplemented,
+    /// Landlock accepted the ruleset but enforces none of it.
+    #[error("Landlock rules could not be enforced")]
+    LandlockNotEnforced,
+    /// The seccomp filter could not be built or installed (seccompiler's message).
+    #[error("seccomp: {0}")]
+    Seccomp(String),
+    /// The current rlimit could not be read.
+    #[error("reading rlimit {resource:?}: {error}")]
+    GetLimit {
+        /// Which limit.
+        resource: Resource,
+        /// Why.
+        error: nix::Error,
+    },
+    /// The rlimit could not be set.
+    #[error("setting rlimit {resource:?}: {error}")]
+    SetLimit {
+        /// Which limit.
+        resource: Resource,
+        /// Why.
+        error: nix::Error,
+    },
+}
+
 /// Print `message` and exit with [`FAILURE_STATUS`].
 pub(crate) fn fail(message: &str) -> ! {
     eprintln!("{FAILURE_PREFIX} {message}");
@@ -52,7 +112,7 @@ pub(crate) fn helper_main(plan: Option<OsString>) -> ! {
     };
     let probe = match confine(&plan) {
         Ok(probe) => probe,
-        Err(e) => fail(&e),
+        Err(e) => fail(&e.to_string()),
     };
     let Some(program) = &plan.program else {
         match serde_json::to_string(&probe) {
@@ -75,12 +135,12 @@ pub(crate) fn helper_main(plan: Option<OsString>) -> ! {
 }
 
 /// Every layer, in order. Returns what was applied.
-fn confine(plan: &Plan) -> Result<Probe, String> {
+fn confine(plan: &Plan) -> Result<Probe, ApplyError> {
     let namespaces = enter_namespaces(plan);
     let (namespaces, namespace_error) = match namespaces {
         Ok(()) => (true, None),
         Err(e) if plan.needs_namespaces() => return Err(e),
-        Err(e) => (false, Some(e)),
+        Err(e) => (false, Some(e.to_string())),
     };
     let landlock_abi = restrict_filesystem(plan)?;
     restrict_syscalls(plan.allow_network)?;
@@ -94,16 +154,16 @@ fn confine(plan: &Plan) -> Result<Probe, String> {
 
 /// A new user and mount namespace (and network namespace without network access), mapping
 /// this user to itself, with each protected path bind-mounted read-only over itself.
-fn enter_namespaces(plan: &Plan) -> Result<(), String> {
+fn enter_namespaces(plan: &Plan) -> Result<(), ApplyError> {
     let uid = nix::unistd::getuid();
     let gid = nix::unistd::getgid();
     let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS;
     if !plan.allow_network {
         flags |= CloneFlags::CLONE_NEWNET;
     }
-    unshare(flags).map_err(|e| format!("could not enter a user namespace: {e}"))?;
-    let write = |file: &str, text: String| {
-        std::fs::write(file, text).map_err(|e| format!("could not write {file}: {e}"))
+    unshare(flags).map_err(ApplyError::Unshare)?;
+    let write = |file: &'static str, text: String| {
+        std::fs::write(file, text).map_err(|error| ApplyError::IdMap { file, error })
     };
     write("/proc/self/setgroups", "deny".into())?;
     write("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
@@ -116,7 +176,7 @@ fn enter_namespaces(plan: &Plan) -> Result<(), String> {
         MsFlags::MS_REC | MsFlags::MS_PRIVATE,
         None::<&str>,
     )
-    .map_err(|e| format!("could not make the mount namespace private: {e}"))?;
+    .map_err(ApplyError::PrivateMounts)?;
     for path in &plan.protected {
         bind_read_only(path)?;
     }
@@ -125,8 +185,11 @@ fn enter_namespaces(plan: &Plan) -> Result<(), String> {
 
 /// Bind `path` over itself, then remount the bind read-only, keeping the flags the kernel
 /// locks for a mount inherited from another user namespace (`nosuid`, `nodev`, …).
-fn bind_read_only(path: &Path) -> Result<(), String> {
-    let what = |e: nix::Error| format!("could not make {} read-only: {e}", path.display());
+fn bind_read_only(path: &Path) -> Result<(), ApplyError> {
+    let what = |error: nix::Error| ApplyError::ReadOnly {
+        path: path.to_path_buf(),
+        error,
+    };
     mount(
         Some(path),
         path,
@@ -154,8 +217,8 @@ fn bind_read_only(path: &Path) -> Result<(), String> {
 
 /// Landlock: the plan's paths and nothing else; no TCP without network access; no signals
 /// or abstract UNIX sockets beyond the sandbox. Returns the ABI in force.
-fn restrict_filesystem(plan: &Plan) -> Result<i32, String> {
-    let err = |e: landlock::RulesetError| format!("Landlock: {e}");
+fn restrict_filesystem(plan: &Plan) -> Result<i32, ApplyError> {
+    let err = |e: landlock::RulesetError| ApplyError::Landlock(Box::new(e));
     let all = AccessFs::from_all(LANDLOCK_ABI);
     let read: BitFlags<AccessFs> = AccessFs::from_read(LANDLOCK_ABI);
     // Device nodes would open the host's disks to a root user.
@@ -195,29 +258,23 @@ fn restrict_filesystem(plan: &Plan) -> Result<i32, String> {
             kernel_abi,
         } => kernel_abi.unwrap_or(effective_abi as i32),
         LandlockStatus::NotEnabled => {
-            return Err(
-                "Landlock is built into this kernel but not enabled (boot with lsm=…,landlock)"
-                    .into(),
-            );
+            return Err(ApplyError::LandlockNotEnabled);
         }
         LandlockStatus::NotImplemented => {
-            return Err(
-                "this kernel has no Landlock (Linux 5.13 or later with CONFIG_SECURITY_LANDLOCK)"
-                    .into(),
-            );
+            return Err(ApplyError::LandlockNotImplemented);
         }
     };
     if status.ruleset == RulesetStatus::NotEnforced {
-        return Err("Landlock rules could not be enforced".into());
+        return Err(ApplyError::LandlockNotEnforced);
     }
     Ok(abi)
 }
 
 /// seccomp: no sockets without network access (only IPv4, IPv6 and netlink with it), and
 /// none of the syscalls that would get around the other layers.
-fn restrict_syscalls(allow_network: bool) -> Result<(), String> {
-    fn err(e: impl std::fmt::Display) -> String {
-        format!("seccomp: {e}")
+fn restrict_syscalls(allow_network: bool) -> Result<(), ApplyError> {
+    fn err(e: impl std::fmt::Display) -> ApplyError {
+        ApplyError::Seccomp(e.to_string())
     }
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = [
         libc::SYS_io_uring_setup,
@@ -256,9 +313,7 @@ fn restrict_syscalls(allow_network: bool) -> Result<(), String> {
         Vec::new() // every socket(2)
     };
     rules.insert(libc::SYS_socket, socket_rules);
-    let arch = std::env::consts::ARCH
-        .try_into()
-        .map_err(|e| format!("seccomp: {e}"))?;
+    let arch = std::env::consts::ARCH.try_into().map_err(err)?;
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
@@ -272,13 +327,13 @@ fn restrict_syscalls(allow_network: bool) -> Result<(), String> {
 }
 
 /// The rlimits (never above the current hard limits, which cannot be raised).
-fn set_limits(limits: &Limits, in_user_namespace: bool) -> Result<(), String> {
+fn set_limits(limits: &Limits, in_user_namespace: bool) -> Result<(), ApplyError> {
     let set = |resource: Resource, soft: u64, hard: u64| {
         let (_, current_hard) =
-            getrlimit(resource).map_err(|e| format!("reading rlimit {resource:?}: {e}"))?;
+            getrlimit(resource).map_err(|error| ApplyError::GetLimit { resource, error })?;
         let hard = hard.min(current_hard);
         setrlimit(resource, soft.min(hard), hard)
-            .map_err(|e| format!("setting rlimit {resource:?}: {e}"))
+            .map_err(|error| ApplyError::SetLimit { resource, error })
     };
     set(
         Resource::RLIMIT_CPU,

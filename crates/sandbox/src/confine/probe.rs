@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
@@ -42,10 +42,43 @@ impl Probe {
     }
 }
 
-static PROBES: Mutex<Option<HashMap<PathBuf, Result<Probe, String>>>> = Mutex::new(None);
+/// Why the helper could not be probed: the OS sandbox is then unavailable. Kept for the
+/// life of the process (the probe is not repeated), so it is cheap to clone.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum ProbeError {
+    /// The probe's plan could not be serialised (a bug, not a property of the machine).
+    #[error("could not describe the probe: {0}")]
+    Describe(Arc<serde_json::Error>),
+    /// The helper executable could not be started: check that it exists and is executable.
+    #[error("could not start the sandbox helper {}: {error}", .helper.display())]
+    Start {
+        /// The helper.
+        helper: PathBuf,
+        /// Why it did not start.
+        error: Arc<std::io::Error>,
+    },
+    /// The helper ran and could not apply the sandbox; its own explanation (what the kernel
+    /// lacks or refused).
+    #[error("{0}")]
+    Refused(String),
+    /// The helper answered with something that is not a probe report: most likely a helper
+    /// of another version. Use the helper built with this program.
+    #[error(
+        "the sandbox helper {} answered the probe with something else ({error}); is it this version's helper?",
+        .helper.display()
+    )]
+    Answer {
+        /// The helper.
+        helper: PathBuf,
+        /// Why its answer did not parse.
+        error: Arc<serde_json::Error>,
+    },
+}
+
+static PROBES: Mutex<Option<HashMap<PathBuf, Result<Probe, ProbeError>>>> = Mutex::new(None);
 
 /// The probe of `helper`, run on first use and remembered.
-pub(crate) fn probe(helper: &Path) -> Result<Probe, String> {
+pub(crate) fn probe(helper: &Path) -> Result<Probe, ProbeError> {
     let mut probes = PROBES
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -61,28 +94,26 @@ pub(crate) fn probe(helper: &Path) -> Result<Probe, String> {
     result
 }
 
-fn run_probe(helper: &Path) -> Result<Probe, String> {
-    let plan = serde_json::to_string(&Plan::default())
-        .map_err(|e| format!("could not describe the probe: {e}"))?;
+fn run_probe(helper: &Path) -> Result<Probe, ProbeError> {
+    let plan =
+        serde_json::to_string(&Plan::default()).map_err(|e| ProbeError::Describe(Arc::new(e)))?;
     let output = std::process::Command::new(helper)
         .arg(HELPER_ARG)
         .arg(plan)
         .env_clear()
         .stdin(std::process::Stdio::null())
         .output()
-        .map_err(|e| {
-            format!(
-                "could not start the sandbox helper {}: {e}",
-                helper.display()
-            )
+        .map_err(|e| ProbeError::Start {
+            helper: helper.to_path_buf(),
+            error: Arc::new(e),
         })?;
     if !output.status.success() {
-        return Err(String::from_utf8_lossy(&output.stderr).trim().to_string());
+        return Err(ProbeError::Refused(
+            String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        ));
     }
-    serde_json::from_slice(&output.stdout).map_err(|e| {
-        format!(
-            "the sandbox helper {} answered the probe with something else ({e}); is it this version's helper?",
-            helper.display()
-        )
+    serde_json::from_slice(&output.stdout).map_err(|e| ProbeError::Answer {
+        helper: helper.to_path_buf(),
+        error: Arc::new(e),
     })
 }
