@@ -55,6 +55,6 @@ struct KbModeGuard(lsm_tools_kb::ModeGuard);
 
 impl lsm_harness::ToolCallGuard for KbModeGuard {
     fn check(&self, tool: &str, arguments: &serde_json::Value) -> Result<(), String> {
-        self.0.check(tool, arguments)
+        self.0.check(tool, arguments).map_err(|e| e.to_string())
     }
 }

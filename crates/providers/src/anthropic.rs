@@ -9,7 +9,7 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::http::{HttpProvider, StreamAssembler, StreamError, excerpt, parse_arguments};
+use crate::http::{AnswerError, HttpProvider, StreamAssembler, StreamError, parse_arguments};
 use crate::sse::SseEvent;
 use crate::wire::{KeptBody, Written, lock};
 use crate::{
@@ -256,23 +256,25 @@ fn usage(v: &Value) -> Usage {
 }
 
 /// Read a non-streamed answer.
-pub(crate) fn parse(v: &Value) -> Result<LlmResponse, String> {
-    let content = v.get("content").and_then(Value::as_array).ok_or_else(|| {
-        format!(
-            "no content array in the answer: {}",
-            excerpt(&v.to_string(), 300)
-        )
-    })?;
+pub(crate) fn parse(v: &Value) -> Result<LlmResponse, AnswerError> {
+    let content = v
+        .get("content")
+        .and_then(Value::as_array)
+        .ok_or_else(|| AnswerError::missing("content array", v))?;
     let mut text = String::new();
     let mut tool_calls = Vec::new();
     for (i, block) in content.iter().enumerate() {
         match block.get("type").and_then(Value::as_str) {
             Some("text") => text.push_str(block.get("text").and_then(Value::as_str).unwrap_or("")),
             Some("tool_use") => {
-                let name = block
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| format!("tool_use block {i} has no name"))?;
+                let name =
+                    block
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .ok_or(AnswerError::NoToolName {
+                            what: "tool_use block",
+                            index: i,
+                        })?;
                 tool_calls.push(ToolCall {
                     id: block
                         .get("id")
@@ -417,7 +419,7 @@ impl StreamAssembler for Assembler {
         Ok(false)
     }
 
-    fn finish(self: Box<Self>) -> Result<LlmResponse, String> {
+    fn finish(self: Box<Self>) -> Result<LlmResponse, AnswerError> {
         let mut text = String::new();
         let mut tool_calls = Vec::new();
         for (i, b) in self.blocks.into_iter().enumerate() {
@@ -432,8 +434,9 @@ impl StreamAssembler for Assembler {
                     let arguments = if json.is_empty() {
                         parse_arguments(&input)
                     } else {
-                        serde_json::from_str(&json).map_err(|e| {
-                            format!("the streamed input of tool_use block {i} is not JSON ({e})")
+                        serde_json::from_str(&json).map_err(|e| AnswerError::InputNotJson {
+                            index: i,
+                            message: e.to_string(),
                         })?
                     };
                     tool_calls.push(ToolCall {

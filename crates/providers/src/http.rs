@@ -112,7 +112,57 @@ pub(crate) trait StreamAssembler: Send {
     /// One event. `Ok(true)` when the response is complete.
     fn event(&mut self, ev: &SseEvent, observer: &dyn CallObserver) -> Result<bool, StreamError>;
     /// The complete response.
-    fn finish(self: Box<Self>) -> Result<LlmResponse, String>;
+    fn finish(self: Box<Self>) -> Result<LlmResponse, AnswerError>;
+}
+
+/// Why an answer (a body, or a completed stream) could not be read as a response; reported
+/// as [`ProviderError::Malformed`]. The server does not speak the API the provider kind
+/// expects: check `[llm] provider` and `base_url`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum AnswerError {
+    /// A required part of the answer is absent; `excerpt` is the start of the answer.
+    #[error("no {part} in the answer: {excerpt}")]
+    Missing {
+        /// What is missing (`choices[0].message`, `output array`, `content array`).
+        part: &'static str,
+        /// The answer's first characters.
+        excerpt: String,
+    },
+    /// A tool call of a Chat Completions answer has no `function.name`.
+    #[error("tool call {index} has no function name")]
+    NoFunctionName {
+        /// The call's position.
+        index: usize,
+    },
+    /// A tool call has no name; `what` says which kind of item it is.
+    #[error("{what} {index} has no name")]
+    NoToolName {
+        /// `function_call item`, `tool_use block` or `streamed tool call`.
+        what: &'static str,
+        /// The call's position.
+        index: usize,
+    },
+    /// The stream ended before its `response.completed` event.
+    #[error("the stream ended without response.completed")]
+    NotCompleted,
+    /// A streamed `tool_use` input is not JSON.
+    #[error("the streamed input of tool_use block {index} is not JSON ({message})")]
+    InputNotJson {
+        /// The block's position.
+        index: usize,
+        /// The JSON parser's message.
+        message: String,
+    },
+}
+
+impl AnswerError {
+    /// [`AnswerError::Missing`]: `part` is absent from `answer`.
+    pub(crate) fn missing(part: &'static str, answer: &Value) -> Self {
+        AnswerError::Missing {
+            part,
+            excerpt: excerpt(&answer.to_string(), 300),
+        }
+    }
 }
 
 /// What went wrong inside a stream.
@@ -214,7 +264,7 @@ impl HttpProvider {
                 anthropic::parse(&serde_json::from_slice(body).map_err(not_json)?)
             }
         };
-        parsed.map_err(|m| self.malformed(m))
+        parsed.map_err(|e| self.malformed(e.to_string()))
     }
 
     /// Post `body`, with retries, and read the answer.
@@ -327,7 +377,9 @@ impl HttpProvider {
                 "the stream ended before the response was complete (truncated)".to_string(),
             ));
         }
-        assembler.finish().map_err(|m| self.malformed(m))
+        assembler
+            .finish()
+            .map_err(|e| self.malformed(e.to_string()))
     }
 
     fn stream_event(

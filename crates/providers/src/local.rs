@@ -224,7 +224,7 @@ impl LocalProvider {
             .map_or_else(|| "local".to_string(), |s| s.to_string_lossy().into_owned());
 
         let (work_tx, work_rx) = std_mpsc::channel::<Work>();
-        let (ready_tx, ready_rx) = std_mpsc::channel::<Result<(Chat, u32), String>>();
+        let (ready_tx, ready_rx) = std_mpsc::channel::<Result<(Chat, u32), weights::LoadError>>();
         let last = Arc::new(Mutex::new(None));
         let thread_last = Arc::clone(&last);
         let file = path.to_path_buf();
@@ -235,7 +235,7 @@ impl LocalProvider {
                 let pool = match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
                     Ok(p) => p,
                     Err(e) => {
-                        let _ = ready_tx.send(Err(format!("cannot start its threads: {e}")));
+                        let _ = ready_tx.send(Err(weights::LoadError::Threads(e)));
                         return;
                     }
                 };
@@ -253,7 +253,7 @@ impl LocalProvider {
             .map_err(|e| model_error(format!("cannot start the inference thread: {e}")))?;
         let (chat, context_size) = match ready_rx.recv() {
             Ok(Ok(ready)) => ready,
-            Ok(Err(message)) => return Err(model_error(message)),
+            Ok(Err(e)) => return Err(model_error(e.to_string())),
             Err(_) => return Err(model_error("the inference thread ended at start".into())),
         };
         tracing::info!(

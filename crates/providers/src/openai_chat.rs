@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::ProviderKind;
-use crate::http::{HttpProvider, StreamAssembler, StreamError, parse_arguments};
+use crate::http::{AnswerError, HttpProvider, StreamAssembler, StreamError, parse_arguments};
 use crate::sse::SseEvent;
 use crate::wire::{JsonString, KeptBody, lock};
 use crate::{
@@ -211,7 +211,7 @@ fn usage(v: &Value) -> Usage {
 /// `the_typed_reader_reads_what_the_general_one_reads`). `None` when the body has a shape
 /// these fields do not cover (not JSON, a content that is not a string, ...): [`parse`] then
 /// reads it and says what is wrong.
-pub(crate) fn parse_bytes(body: &[u8]) -> Option<Result<LlmResponse, String>> {
+pub(crate) fn parse_bytes(body: &[u8]) -> Option<Result<LlmResponse, AnswerError>> {
     #[derive(Deserialize)]
     struct Answer {
         id: Option<String>,
@@ -286,13 +286,10 @@ pub(crate) fn parse_bytes(body: &[u8]) -> Option<Result<LlmResponse, String>> {
 }
 
 /// Read a non-streamed answer.
-pub(crate) fn parse(v: &Value) -> Result<LlmResponse, String> {
-    let message = v.pointer("/choices/0/message").ok_or_else(|| {
-        format!(
-            "no choices[0].message in the answer: {}",
-            crate::http::excerpt(&v.to_string(), 300)
-        )
-    })?;
+pub(crate) fn parse(v: &Value) -> Result<LlmResponse, AnswerError> {
+    let message = v
+        .pointer("/choices/0/message")
+        .ok_or_else(|| AnswerError::missing("choices[0].message", v))?;
     let text = message
         .get("content")
         .and_then(Value::as_str)
@@ -304,7 +301,7 @@ pub(crate) fn parse(v: &Value) -> Result<LlmResponse, String> {
             let name = c
                 .pointer("/function/name")
                 .and_then(Value::as_str)
-                .ok_or_else(|| format!("tool call {i} has no function name"))?;
+                .ok_or(AnswerError::NoFunctionName { index: i })?;
             let id = c
                 .get("id")
                 .and_then(Value::as_str)
@@ -420,11 +417,14 @@ impl StreamAssembler for Assembler {
         Ok(false)
     }
 
-    fn finish(self: Box<Self>) -> Result<LlmResponse, String> {
+    fn finish(self: Box<Self>) -> Result<LlmResponse, AnswerError> {
         let mut tool_calls = Vec::new();
         for (i, c) in self.calls.into_iter().enumerate() {
             if c.name.is_empty() {
-                return Err(format!("streamed tool call {i} has no name"));
+                return Err(AnswerError::NoToolName {
+                    what: "streamed tool call",
+                    index: i,
+                });
             }
             tool_calls.push(ToolCall {
                 id: if c.id.is_empty() {

@@ -10,7 +10,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::http::{HttpProvider, StreamAssembler, StreamError, excerpt, parse_arguments};
+use crate::http::{AnswerError, HttpProvider, StreamAssembler, StreamError, parse_arguments};
 use crate::sse::SseEvent;
 use crate::wire::{JsonString, KeptBody, lock};
 use crate::{CallObserver, LlmRequest, LlmResponse, Message, ProviderEvent, Role, ToolCall, Usage};
@@ -210,13 +210,11 @@ fn usage(v: &Value) -> Usage {
 }
 
 /// Read a response object (the non-streamed body, or `response.completed`'s `response`).
-pub(crate) fn parse(v: &Value) -> Result<LlmResponse, String> {
-    let output = v.get("output").and_then(Value::as_array).ok_or_else(|| {
-        format!(
-            "no output array in the answer: {}",
-            excerpt(&v.to_string(), 300)
-        )
-    })?;
+pub(crate) fn parse(v: &Value) -> Result<LlmResponse, AnswerError> {
+    let output = v
+        .get("output")
+        .and_then(Value::as_array)
+        .ok_or_else(|| AnswerError::missing("output array", v))?;
     let mut text = String::new();
     let mut tool_calls = Vec::new();
     for (i, item) in output.iter().enumerate() {
@@ -236,10 +234,13 @@ pub(crate) fn parse(v: &Value) -> Result<LlmResponse, String> {
                 }
             }
             Some("function_call") => {
-                let name = item
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| format!("function_call item {i} has no name"))?;
+                let name =
+                    item.get("name")
+                        .and_then(Value::as_str)
+                        .ok_or(AnswerError::NoToolName {
+                            what: "function_call item",
+                            index: i,
+                        })?;
                 let id = item
                     .get("call_id")
                     .or_else(|| item.get("id"))
@@ -339,10 +340,10 @@ impl StreamAssembler for Assembler {
         Ok(false)
     }
 
-    fn finish(self: Box<Self>) -> Result<LlmResponse, String> {
+    fn finish(self: Box<Self>) -> Result<LlmResponse, AnswerError> {
         match &self.done {
             Some(r) => parse(r),
-            None => Err("the stream ended without response.completed".into()),
+            None => Err(AnswerError::NotCompleted),
         }
     }
 }

@@ -76,7 +76,7 @@ impl Transport {
     /// [`direct_applies`], reqwest otherwise. `headers` are sent with every call.
     ///
     /// # Errors
-    /// When reqwest's client cannot be built (its TLS configuration), as text.
+    /// reqwest's error when its client cannot be built (its TLS configuration).
     pub(crate) fn new(
         url: reqwest::Url,
         headers: HeaderMap,
@@ -84,7 +84,7 @@ impl Transport {
         connect_timeout: Duration,
         read_timeout: Duration,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Transport, String> {
+    ) -> Result<Transport, reqwest::Error> {
         if direct
             && direct_applies(&url, env)
             && let Some(d) = DirectHttp::new(&url, &headers, connect_timeout, read_timeout)
@@ -97,8 +97,7 @@ impl Transport {
             .user_agent(AGENT)
             // A redirect is reported, not followed (`HttpProvider::redirect_error`).
             .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| e.to_string())?;
+            .build()?;
         Ok(Transport::Reqwest {
             client,
             url,

@@ -301,7 +301,7 @@ fn rerank_hits(
     snapshot: &Snapshot,
     query: &str,
     hits: &mut [Hit],
-) -> Result<std::result::Result<(), String>> {
+) -> Result<std::result::Result<(), crate::rerank::RerankError>> {
     let n = reranker.candidates.min(hits.len());
     let records = hits[..n]
         .iter()
@@ -321,12 +321,10 @@ fn rerank_hits(
         query,
         &passages,
     ));
-    Ok(answer
-        .map(|(order, _)| {
-            let reordered: Vec<Hit> = order.iter().map(|&i| hits[i]).collect();
-            hits[..n].copy_from_slice(&reordered);
-        })
-        .map_err(|e| e.to_string()))
+    Ok(answer.map(|(order, _)| {
+        let reordered: Vec<Hit> = order.iter().map(|&i| hits[i]).collect();
+        hits[..n].copy_from_slice(&reordered);
+    }))
 }
 
 /// Evaluate `profiles` on `collection` over an index already holding it. `llm_rerank` is

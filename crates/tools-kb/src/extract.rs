@@ -93,10 +93,37 @@ pub struct Extracted {
 
 /// Extract the text of a file of `content_type` from its bytes.
 ///
+/// Why a file's text could not be extracted: the reason the ingest report gives. The file
+/// is skipped; convert it to a supported text format to index it.
+#[derive(Debug, thiserror::Error)]
+pub enum ExtractError {
+    /// The content holds NUL bytes: a binary file, not text.
+    #[error("binary file (contains NUL bytes)")]
+    Binary,
+    /// More than 1% of the content is invalid UTF-8. Re-encode the file as UTF-8.
+    #[error("not UTF-8 text (more than 1% of it is invalid)")]
+    NotUtf8,
+    /// The HTML could not be turned into text.
+    #[error("cannot extract text from HTML: {0}")]
+    Html(html2text::Error),
+    /// The file does not start with `%PDF`: not a PDF despite its extension.
+    #[error("not a PDF file (no %PDF header)")]
+    NotPdf,
+    /// The PDF parser failed on the file (it panicked).
+    #[error("broken PDF (the PDF parser failed on it)")]
+    BrokenPdf,
+    /// The PDF parser refused the file.
+    #[error("cannot extract text from PDF: {0}")]
+    Pdf(pdf_extract::OutputError),
+    /// The PDF holds no text layer (scanned images, perhaps). Run OCR on it first.
+    #[error("PDF has no extractable text (scanned images?)")]
+    NoPdfText,
+}
+
 /// # Errors
-/// A reason, for the ingest report, when the file is binary, not valid text, or a document
-/// that cannot be parsed.
-pub fn extract(content_type: ContentType, bytes: &[u8]) -> Result<Extracted, String> {
+/// An [`ExtractError`], for the ingest report, when the file is binary, not valid text, or a
+/// document that cannot be parsed.
+pub fn extract(content_type: ContentType, bytes: &[u8]) -> Result<Extracted, ExtractError> {
     match content_type {
         ContentType::Pdf => extract_pdf(bytes),
         ContentType::Html => {
@@ -149,10 +176,10 @@ pub fn extract(content_type: ContentType, bytes: &[u8]) -> Result<Extracted, Str
 }
 
 /// Bytes as UTF-8 text; binary content (a NUL byte) and mostly-invalid UTF-8 are refused.
-fn decode_text(bytes: &[u8]) -> Result<String, String> {
+fn decode_text(bytes: &[u8]) -> Result<String, ExtractError> {
     let probe = &bytes[..bytes.len().min(8192)];
     if probe.contains(&0) {
-        return Err("binary file (contains NUL bytes)".into());
+        return Err(ExtractError::Binary);
     }
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     match std::str::from_utf8(bytes) {
@@ -161,7 +188,7 @@ fn decode_text(bytes: &[u8]) -> Result<String, String> {
             let lossy = String::from_utf8_lossy(bytes);
             let bad = lossy.chars().filter(|c| *c == '\u{FFFD}').count();
             if bad * 100 > lossy.chars().count().max(1) {
-                Err("not UTF-8 text (more than 1% of it is invalid)".into())
+                Err(ExtractError::NotUtf8)
             } else {
                 Ok(lossy.into_owned())
             }
@@ -169,23 +196,23 @@ fn decode_text(bytes: &[u8]) -> Result<String, String> {
     }
 }
 
-fn html_to_text(html: &str) -> Result<String, String> {
+fn html_to_text(html: &str) -> Result<String, ExtractError> {
     html2text::config::plain()
         .link_footnotes(false)
         .string_from_read(html.as_bytes(), 400)
-        .map_err(|e| format!("cannot extract text from HTML: {e}"))
+        .map_err(ExtractError::Html)
 }
 
-fn extract_pdf(bytes: &[u8]) -> Result<Extracted, String> {
+fn extract_pdf(bytes: &[u8]) -> Result<Extracted, ExtractError> {
     if !bytes.starts_with(b"%PDF") {
-        return Err("not a PDF file (no %PDF header)".into());
+        return Err(ExtractError::NotPdf);
     }
     // The PDF parser may panic on malformed files: contain it, report the file, go on.
     let owned = bytes.to_vec();
     let pages =
         std::panic::catch_unwind(move || pdf_extract::extract_text_from_mem_by_pages(&owned))
-            .map_err(|_| "broken PDF (the PDF parser failed on it)".to_string())?
-            .map_err(|e| format!("cannot extract text from PDF: {e}"))?;
+            .map_err(|_| ExtractError::BrokenPdf)?
+            .map_err(ExtractError::Pdf)?;
     let mut text = String::new();
     let mut headings = Vec::new();
     for (i, page) in pages.iter().enumerate() {
@@ -201,7 +228,7 @@ fn extract_pdf(bytes: &[u8]) -> Result<Extracted, String> {
         text.push_str("\n\n");
     }
     if text.trim().is_empty() {
-        return Err("PDF has no extractable text (scanned images?)".into());
+        return Err(ExtractError::NoPdfText);
     }
     Ok(Extracted {
         text,
@@ -431,15 +458,17 @@ mod tests {
         assert!(
             extract(ContentType::Text, b"abc\0def")
                 .unwrap_err()
+                .to_string()
                 .contains("binary")
         );
         assert!(
             extract(ContentType::Pdf, b"not a pdf")
                 .unwrap_err()
+                .to_string()
                 .contains("PDF")
         );
         let broken = extract(ContentType::Pdf, b"%PDF-1.4\n garbage garbage").unwrap_err();
-        assert!(broken.contains("PDF"), "{broken}");
+        assert!(broken.to_string().contains("PDF"), "{broken}");
         assert!(extract(ContentType::Text, &[0xff, 0xfe, 0xfd, 0x41]).is_err());
     }
 

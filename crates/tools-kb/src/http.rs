@@ -18,6 +18,94 @@ use std::time::Duration;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::{Client, Method, Url};
 
+/// Why a URL was refused or an HTTP exchange failed. Each variant says how to recover.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// The text is not a URL. Give a full `http://` or `https://` URL.
+    #[error("'{url}' is not a valid URL: {source}")]
+    InvalidUrl {
+        /// The text given.
+        url: String,
+        /// Why it does not parse.
+        source: url::ParseError,
+    },
+    /// The URL's scheme is neither `http` nor `https`. Use an `http://` or `https://` URL.
+    #[error("'{url}': the scheme '{scheme}' is refused; use an http:// or https:// URL")]
+    Scheme {
+        /// The URL.
+        url: String,
+        /// Its scheme.
+        scheme: String,
+    },
+    /// The URL carries a user name or password. Configure an API key instead.
+    #[error("'{url}': credentials in URLs are refused; configure an API key instead")]
+    Credentials {
+        /// The URL.
+        url: String,
+    },
+    /// The URL names no host. Add one.
+    #[error("'{url}': no host")]
+    NoHost {
+        /// The URL.
+        url: String,
+    },
+    /// Under [`AddressPolicy::PublicOnly`], the URL's host is or resolves to a non-public
+    /// address. Use a public URL, or allow private addresses in the configuration.
+    #[error(
+        "'{url}' resolves to {ip}, a loopback or private address; refused (set \
+         kb.remote.allow_private_addresses = true to allow it)"
+    )]
+    PrivateAddress {
+        /// The URL.
+        url: String,
+        /// The address it is or resolves to.
+        ip: IpAddr,
+    },
+    /// The host name could not be resolved. Check the name and the network.
+    #[error("cannot resolve {host}: {source}")]
+    Resolve {
+        /// The host name.
+        host: String,
+        /// The resolver's error.
+        source: std::io::Error,
+    },
+    /// The host name resolved to no address at all. Check the name.
+    #[error("cannot resolve {host}")]
+    NoAddress {
+        /// The host name.
+        host: String,
+    },
+    /// The HTTP client (its TLS stack) could not be set up.
+    #[error("cannot set up the HTTP client: {0}")]
+    Client(String),
+    /// No answer: no connection, a refused redirect, a timeout. Check the URL and that the
+    /// server is reachable.
+    #[error("cannot fetch '{url}': {message}")]
+    Fetch {
+        /// The URL.
+        url: String,
+        /// The error and its causes.
+        message: String,
+    },
+    /// The answer's body could not be read to its end. Try again.
+    #[error("reading '{url}' failed: {message}")]
+    Read {
+        /// The URL.
+        url: String,
+        /// The error and its causes.
+        message: String,
+    },
+    /// The runtime that runs the exchange could not be started (out of resources).
+    #[error("cannot start the HTTP runtime: {0}")]
+    Runtime(std::io::Error),
+    /// The thread that runs the exchange could not be started (out of resources).
+    #[error("cannot start the HTTP thread: {0}")]
+    Thread(std::io::Error),
+    /// The thread that ran the exchange stopped before answering.
+    #[error("the HTTP thread stopped unexpectedly")]
+    ThreadStopped,
+}
+
 /// Most redirects followed by one fetch.
 const MAX_REDIRECTS: usize = 5;
 
@@ -76,33 +164,40 @@ pub fn is_private(ip: IpAddr) -> bool {
 /// Parse `url` and check its scheme: `http` or `https`, no credentials, a host.
 ///
 /// # Errors
-/// A message saying what is wrong and what to use instead.
-pub fn parse_url(url: &str) -> Result<Url, String> {
-    let parsed = Url::parse(url).map_err(|e| format!("'{url}' is not a valid URL: {e}"))?;
+/// [`HttpError::InvalidUrl`], [`HttpError::Scheme`], [`HttpError::Credentials`] or
+/// [`HttpError::NoHost`], saying what is wrong and what to use instead.
+pub fn parse_url(url: &str) -> Result<Url, HttpError> {
+    let parsed = Url::parse(url).map_err(|source| HttpError::InvalidUrl {
+        url: url.to_string(),
+        source,
+    })?;
     match parsed.scheme() {
         "http" | "https" => {}
         other => {
-            return Err(format!(
-                "'{url}': the scheme '{other}' is refused; use an http:// or https:// URL"
-            ));
+            return Err(HttpError::Scheme {
+                url: url.to_string(),
+                scheme: other.to_string(),
+            });
         }
     }
     if !parsed.username().is_empty() || parsed.password().is_some() {
-        return Err(format!(
-            "'{url}': credentials in URLs are refused; configure an API key instead"
-        ));
+        return Err(HttpError::Credentials {
+            url: url.to_string(),
+        });
     }
     if parsed.host_str().is_none_or(str::is_empty) {
-        return Err(format!("'{url}': no host"));
+        return Err(HttpError::NoHost {
+            url: url.to_string(),
+        });
     }
     Ok(parsed)
 }
 
-fn refusal(url: &Url, ip: IpAddr) -> String {
-    format!(
-        "'{url}' resolves to {ip}, a loopback or private address; refused (set \
-         kb.remote.allow_private_addresses = true to allow it)"
-    )
+fn refusal(url: &Url, ip: IpAddr) -> HttpError {
+    HttpError::PrivateAddress {
+        url: url.to_string(),
+        ip,
+    }
 }
 
 /// The host of `url` as an address, when it is one (`127.0.0.1`, `[::1]`).
@@ -151,7 +246,7 @@ impl Resolve for PublicOnlyResolver {
 ///
 /// # Errors
 /// Why the redirect is refused.
-fn check_redirect(next: &Url) -> Result<(), String> {
+fn check_redirect(next: &Url) -> Result<(), HttpError> {
     parse_url(next.as_str())?;
     match literal_ip(next) {
         Some(ip) if is_private(ip) => Err(refusal(next, ip)),
@@ -170,8 +265,8 @@ pub struct HttpClient {
 /// A client for `policy`, with `timeout` for the whole exchange.
 ///
 /// # Errors
-/// A message when the TLS stack cannot be set up.
-pub fn client(policy: AddressPolicy, timeout: Duration) -> Result<HttpClient, String> {
+/// [`HttpError::Client`] when the TLS stack cannot be set up.
+pub fn client(policy: AddressPolicy, timeout: Duration) -> Result<HttpClient, HttpError> {
     let mut builder = Client::builder()
         .user_agent(concat!("lsm/", env!("CARGO_PKG_VERSION")))
         .connect_timeout(timeout.min(Duration::from_secs(10)))
@@ -187,13 +282,13 @@ pub fn client(policy: AddressPolicy, timeout: Duration) -> Result<HttpClient, St
                 }
                 match check_redirect(attempt.url()) {
                     Ok(()) => attempt.follow(),
-                    Err(message) => attempt.error(message),
+                    Err(refused) => attempt.error(refused),
                 }
             })),
     };
     let client = builder
         .build()
-        .map_err(|e| format!("cannot set up the HTTP client: {}", error_chain(&e)))?;
+        .map_err(|e| HttpError::Client(error_chain(&e)))?;
     Ok(HttpClient { client, policy })
 }
 
@@ -213,7 +308,7 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 
 /// Check `url` against `policy` before connecting, for a clear message: a literal address,
 /// or a host that resolves to non-public addresses only, is refused.
-async fn precheck(url: &Url, policy: AddressPolicy) -> Result<(), String> {
+async fn precheck(url: &Url, policy: AddressPolicy) -> Result<(), HttpError> {
     if policy == AddressPolicy::Any {
         return Ok(());
     }
@@ -228,13 +323,18 @@ async fn precheck(url: &Url, policy: AddressPolicy) -> Result<(), String> {
     let port = url.port_or_known_default().unwrap_or(80);
     let found: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
         .await
-        .map_err(|e| format!("cannot resolve {host}: {e}"))?
+        .map_err(|source| HttpError::Resolve {
+            host: host.to_string(),
+            source,
+        })?
         .collect();
     match found.iter().find(|a| !is_private(a.ip())) {
         Some(_) => Ok(()),
         None => match found.first() {
             Some(a) => Err(refusal(url, a.ip())),
-            None => Err(format!("cannot resolve {host}")),
+            None => Err(HttpError::NoAddress {
+                host: host.to_string(),
+            }),
         },
     }
 }
@@ -243,7 +343,7 @@ async fn precheck(url: &Url, policy: AddressPolicy) -> Result<(), String> {
 /// body read up to `max_bytes`.
 ///
 /// # Errors
-/// A message saying what failed: a refused URL or address, no connection, a timeout.
+/// An [`HttpError`] saying what failed: a refused URL or address, no connection, a timeout.
 pub async fn request(
     client: &HttpClient,
     method: Method,
@@ -251,7 +351,7 @@ pub async fn request(
     json_body: Option<&serde_json::Value>,
     bearer: Option<&str>,
     max_bytes: usize,
-) -> Result<Fetched, String> {
+) -> Result<Fetched, HttpError> {
     let parsed = parse_url(url)?;
     precheck(&parsed, client.policy).await?;
     let mut req = client.client.request(method, parsed.clone());
@@ -261,10 +361,10 @@ pub async fn request(
     if let Some(token) = bearer {
         req = req.bearer_auth(token);
     }
-    let mut resp = req
-        .send()
-        .await
-        .map_err(|e| format!("cannot fetch '{parsed}': {}", error_chain(&e)))?;
+    let mut resp = req.send().await.map_err(|e| HttpError::Fetch {
+        url: parsed.to_string(),
+        message: error_chain(&e),
+    })?;
     let status = resp.status().as_u16();
     let content_type = resp
         .headers()
@@ -273,11 +373,10 @@ pub async fn request(
         .map(str::to_string);
     let mut body = Vec::new();
     let mut truncated = false;
-    while let Some(chunk) = resp
-        .chunk()
-        .await
-        .map_err(|e| format!("reading '{parsed}' failed: {}", error_chain(&e)))?
-    {
+    while let Some(chunk) = resp.chunk().await.map_err(|e| HttpError::Read {
+        url: parsed.to_string(),
+        message: error_chain(&e),
+    })? {
         let room = max_bytes.saturating_sub(body.len());
         if chunk.len() > room {
             body.extend_from_slice(&chunk[..room]);
@@ -303,7 +402,7 @@ pub async fn get(
     policy: AddressPolicy,
     timeout: Duration,
     max_bytes: usize,
-) -> Result<Fetched, String> {
+) -> Result<Fetched, HttpError> {
     let client = client(policy, timeout)?;
     request(&client, Method::GET, url, None, None, max_bytes).await
 }
@@ -313,11 +412,13 @@ pub async fn get(
 /// caller's runtime (blocking inside one would panic). The caller's thread waits.
 ///
 /// # Errors
-/// A message when the thread or runtime cannot be started.
-pub fn block_on<T, F>(make: impl FnOnce() -> F + Send) -> Result<T, String>
+/// The future's own error, or (converted from an [`HttpError`]) a message when the thread
+/// or runtime cannot be started.
+pub fn block_on<T, E, F>(make: impl FnOnce() -> F + Send) -> Result<T, E>
 where
-    F: std::future::Future<Output = Result<T, String>>,
+    F: std::future::Future<Output = Result<T, E>>,
     T: Send,
+    E: From<HttpError> + Send,
 {
     std::thread::scope(|s| {
         let handle = std::thread::Builder::new()
@@ -326,13 +427,11 @@ where
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
-                    .map_err(|e| format!("cannot start the HTTP runtime: {e}"))?;
+                    .map_err(HttpError::Runtime)?;
                 rt.block_on(make())
             })
-            .map_err(|e| format!("cannot start the HTTP thread: {e}"))?;
-        handle
-            .join()
-            .map_err(|_| "the HTTP thread stopped unexpectedly".to_string())?
+            .map_err(HttpError::Thread)?;
+        handle.join().map_err(|_| HttpError::ThreadStopped)?
     })
 }
 
@@ -347,17 +446,20 @@ mod tests {
         assert!(
             parse_url("file:///etc/passwd")
                 .unwrap_err()
+                .to_string()
                 .contains("scheme 'file' is refused")
         );
         assert!(parse_url("ftp://h/").is_err());
         assert!(
             parse_url("http://user:pw@h/")
                 .unwrap_err()
+                .to_string()
                 .contains("credentials")
         );
         assert!(
             parse_url("not a url")
                 .unwrap_err()
+                .to_string()
                 .contains("not a valid URL")
         );
     }
@@ -410,19 +512,20 @@ mod tests {
             let e = get(url, AddressPolicy::PublicOnly, Duration::from_secs(2), 10)
                 .await
                 .unwrap_err();
-            assert!(e.contains("loopback or private"), "{url}: {e}");
+            assert!(matches!(e, HttpError::PrivateAddress { .. }), "{url}: {e}");
+            assert!(e.to_string().contains("loopback or private"), "{url}: {e}");
         }
     }
 
     #[test]
     fn block_on_works_inside_and_outside_a_runtime() {
-        let plain = block_on(|| async { Ok::<_, String>(7) }).unwrap();
+        let plain = block_on(|| async { Ok::<_, HttpError>(7) }).unwrap();
         assert_eq!(plain, 7);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
-        let nested = rt.block_on(async { block_on(|| async { Ok::<_, String>(8) }) });
+        let nested = rt.block_on(async { block_on(|| async { Ok::<_, HttpError>(8) }) });
         assert_eq!(nested.unwrap(), 8);
     }
 }

@@ -213,7 +213,33 @@ const EMBED_BATCH_CHUNKS: usize = 2048;
 const LEXICAL_BATCH_CHUNKS: usize = 16 * 1024;
 
 /// What reading one file gave: its chunks, `None` when unchanged, or why it failed.
-type ReadOutcome = std::result::Result<Option<(Pending, u64)>, String>;
+type ReadOutcome = std::result::Result<Option<(Pending, u64)>, ReadError>;
+
+/// Why one file was not ingested: the reason its [`FailedFile`] gives. The file is skipped
+/// and the ingest goes on; fix the file (or the setting named) and ingest again.
+#[derive(Debug, thiserror::Error)]
+enum ReadError {
+    /// The file could not be read (permissions, removed meanwhile).
+    #[error("cannot read it: {0}")]
+    Unreadable(std::io::Error),
+    /// The file is larger than `kb.max_file_bytes`. Raise the setting to index it.
+    #[error("too large ({size} bytes; kb.max_file_bytes is {max})")]
+    TooLarge {
+        /// The file's size.
+        size: u64,
+        /// The setting.
+        max: u64,
+    },
+    /// No extractor knows the file's extension.
+    #[error("unsupported file type '.{ext}'")]
+    Unsupported {
+        /// The extension.
+        ext: String,
+    },
+    /// The file's text could not be extracted.
+    #[error(transparent)]
+    Extract(#[from] crate::extract::ExtractError),
+}
 
 /// A file read and chunked, waiting for its batch's commit.
 struct Pending {
@@ -354,6 +380,7 @@ pub fn ingest(
                     FileOutcome::Indexed { chunks: n }
                 }
                 Err(reason) => {
+                    let reason = reason.to_string();
                     tracing::warn!(path = %key, "not ingested: {reason}");
                     if known.contains_key(&key) {
                         writer.delete_path(&key);
@@ -417,13 +444,13 @@ fn read_file(
     known: Option<&FileRecord>,
     chunker: &Chunker,
 ) -> ReadOutcome {
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read it: {e}"))?;
+    let meta = std::fs::metadata(path).map_err(ReadError::Unreadable)?;
     let size = meta.len();
     if size > config.max_file_bytes {
-        return Err(format!(
-            "too large ({size} bytes; kb.max_file_bytes is {})",
-            config.max_file_bytes
-        ));
+        return Err(ReadError::TooLarge {
+            size,
+            max: config.max_file_bytes,
+        });
     }
     let mtime = meta
         .modified()
@@ -433,14 +460,14 @@ fn read_file(
     if known.is_some_and(|k| k.size == size && k.mtime == mtime) {
         return Ok(None);
     }
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read it: {e}"))?;
+    let bytes = std::fs::read(path).map_err(ReadError::Unreadable)?;
     let file_hash = sha256_hex(&bytes);
     if known.is_some_and(|k| k.file_hash == file_hash) {
         return Ok(None);
     }
     let ext = extension_of(path);
     let content_type = ContentType::for_extension(&ext)
-        .ok_or_else(|| format!("unsupported file type '.{ext}'"))?;
+        .ok_or_else(|| ReadError::Unsupported { ext: ext.clone() })?;
     let extracted = extract(content_type, &bytes)?;
     let chunks = chunker.chunk(&extracted);
     Ok(Some((

@@ -68,4 +68,4 @@ pub use store::{
     Snapshot, Store, StoreWriter, analyze, dot, read_manifest,
 };
 pub use text::truncate_chars;
-pub use tools::{ModeGuard, TOOL_NAMES};
+pub use tools::{ModeGuard, ModeRefusal, TOOL_NAMES};

@@ -143,9 +143,9 @@ impl Arxiv {
     /// # Errors
     /// [`KbError::Config`] when the URL is not `http://` or `https://`.
     pub fn new(name: &str, url: &str) -> Result<Self> {
-        crate::http::parse_url(url).map_err(|message| KbError::Config {
+        crate::http::parse_url(url).map_err(|e| KbError::Config {
             key: format!("kb.remote.providers.{name}.url"),
-            message,
+            message: e.to_string(),
         })?;
         Ok(Arxiv {
             name: name.to_string(),
@@ -159,8 +159,8 @@ impl Arxiv {
 /// with its white space collapsed.
 ///
 /// # Errors
-/// What is wrong with the XML, when it does not parse.
-fn atom_entries(xml: &str) -> std::result::Result<Vec<HashMap<&'static str, String>>, String> {
+/// An [`AtomError`] saying what is wrong with the XML, when it does not parse.
+fn atom_entries(xml: &str) -> std::result::Result<Vec<HashMap<&'static str, String>>, AtomError> {
     use quick_xml::events::Event;
     let mut reader = quick_xml::Reader::from_str(xml);
     let mut out = Vec::new();
@@ -168,9 +168,7 @@ fn atom_entries(xml: &str) -> std::result::Result<Vec<HashMap<&'static str, Stri
     let mut entry: Option<HashMap<&'static str, String>> = None;
     let mut field: Option<(&'static str, String)> = None;
     loop {
-        let event = reader
-            .read_event()
-            .map_err(|e| format!("the Atom feed is not valid XML: {e}"))?;
+        let event = reader.read_event().map_err(AtomError::NotXml)?;
         match event {
             Event::Start(e) => match e.local_name().as_ref() {
                 b"entry" => entry = Some(HashMap::new()),
@@ -200,13 +198,11 @@ fn atom_entries(xml: &str) -> std::result::Result<Vec<HashMap<&'static str, Stri
                     }
                 }
             },
-            Event::Text(t) => append(&mut field, &t.decode().map_err(not_text)?),
-            Event::CData(t) => append(&mut field, &t.decode().map_err(not_text)?),
+            Event::Text(t) => append(&mut field, &t.decode().map_err(AtomError::NotText)?),
+            Event::CData(t) => append(&mut field, &t.decode().map_err(AtomError::NotText)?),
             Event::GeneralRef(r) if field.is_some() => {
-                let name = r.decode().map_err(not_text)?;
-                let resolved = r
-                    .resolve_char_ref()
-                    .map_err(|e| format!("the Atom feed has a bad character reference: {e}"))?;
+                let name = r.decode().map_err(AtomError::NotText)?;
+                let resolved = r.resolve_char_ref().map_err(AtomError::BadCharRef)?;
                 match resolved {
                     Some(c) => append(&mut field, c.encode_utf8(&mut [0; 4])),
                     None => match quick_xml::escape::resolve_predefined_entity(&name) {
@@ -230,8 +226,19 @@ fn append(field: &mut Option<(&'static str, String)>, piece: &str) {
     }
 }
 
-fn not_text(e: impl std::fmt::Display) -> String {
-    format!("the Atom feed is not valid text: {e}")
+/// Why an Atom feed could not be read. The provider's answer is unusable: check its URL
+/// (it must answer an Atom feed) or try again later.
+#[derive(Debug, thiserror::Error)]
+enum AtomError {
+    /// The feed does not parse as XML.
+    #[error("the Atom feed is not valid XML: {0}")]
+    NotXml(quick_xml::Error),
+    /// Some text of the feed is not in its declared encoding.
+    #[error("the Atom feed is not valid text: {0}")]
+    NotText(quick_xml::encoding::EncodingError),
+    /// A numeric character reference names no character.
+    #[error("the Atom feed has a bad character reference: {0}")]
+    BadCharRef(quick_xml::Error),
 }
 
 impl Arxiv {

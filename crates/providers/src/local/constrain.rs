@@ -30,6 +30,24 @@ impl TokenizerEnv for Env {
     }
 }
 
+/// Why constrained decoding could not be prepared, or a schema not compiled into a
+/// grammar. The messages are llguidance's (or the JSON parser's); simplify the schema.
+#[derive(Debug, thiserror::Error)]
+pub enum GrammarError {
+    /// The vocabulary is larger than llguidance supports.
+    #[error("{0}")]
+    Vocabulary(std::num::TryFromIntError),
+    /// llguidance refused the tokenizer.
+    #[error("{0}")]
+    Factory(String),
+    /// The schema text is not JSON.
+    #[error("{0}")]
+    SchemaNotJson(serde_json::Error),
+    /// llguidance could not compile the schema.
+    #[error("{0}")]
+    Compile(String),
+}
+
 /// Compiles decision schemas into per-call constraints for one model.
 pub struct Grammars {
     factory: ParserFactory,
@@ -39,15 +57,16 @@ impl Grammars {
     /// Build the token trie once per model. `end` is the token that ends an answer.
     ///
     /// # Errors
-    /// llguidance's message.
-    pub fn new(tokenizer: Arc<GgufTokenizer>, end: u32) -> Result<Self, String> {
-        let vocab = u32::try_from(tokenizer.vocab_size()).map_err(|e| e.to_string())?;
+    /// [`GrammarError::Vocabulary`] or [`GrammarError::Factory`], with llguidance's message.
+    pub fn new(tokenizer: Arc<GgufTokenizer>, end: u32) -> Result<Self, GrammarError> {
+        let vocab = u32::try_from(tokenizer.vocab_size()).map_err(GrammarError::Vocabulary)?;
         let mut info = TokRxInfo::new(vocab, end);
         info.tok_bos = tokenizer.bos;
         info.tok_end_of_turn = Some(end);
         let trie = TokTrie::from(&info, tokenizer.token_bytes());
         let env: TokEnv = Arc::new(Env { trie, tokenizer });
-        let mut factory = ParserFactory::new_simple(&env).map_err(|e| e.to_string())?;
+        let mut factory =
+            ParserFactory::new_simple(&env).map_err(|e| GrammarError::Factory(e.to_string()))?;
         factory.quiet();
         Ok(Grammars { factory })
     }
@@ -55,9 +74,11 @@ impl Grammars {
     /// A fresh constraint for an answer valid under `schema_text` (JSON schema text).
     ///
     /// # Errors
-    /// When the schema cannot be compiled.
-    pub fn constraint(&self, schema_text: &str) -> Result<Constraint, String> {
-        let mut schema: Value = serde_json::from_str(schema_text).map_err(|e| e.to_string())?;
+    /// [`GrammarError::SchemaNotJson`] or [`GrammarError::Compile`] when the schema cannot be
+    /// compiled.
+    pub fn constraint(&self, schema_text: &str) -> Result<Constraint, GrammarError> {
+        let mut schema: Value =
+            serde_json::from_str(schema_text).map_err(GrammarError::SchemaNotJson)?;
         if let Value::Object(map) = &mut schema {
             map.insert(
                 "x-guidance".into(),
@@ -67,7 +88,7 @@ impl Grammars {
         let parser = self
             .factory
             .create_parser(TopLevelGrammar::from_json_schema(schema))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| GrammarError::Compile(e.to_string()))?;
         Ok(Constraint::new(parser))
     }
 }

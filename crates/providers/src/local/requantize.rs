@@ -32,12 +32,42 @@ pub struct Converted {
 /// `content`'s tensor table rewritten to point into that memory. `None` when no tensor
 /// needs converting (the file is then read as it is).
 ///
+/// Why the model's tensors could not be converted: the file is damaged, or candle cannot
+/// handle one of its tensor types. Use another copy or quantization of the model.
+#[derive(Debug, thiserror::Error)]
+pub enum ConvertError {
+    /// A tensor could not be read from the file.
+    #[error("cannot read tensor {name}: {source}")]
+    Read {
+        /// The tensor.
+        name: String,
+        /// candle's error.
+        source: candle_core::Error,
+    },
+    /// A tensor could not be converted to `Q8_0`.
+    #[error("cannot convert tensor {name}: {source}")]
+    Convert {
+        /// The tensor.
+        name: String,
+        /// candle's error.
+        source: candle_core::Error,
+    },
+    /// A tensor's data could not be copied out.
+    #[error("cannot copy tensor {name}: {source}")]
+    Copy {
+        /// The tensor.
+        name: String,
+        /// candle's error.
+        source: candle_core::Error,
+    },
+}
+
 /// # Errors
-/// candle's message when a tensor cannot be read or converted.
+/// A [`ConvertError`] when a tensor cannot be read or converted.
 pub fn convert(
     content: &mut gguf_file::Content,
     file: &mut (impl Read + Seek),
-) -> Result<Option<Converted>, String> {
+) -> Result<Option<Converted>, ConvertError> {
     if !content
         .tensor_infos
         .values()
@@ -55,16 +85,23 @@ pub fn convert(
         };
         let tensor = info
             .read(file, content.tensor_data_offset, &Device::Cpu)
-            .map_err(|e| format!("cannot read tensor {name}: {e}"))?;
+            .map_err(|source| ConvertError::Read {
+                name: name.clone(),
+                source,
+            })?;
         let tensor = if lacks_simd_kernel(info.ggml_dtype) {
             converted += 1;
-            to_q8_0(&tensor).map_err(|e| format!("cannot convert tensor {name}: {e}"))?
+            to_q8_0(&tensor).map_err(|source| ConvertError::Convert {
+                name: name.clone(),
+                source,
+            })?
         } else {
             tensor
         };
-        let bytes = tensor
-            .data()
-            .map_err(|e| format!("cannot copy tensor {name}: {e}"))?;
+        let bytes = tensor.data().map_err(|source| ConvertError::Copy {
+            name: name.clone(),
+            source,
+        })?;
         // GGUF aligns tensor data to 32 bytes; keep that, so views of it stay aligned.
         data.resize(data.len().next_multiple_of(32), 0);
         info.offset = data.len() as u64;

@@ -64,15 +64,44 @@ pub struct Weights {
     pub max_positions: usize,
 }
 
+/// Why a model file could not be loaded; reported as [`crate::ProviderError::ModelFile`].
+/// Use a GGUF file of a supported architecture (`cargo xtask fetch-model` fetches one).
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be opened.
+    #[error("cannot open it: {0}")]
+    Open(std::io::Error),
+    /// The file is not GGUF.
+    #[error("cannot load it: it is not a GGUF model file ({0})")]
+    NotGguf(candle_core::Error),
+    /// The file's tokenizer metadata is missing or unsupported.
+    #[error(transparent)]
+    Tokenizer(#[from] super::tokenizer::TokenizerError),
+    /// Tensors without a SIMD kernel could not be converted.
+    #[error(transparent)]
+    Convert(#[from] requantize::ConvertError),
+    /// candle could not build the network from the file.
+    #[error("candle cannot load it: {0}")]
+    Candle(candle_core::Error),
+    /// The model's architecture is not one this provider runs.
+    #[error("its architecture `{0}` is not supported (qwen2, llama and gemma3 are)")]
+    Architecture(String),
+    /// The thread pool for inference could not be started (out of resources).
+    #[error("cannot start its threads: {0}")]
+    Threads(rayon::ThreadPoolBuildError),
+    /// Constrained decoding could not be prepared for the model's tokenizer.
+    #[error("cannot prepare constrained decoding: {0}")]
+    Grammars(super::constrain::GrammarError),
+}
+
 impl Weights {
     /// Read a GGUF file.
     ///
     /// # Errors
-    /// A message saying what is wrong with the file.
-    pub fn load(path: &Path) -> Result<Self, String> {
-        let mut file = std::fs::File::open(path).map_err(|e| format!("cannot open it: {e}"))?;
-        let mut content = gguf_file::Content::read(&mut file)
-            .map_err(|e| format!("cannot load it: it is not a GGUF model file ({e})"))?;
+    /// A [`LoadError`] saying what is wrong with the file.
+    pub fn load(path: &Path) -> Result<Self, LoadError> {
+        let mut file = std::fs::File::open(path).map_err(LoadError::Open)?;
+        let mut content = gguf_file::Content::read(&mut file).map_err(LoadError::NotGguf)?;
         let arch = content
             .metadata
             .get("general.architecture")
@@ -85,7 +114,7 @@ impl Weights {
             .and_then(|v| v.to_u32().ok())
             .and_then(|n| usize::try_from(n).ok())
             .unwrap_or(2048);
-        let tokenizer = GgufTokenizer::from_gguf(&content).map_err(|e| e.to_string())?;
+        let tokenizer = GgufTokenizer::from_gguf(&content)?;
         let template_calls_tools = content
             .metadata
             .get("tokenizer.chat_template")
@@ -110,7 +139,7 @@ impl Weights {
             "llama" => (
                 Net::Llama(Box::new(
                     quantized_llama::ModelWeights::from_gguf(content, &mut reader, &device)
-                        .map_err(|e| format!("candle cannot load it: {e}"))?,
+                        .map_err(LoadError::Candle)?,
                 )),
                 ChatFormat::ChatMl,
                 quantized_llama::MAX_SEQ_LEN,
@@ -118,7 +147,7 @@ impl Weights {
             "gemma3" => (
                 Net::Gemma3(Box::new(
                     quantized_gemma3::ModelWeights::from_gguf(content, &mut reader, &device)
-                        .map_err(|e| format!("candle cannot load it: {e}"))?,
+                        .map_err(LoadError::Candle)?,
                 )),
                 ChatFormat::Gemma,
                 quantized_gemma3::MAX_SEQ_LEN,
@@ -126,15 +155,13 @@ impl Weights {
             "qwen2" => (
                 Net::Qwen2(Box::new(
                     quantized_qwen2::ModelWeights::from_gguf(content, &mut reader, &device)
-                        .map_err(|e| format!("candle cannot load it: {e}"))?,
+                        .map_err(LoadError::Candle)?,
                 )),
                 ChatFormat::ChatMl,
                 QWEN2_MAX_POSITIONS,
             ),
             other => {
-                return Err(format!(
-                    "its architecture `{other}` is not supported (qwen2, llama and gemma3 are)"
-                ));
+                return Err(LoadError::Architecture(other.to_string()));
             }
         };
         let end_of_turn = match format {
@@ -169,21 +196,18 @@ impl Weights {
     /// continuing the cached sequence.
     ///
     /// # Errors
-    /// candle's message.
-    pub fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, String> {
-        let mut run = || -> candle_core::Result<Vec<f32>> {
-            let input = Tensor::new(tokens, &Device::Cpu)?.unsqueeze(0)?;
-            let logits = match &mut self.net {
-                Net::Llama(m) => m.forward(&input, pos)?,
-                Net::Gemma3(m) => m.forward(&input, pos)?,
-                Net::Qwen2(m) => m.forward(&input, pos)?,
-            };
-            logits
-                .squeeze(0)?
-                .to_dtype(candle_core::DType::F32)?
-                .to_vec1()
+    /// candle's error.
+    pub fn forward(&mut self, tokens: &[u32], pos: usize) -> candle_core::Result<Vec<f32>> {
+        let input = Tensor::new(tokens, &Device::Cpu)?.unsqueeze(0)?;
+        let logits = match &mut self.net {
+            Net::Llama(m) => m.forward(&input, pos)?,
+            Net::Gemma3(m) => m.forward(&input, pos)?,
+            Net::Qwen2(m) => m.forward(&input, pos)?,
         };
-        run().map_err(|e| e.to_string())
+        logits
+            .squeeze(0)?
+            .to_dtype(candle_core::DType::F32)?
+            .to_vec1()
     }
 }
 

@@ -15,7 +15,7 @@ use super::constrain::Grammars;
 use super::copy_bias::{self, CopySource};
 use super::native;
 use super::sampling::{self, LoopDetector, PENALTY_WINDOW, Rng, Sampling};
-use super::weights::{Chat, Weights};
+use super::weights::{Chat, LoadError, Weights};
 use super::{DECISION_REPEAT_PENALTY, LocalCallStats, LocalFinish, LocalSettings, NAME};
 use crate::ProviderError;
 
@@ -86,11 +86,11 @@ impl Worker {
         path: &Path,
         settings: LocalSettings,
         last: Arc<Mutex<Option<LocalCallStats>>>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, LoadError> {
         let weights = Weights::load(path)?;
         let chat = weights.chat.clone();
         let grammars = Grammars::new(Arc::clone(&chat.tokenizer), chat.end_of_turn)
-            .map_err(|e| format!("cannot prepare constrained decoding: {e}"))?;
+            .map_err(LoadError::Grammars)?;
         let wanted = settings.context_size.unwrap_or(8192).max(256);
         let context_size = wanted.min(
             u32::try_from(weights.max_positions)

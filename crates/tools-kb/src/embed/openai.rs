@@ -13,6 +13,30 @@ use crate::http::AddressPolicy;
 /// Largest response accepted (bytes).
 const MAX_RESPONSE: usize = 64 * 1024 * 1024;
 
+/// Why posting a batch to the endpoint failed; wrapped in [`KbError::Embedder`].
+#[derive(Debug, thiserror::Error)]
+enum PostError {
+    /// The HTTP client or the thread running it could not be set up.
+    #[error(transparent)]
+    Setup(#[from] crate::http::HttpError),
+    /// The endpoint could not be reached or refused the URL. Check `kb.embedder.url` and that
+    /// the server is running.
+    #[error("{0}; is the server running?")]
+    Unreachable(crate::http::HttpError),
+    /// The endpoint answered an error status; `text` is the start of its body. Check the
+    /// model name and the API key.
+    #[error("the endpoint answered HTTP {status}: {text}")]
+    Status {
+        /// The HTTP status.
+        status: u16,
+        /// The first 300 characters of the body.
+        text: String,
+    },
+    /// The endpoint's answer is not JSON: it is not an `/embeddings` endpoint.
+    #[error("the answer is not JSON: {0}")]
+    NotJson(serde_json::Error),
+}
+
 /// An embedder behind an OpenAI-compatible HTTP endpoint.
 #[derive(Debug, Clone)]
 pub struct OpenAiEmbedder {
@@ -58,9 +82,9 @@ impl OpenAiEmbedder {
         api_key: Option<String>,
         batch_size: usize,
     ) -> Result<Self> {
-        let base = crate::http::parse_url(url).map_err(|message| KbError::Config {
+        let base = crate::http::parse_url(url).map_err(|e| KbError::Config {
             key: "kb.embedder.url".into(),
-            message,
+            message: e.to_string(),
         })?;
         let endpoint = format!("{}/embeddings", base.as_str().trim_end_matches('/'));
         Ok(OpenAiEmbedder {
@@ -86,6 +110,9 @@ impl OpenAiEmbedder {
     }
 
     /// POST every batch over one connection; the JSON answers in order.
+    ///
+    /// # Errors
+    /// [`KbError::Embedder`] with the [`PostError`] that stopped the batches.
     fn post_all(&self, bodies: Vec<Value>) -> Result<Vec<Value>> {
         let answers = crate::http::block_on(|| async move {
             let client = crate::http::client(AddressPolicy::Any, self.timeout)?;
@@ -100,19 +127,19 @@ impl OpenAiEmbedder {
                     MAX_RESPONSE,
                 )
                 .await
-                .map_err(|m| format!("{m}; is the server running?"))?;
+                .map_err(PostError::Unreachable)?;
                 if !(200..300).contains(&fetched.status) {
                     let text: String = String::from_utf8_lossy(&fetched.body)
                         .chars()
                         .take(300)
                         .collect();
-                    return Err(format!(
-                        "the endpoint answered HTTP {}: {text}",
-                        fetched.status
-                    ));
+                    return Err(PostError::Status {
+                        status: fetched.status,
+                        text,
+                    });
                 }
-                let answer: Value = serde_json::from_slice(&fetched.body)
-                    .map_err(|e| format!("the answer is not JSON: {e}"))?;
+                let answer: Value =
+                    serde_json::from_slice(&fetched.body).map_err(PostError::NotJson)?;
                 answers.push(answer);
             }
             Ok(answers)

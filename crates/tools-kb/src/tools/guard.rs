@@ -5,7 +5,27 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::MODE_TOOLS;
+use crate::error::KbError;
 use crate::mode::{ModeConfig, ModePolicy, ModeSpec};
+
+/// Why [`ModeGuard::check`] refused a tool call's mode. The message is for the model: it
+/// should call again with a mode the policy allows, or without one.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModeRefusal {
+    /// The `context_package`'s `mode` is not a mode object. Pass the package as
+    /// `query_context` returned it.
+    #[error("mode refused: the package's mode is invalid: {0}")]
+    InvalidPackageMode(serde_json::Error),
+    /// The `mode` argument is neither a mode name nor a mode object. Use a configured name or
+    /// a valid object.
+    #[error("mode refused: not a mode name or object: {0}")]
+    NotAMode(serde_json::Error),
+    /// The mode is unknown, or the policy forbids what it asks for
+    /// ([`KbError::InvalidRequest`], naming the field).
+    #[error(transparent)]
+    Policy(#[from] KbError),
+}
 
 /// Checks the mode a tool call carries against a [`ModePolicy`] before the tool runs — what
 /// the harness calls for every tool in [`MODE_TOOLS`] (seed 002 §13.2). A refusal is a clear
@@ -25,8 +45,8 @@ impl ModeGuard {
     /// Check the call's mode; calls of other tools pass.
     ///
     /// # Errors
-    /// The reason the mode is refused.
-    pub fn check(&self, tool: &str, args: &Value) -> Result<(), String> {
+    /// A [`ModeRefusal`]: the reason the mode is refused.
+    pub fn check(&self, tool: &str, args: &Value) -> Result<(), ModeRefusal> {
         if !MODE_TOOLS.contains(&tool) {
             return Ok(());
         }
@@ -35,7 +55,7 @@ impl ModeGuard {
                 None | Some(Value::Null) => return Ok(()),
                 Some(m) => {
                     let mut mode: ModeConfig = serde_json::from_value(m.clone())
-                        .map_err(|e| format!("mode refused: the package's mode is invalid: {e}"))?;
+                        .map_err(ModeRefusal::InvalidPackageMode)?;
                     // A package's mode was checked when it was built; remote sources are never
                     // used at this stage.
                     mode.remote_policy.enabled = false;
@@ -46,11 +66,10 @@ impl ModeGuard {
             match args.get("mode") {
                 None | Some(Value::Null) => None,
                 Some(m) => {
-                    let spec: ModeSpec = serde_json::from_value(m.clone())
-                        .map_err(|e| format!("mode refused: not a mode name or object: {e}"))?;
+                    let spec: ModeSpec =
+                        serde_json::from_value(m.clone()).map_err(ModeRefusal::NotAMode)?;
                     let composed = matches!(spec, ModeSpec::Config(_));
-                    let mut mode =
-                        crate::mode::resolve(&spec, &self.custom).map_err(|e| e.to_string())?;
+                    let mut mode = crate::mode::resolve(&spec, &self.custom)?;
                     if !composed {
                         // Named modes run without remote sources when URL access is off.
                         mode.remote_policy.enabled = false;
@@ -61,7 +80,7 @@ impl ModeGuard {
         };
         match mode {
             None => Ok(()),
-            Some(m) => self.policy.validate(&m).map_err(|e| e.to_string()),
+            Some(m) => Ok(self.policy.validate(&m)?),
         }
     }
 }
@@ -86,22 +105,26 @@ mod tests {
                 "query_and_synthesize",
                 &json!({"query": "x", "mode": {"remote_policy": {"enabled": true}}}),
             )
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("allow_url_access"), "{e}");
         let e = g
             .check(
                 "query_context",
                 &json!({"query": "x", "mode": {"retrieval_profile": "llm_rerank"}}),
             )
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not allowed"), "{e}");
         let e = g
             .check("query_context", &json!({"query": "x", "mode": "nope"}))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("unknown mode"), "{e}");
         let e = g
             .check("execute_context", &json!({"question": "q", "context_package": {"mode": {"retrieval_profile": "dense_only"}}}))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not allowed"), "{e}");
     }
 
@@ -115,22 +138,26 @@ mod tests {
                 "query_context",
                 &json!({"query": "x", "mode": "{\"remote_policy\": {\"enabled\": true}}"}),
             )
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("unknown mode"), "{e}");
         // Unknown fields (a made-up escape hatch) are refused, not ignored.
         let e = g
             .check("query_context", &json!({"query": "x", "mode": {"retrieval_profile": "lexical", "allow_url_access": true}}))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("mode refused"), "{e}");
         // Remote sources nested in a composed mode, even with an allowed profile.
         let e = g
             .check("query_and_synthesize", &json!({"query": "x", "mode": {"retrieval_profile": "lexical", "remote_policy": {"enabled": true, "remote_providers": ["wikipedia"]}}}))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("allow_url_access"), "{e}");
         // A built-in name whose profile is not allowed here.
         let e = g
             .check("query_context", &json!({"query": "x", "mode": "grounded"}))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("hybrid_rrf"), "{e}");
         // A package with a mode of the wrong shape.
         let e = g
@@ -138,7 +165,8 @@ mod tests {
                 "execute_context",
                 &json!({"question": "q", "context_package": {"mode": "grounded"}}),
             )
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("invalid"), "{e}");
     }
 }

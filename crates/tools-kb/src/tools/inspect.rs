@@ -389,7 +389,7 @@ impl FindSection {
         // Parsing (a PDF especially) is CPU work: off the runtime.
         let doc = off_runtime(move || crate::extract::extract(ct, &bytes))
             .await
-            .map_err(ToolError::Failed)?;
+            .map_err(|e| ToolError::Failed(e.to_string()))?;
         let outline: Vec<Value> = doc
             .headings
             .iter()

@@ -60,7 +60,7 @@ use std::sync::Arc;
 use lsm_sandbox::{RiskLevel, ToolRegistry};
 
 pub use bounded::{MAX_OUTPUT_BYTES, bounded};
-pub use guard::ModeGuard;
+pub use guard::{ModeGuard, ModeRefusal};
 pub use inspect::{
     ExtractSnippets, ExtractSnippetsArgs, FindSection, FindSectionArgs, SimilaritySearch,
     SimilaritySearchArgs, SourceMap, SourceMapArgs,

@@ -142,7 +142,7 @@ impl LoadUrl {
         };
         let fetched = crate::http::get(&a.url, policy, timeout, config.load_url_max_bytes)
             .await
-            .map_err(ToolError::Failed)?;
+            .map_err(|e| ToolError::Failed(e.to_string()))?;
         let (status, truncated) = (fetched.status, fetched.truncated);
         let body = fetched.body;
         let declared_html = fetched
@@ -163,7 +163,7 @@ impl LoadUrl {
         };
         let text = crate::extract::extract(kind, &body)
             .map(|d| d.text)
-            .map_err(ToolError::Failed)?;
+            .map_err(|e| ToolError::Failed(e.to_string()))?;
         Ok(ToolOutput::text(bounded(json!({
             "url": a.url,
             "status": status,
