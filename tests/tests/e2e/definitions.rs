@@ -53,6 +53,16 @@ fn lsm_in(dir: &Path, args: &[&str]) -> std::process::Output {
     run(lsm(dir).args(args))
 }
 
+/// The row of agent `name` in `lsm agent list --json`'s output.
+fn agent_row(rows: &Value, name: &str) -> Value {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name)
+        .unwrap_or_else(|| panic!("no agent {name} in {rows}"))
+        .clone()
+}
+
 /// Every event of the run that `summary` (`--json`) describes, in order.
 fn events(dir: &Path, summary: &Value) -> Vec<Value> {
     let run_dir = dir
@@ -145,13 +155,7 @@ fn list_show_and_check_name_the_definition_and_where_it_comes_from() {
     let out = lsm_in(dir.path(), &["agent", "list", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let rows = stdout_json(&out);
-    let reviewer = rows
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == "reviewer")
-        .unwrap()
-        .clone();
+    let reviewer = agent_row(&rows, "reviewer");
     assert_eq!(reviewer["source"], "project");
     assert!(
         reviewer["path"]
@@ -161,13 +165,7 @@ fn list_show_and_check_name_the_definition_and_where_it_comes_from() {
     );
     assert_eq!(reviewer["tools"], json!(["read_folder", "read_file"]));
     assert_eq!(reviewer["phases"], json!(["survey", "review"]));
-    let general = rows
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == "general")
-        .unwrap();
-    assert_eq!(general["source"], "builtin");
+    assert_eq!(agent_row(&rows, "general")["source"], "builtin");
 
     let out = lsm_in(dir.path(), &["agent", "show", "reviewer", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -323,13 +321,7 @@ async fn a_project_definition_overrides_a_builtin_on_the_wire() {
     );
 
     let listed = stdout_json(&lsm_in(dir.path(), &["agent", "list", "--json"]));
-    let row = listed
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == "general")
-        .unwrap()
-        .clone();
+    let row = agent_row(&listed, "general");
     assert_eq!(row["source"], "project");
     assert_eq!(row["overrides"], json!([{"kind": "builtin", "path": null}]));
 }
@@ -351,13 +343,7 @@ fn agent_list_reads_the_configuration() {
         String::from_utf8_lossy(&table.stdout)
     );
     let rows = stdout_json(&lsm_in(dir.path(), &["agent", "list", "--json"]));
-    let general = rows
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == "general")
-        .unwrap()
-        .clone();
+    let general = agent_row(&rows, "general");
     assert!(
         general["tools"]
             .as_array()
