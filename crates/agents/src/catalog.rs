@@ -110,3 +110,66 @@ impl Catalog {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::definition::{DefinitionSource, parse};
+
+    fn def(name: &str, source: DefinitionSource) -> AgentDefinition {
+        let text = format!("+++\nname = \"{name}\"\ndescription = \"d\"\n+++\nprompt\n");
+        parse(&text, source, "test").unwrap()
+    }
+
+    fn user(name: &str) -> AgentDefinition {
+        def(
+            name,
+            DefinitionSource::User {
+                path: PathBuf::from(format!("u/{name}.md")),
+            },
+        )
+    }
+
+    fn project(name: &str, file: &str) -> AgentDefinition {
+        def(
+            name,
+            DefinitionSource::Project {
+                path: PathBuf::from(file),
+            },
+        )
+    }
+
+    #[test]
+    fn the_project_wins_over_the_user_which_wins_over_a_builtin() {
+        let catalog = Catalog::builtin()
+            .with_layer(vec![user("general"), user("mine")])
+            .unwrap()
+            .with_layer(vec![project("general", "p/general.md")])
+            .unwrap();
+        let general = catalog.get("general").unwrap();
+        assert_eq!(general.source.kind(), "project");
+        let overridden: Vec<&str> = general.overrides.iter().map(|o| o.kind()).collect();
+        assert_eq!(overridden, ["user", "builtin"]);
+        assert_eq!(catalog.get("mine").unwrap().source.kind(), "user");
+        assert_eq!(
+            catalog.names()[0],
+            "general",
+            "a replaced agent keeps its place"
+        );
+        assert_eq!(
+            catalog.names().len(),
+            crate::definition::builtin().len() + 1
+        );
+    }
+
+    #[test]
+    fn two_definitions_of_one_name_in_one_folder_are_refused() {
+        let e = Catalog::builtin()
+            .with_layer(vec![project("x", "p/a.md"), project("x", "p/b.md")])
+            .unwrap_err();
+        assert_eq!(e.file, "p/b.md");
+        assert!(e.message.contains("the first is p/a.md"), "{e}");
+    }
+}

@@ -143,3 +143,79 @@ pub fn resolve_llm(
     }
     Ok(llm)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A project folder with `lsm.toml` = `toml` and the definition `lsm-agents/<name>.md`.
+    fn project(toml: &str, name: &str, front: &str) -> (tempfile::TempDir, Config) {
+        let dir = tempfile::tempdir().unwrap();
+        let agents = dir.path().join(PROJECT_FOLDER);
+        std::fs::create_dir_all(&agents).unwrap();
+        std::fs::write(
+            agents.join(format!("{name}.md")),
+            format!("+++\nname = \"{name}\"\ndescription = \"d\"\n{front}+++\nprompt\n"),
+        )
+        .unwrap();
+        let file = dir.path().join("lsm.toml");
+        std::fs::write(&file, toml).unwrap();
+        let config = crate::config::load(Some(&file), &[]).unwrap();
+        (dir, config)
+    }
+
+    #[test]
+    fn a_definitions_iteration_limit_is_a_ceiling_under_the_configured_one() {
+        let (_dir, mut config) = project(
+            "[agents]\nmax_iterations = 9\n",
+            "low",
+            "max_iterations = 4\n",
+        );
+        let agents = catalog(&config).unwrap();
+        apply_settings(agents.get("low").unwrap(), &mut config).unwrap();
+        assert_eq!(config.agents.max_iterations, 4);
+        config.agents.max_iterations = 40; // --max-iterations 40
+        cap_iterations(agents.get("low").unwrap(), &mut config);
+        assert_eq!(config.agents.max_iterations, 4, "a flag cannot lift it");
+
+        let (_dir, mut config) = project(
+            "[agents]\nmax_iterations = 3\n",
+            "high",
+            "max_iterations = 50\n",
+        );
+        let agents = catalog(&config).unwrap();
+        apply_settings(agents.get("high").unwrap(), &mut config).unwrap();
+        assert_eq!(
+            config.agents.max_iterations, 3,
+            "a definition cannot raise it"
+        );
+    }
+
+    #[test]
+    fn the_records_folder_cannot_be_the_definitions_folder() {
+        let (_dir, config) = project("[agents]\nagents_folder = \"lsm-agents\"\n", "x", "");
+        let e = catalog(&config).unwrap_err().to_string();
+        assert!(e.contains("also [agents] agents_folder"), "{e}");
+    }
+
+    #[test]
+    fn settings_may_name_a_defined_agent_and_an_unknown_one_is_named_with_its_line() {
+        let (dir, config) = project(
+            "[agents.extra_tools]\nreviewer = [\"bash\"]\n",
+            "reviewer",
+            "",
+        );
+        assert_eq!(config.agents.extra_tools_of("reviewer"), ["bash"]);
+        let file = dir.path().join("lsm.toml");
+        std::fs::write(&file, "\n[agents.extra_tools]\nreveiwer = [\"bash\"]\n").unwrap();
+        let e = format!("{:#}", crate::config::load(Some(&file), &[]).unwrap_err());
+        assert!(
+            e.contains("lsm.toml:3") && e.contains("'reveiwer', which is not an agent"),
+            "{e}"
+        );
+        assert!(
+            e.contains("reviewer"),
+            "the agents are listed, the defined one too: {e}"
+        );
+    }
+}

@@ -2,6 +2,7 @@
 //! can run — built-in, the user's and the project's definition files — with where each comes
 //! from and what its runs are offered under this configuration.
 
+use std::cell::OnceCell;
 use std::path::Path;
 
 use anyhow::Result;
@@ -20,8 +21,13 @@ struct OfferedTool {
 }
 
 /// The tools `definition`'s runs are offered under `config`: its own, `ask_user`, and what
-/// `[agents.extra_tools]` adds (an MCP server's `mcp__<server>__*` listed tool by tool).
-fn offered_tools(config: &Config, definition: &AgentDefinition) -> Vec<OfferedTool> {
+/// `[agents.extra_tools]` adds (an MCP server's `mcp__<server>__*` listed tool by tool: the
+/// servers are started once, the first time an agent needs them, their tools kept in `mcp`).
+fn offered_tools(
+    config: &Config,
+    definition: &AgentDefinition,
+    mcp: &OnceCell<Vec<String>>,
+) -> Vec<OfferedTool> {
     let name = definition.name();
     let own = match definition.source {
         DefinitionSource::Builtin => "built-in card".to_string(),
@@ -49,7 +55,7 @@ fn offered_tools(config: &Config, definition: &AgentDefinition) -> Vec<OfferedTo
         let expanded = if wildcard {
             lsm_mcp::naming::expand(
                 extra,
-                crate::tool_rows::mcp_tool_names(config)
+                mcp.get_or_init(|| crate::tool_rows::mcp_tool_names(config))
                     .iter()
                     .map(String::as_str),
             )
@@ -95,10 +101,11 @@ pub fn list(cfg: &crate::config::ConfigArgs, as_json: bool) -> u8 {
         Ok(loaded) => loaded,
         Err(code) => return code,
     };
+    let mcp = OnceCell::new();
     let rows: Vec<(&AgentDefinition, Vec<String>)> = catalog
         .iter()
         .map(|d| {
-            let tools = offered_tools(&config, d)
+            let tools = offered_tools(&config, d, &mcp)
                 .into_iter()
                 .map(|t| t.name)
                 .collect();
@@ -282,7 +289,7 @@ pub fn show(cfg: &crate::config::ConfigArgs, name: &str, as_json: bool) -> u8 {
             return exit::USAGE;
         }
     };
-    let tools = offered_tools(&config, definition);
+    let tools = offered_tools(&config, definition, &OnceCell::new());
     let limits = limits(&config, definition);
     let model = definition.settings.model.clone();
     let context = &config.agents.context;
