@@ -352,14 +352,12 @@ impl DefinedAgent {
         progress: &Progress,
     ) -> Result<String, AgentError> {
         let mut text = progress.collected.last_answer().unwrap_or_default();
-        let repeat_range = phases
-            .iter()
-            .position(|p| p.repeat.is_some())
-            .and_then(|end| {
-                let from = phases.get(end)?.repeat.as_ref()?.from.clone();
-                let start = phases.iter().position(|p| p.name == from)?;
-                Some(start..=end)
-            });
+        // The phases a repeat runs again, and the heading its leftover items go under.
+        let repeated = phases.iter().enumerate().find_map(|(end, p)| {
+            let repeat = p.repeat.as_ref()?;
+            let start = phases.iter().position(|q| q.name == repeat.from)?;
+            Some((start..=end, repeat.leftover_heading.as_str()))
+        });
         for (index, phase) in phases.iter().enumerate() {
             let Some(save_as) = &phase.save_as else {
                 continue;
@@ -390,11 +388,8 @@ impl DefinedAgent {
                 }
             };
             if !progress.leftover.is_empty()
-                && repeat_range.as_ref().is_some_and(|r| r.contains(&index))
-                && let Some(heading) = phases
-                    .iter()
-                    .find_map(|p| p.repeat.as_ref())
-                    .map(|r| r.leftover_heading.clone())
+                && let Some((range, heading)) = &repeated
+                && range.contains(&index)
             {
                 let list: Vec<String> =
                     progress.leftover.iter().map(|s| format!("- {s}")).collect();
