@@ -52,9 +52,9 @@ pub fn demo(root: &Path, scripted: bool) -> Result<()> {
         (local_config(&model), TASK)
     };
     let lsm = if scripted {
-        build(root, &[])?
+        crate::cargo_build::build(root, &[])?
     } else {
-        build_lsm(root)?
+        crate::cargo_build::build_lsm(root)?
     };
 
     let work = tempfile::Builder::new()
@@ -99,22 +99,6 @@ pub fn demo(root: &Path, scripted: bool) -> Result<()> {
         work.display()
     );
     Ok(())
-}
-
-/// Build `lsm` with the local provider (what the demo and `eval-local` run); its path.
-pub fn build_lsm(root: &Path) -> Result<PathBuf> {
-    build(root, &["--features", "local"])
-}
-
-fn build(root: &Path, features: &[&str]) -> Result<PathBuf> {
-    let mut args = vec!["build", "-p", "lsm-cli", "--bin", "lsm"];
-    args.extend_from_slice(features);
-    crate::tasks::run_cargo(root, "build", &args)?;
-    let lsm = target_dir(root).join("debug").join("lsm");
-    if !lsm.is_file() {
-        bail!("built lsm not found at {}", lsm.display());
-    }
-    Ok(lsm)
 }
 
 /// Ingest [`KB_NOTES`] (hybrid: the local embedder and the lexical index) and ask
@@ -163,21 +147,6 @@ fn knowledge_base(root: &Path, lsm: &Path, work: &Path, config_path: &Path) -> R
 fn local_config(model: &Path) -> String {
     crate::eval_local::task_config(model, MAX_ITERATIONS)
         .replace("kind = \"none\"", "kind = \"local\"")
-}
-
-/// `s` as a TOML basic string.
-pub fn toml_string(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if c.is_control() => out.push_str(&format!("\\u{:04X}", u32::from(c))),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// What the exit code means, for a person.
@@ -265,13 +234,6 @@ fn latest_summary(logs: &Path) -> Option<PathBuf> {
         .collect();
     runs.sort();
     runs.pop()
-}
-
-pub fn target_dir(root: &Path) -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .map(|p| if p.is_relative() { root.join(p) } else { p })
-        .unwrap_or_else(|| root.join("target"))
 }
 
 fn copy_dir(from: &Path, to: &Path) -> Result<()> {

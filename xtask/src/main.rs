@@ -45,6 +45,7 @@
 #![allow(clippy::print_stdout)] // a command-line tool: stdout is its output
 
 mod bench_peers;
+mod cargo_build;
 mod demo;
 mod docs;
 mod eval_local;
@@ -52,6 +53,7 @@ mod graph;
 mod layers;
 mod model;
 mod models;
+mod sources;
 mod tasks;
 
 use std::process::ExitCode;
@@ -73,7 +75,10 @@ enum Cmd {
     /// Check that README.md, docs/ARCHITECTURE.md and docs/PERFORMANCE.md are within their
     /// size limits (12, 40 and 30 KiB): the docs stay maps.
     CheckDocs,
-    /// Run fmt, clippy, check-layers, check-docs and cargo-deny (licenses, bans, sources), in
+    /// Check that no source file is over 600 lines (its test module aside) and that no two
+    /// modules of a crate import each other in a circle.
+    CheckSources,
+    /// Run fmt, clippy, check-layers, check-docs, check-sources and cargo-deny (licenses, bans, sources), in
     /// order.
     Check,
     /// Run `check`, then `cargo test --workspace` (what `.ci/run` calls).
@@ -188,6 +193,7 @@ fn main() -> ExitCode {
     let result = tasks::workspace_root().and_then(|root| match cli.command {
         Cmd::CheckLayers => tasks::check_layers(&root),
         Cmd::CheckDocs => docs::check_docs(&root),
+        Cmd::CheckSources => sources::check_sources(&root),
         Cmd::Check => tasks::check(&root),
         Cmd::Ci { local } => tasks::ci(&root, local),
         Cmd::Demo { scripted } => demo::demo(&root, scripted),

@@ -1,20 +1,16 @@
 //! The subcommands: each runs cargo (found through `$CARGO`) from the workspace root with
 //! inherited stdio, so output streams as it is produced.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 use cargo_metadata::{CargoOpt, MetadataCommand};
 
+use crate::cargo_build::{cargo, run_cargo};
 use crate::graph::Graph;
 use crate::layers;
-
-/// The cargo that runs us (`$CARGO`, set by `cargo run`), or `cargo` from `PATH`.
-fn cargo() -> OsString {
-    std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"))
-}
 
 /// The workspace root: the parent of this crate's directory.
 pub fn workspace_root() -> Result<PathBuf> {
@@ -23,21 +19,6 @@ pub fn workspace_root() -> Result<PathBuf> {
         .parent()
         .map(Path::to_path_buf)
         .with_context(|| format!("{} has no parent directory", manifest_dir.display()))
-}
-
-/// Runs `cargo <args>` from `root`, streaming its output; fails naming `step` if it fails.
-pub fn run_cargo(root: &Path, step: &str, args: &[&str]) -> Result<()> {
-    let shown = format!("cargo {}", args.join(" "));
-    eprintln!("xtask: [{step}] {shown}");
-    let status = Command::new(cargo())
-        .args(args)
-        .current_dir(root)
-        .status()
-        .with_context(|| format!("step `{step}`: could not start `{shown}`"))?;
-    if !status.success() {
-        bail!("step `{step}` failed: `{shown}` exited with {status}");
-    }
-    Ok(())
 }
 
 /// `cargo xtask check-layers`: the dependency rules of DESIGN.md over `cargo metadata`.
@@ -175,7 +156,7 @@ pub fn ci(root: &Path, local: bool) -> Result<()> {
     // serde_json's `unbounded_depth`, …). The variable is `LSM_TEST_*`: `lsm` reads every
     // other `LSM_*` variable as a setting and refuses one that names none, and some tests
     // start `lsm` with the test process's environment.
-    let server = crate::demo::target_dir(root)
+    let server = crate::cargo_build::target_dir(root)
         .join("debug")
         .join("lsm-mcp-test-server");
     let server = server.to_string_lossy();

@@ -20,7 +20,8 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 
-use super::{Bench, Options, Row, System, bodies_file, cold_start, fit, own_above, segment_slopes};
+use super::report::{cold_start, fit, own_above, segment_slopes};
+use super::{Bench, Options, Row, System, bodies_file};
 
 /// Where callgrind writes the counts of one run.
 fn out_file(work: &Path, label: &str) -> PathBuf {

@@ -25,6 +25,8 @@
 mod instructions;
 mod mock;
 mod peers;
+mod report;
+mod workspace;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -33,6 +35,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{Context, Result, bail};
 use serde_json::json;
+
+use report::{median, print_tables, spread, to_json};
+use workspace::{
+    bodies_file, check_file_bytes, check_no_denials, prepare_workspace, write_bodies, write_files,
+};
 
 /// What `cargo xtask bench-peers` was asked for.
 #[derive(Debug, Clone, clap::Args)]
@@ -143,7 +150,7 @@ pub fn bench_peers(root: &Path, opts: &Options) -> Result<()> {
         bail!("nothing to measure: give at least one --calls value and --runs ≥ 1");
     }
     check_file_bytes(opts.file_bytes)?;
-    let venv = crate::demo::target_dir(root)
+    let venv = crate::cargo_build::target_dir(root)
         .join("bench-peers")
         .join("venv");
     if opts.install {
@@ -161,12 +168,12 @@ pub fn bench_peers(root: &Path, opts: &Options) -> Result<()> {
     if opts.instructions {
         instructions::check_valgrind()?;
     }
-    crate::tasks::run_cargo(
+    crate::cargo_build::run_cargo(
         root,
         "build",
         &["build", "--release", "-p", "lsm-cli", "--bin", "lsm"],
     )?;
-    crate::tasks::run_cargo(
+    crate::cargo_build::run_cargo(
         root,
         "build",
         &[
@@ -178,7 +185,7 @@ pub fn bench_peers(root: &Path, opts: &Options) -> Result<()> {
             "bare_exchange",
         ],
     )?;
-    let release = crate::demo::target_dir(root).join("release");
+    let release = crate::cargo_build::target_dir(root).join("release");
     let lsm = release.join("lsm");
     let bare_exchange = release.join("examples").join("bare_exchange");
     let mut work = tempfile::tempdir().context("cannot create a temporary folder")?;
@@ -478,118 +485,6 @@ impl Bench<'_> {
     }
 }
 
-/// Fail unless `agents` runs wrote their summaries under `work` since `started`, and none of
-/// them had a tool call denied (a denied call does less work than the peers' calls do).
-fn check_no_denials(work: &Path, started: std::time::SystemTime, agents: usize) -> Result<()> {
-    let mut summaries = Vec::new();
-    find_summaries(&work.join(".lsm"), started, &mut summaries)?;
-    if summaries.len() != agents {
-        bail!(
-            "lsm wrote {} run summaries under {} for {agents} agent(s)",
-            summaries.len(),
-            work.join(".lsm").display()
-        );
-    }
-    for path in summaries {
-        let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&path)?)
-            .with_context(|| format!("{} is not JSON", path.display()))?;
-        let denials = &summary["approvals_denials"]["denials"];
-        if denials.as_u64() != Some(0) {
-            bail!(
-                "lsm had {denials} tool call(s) denied ({}): the runs would not be comparable",
-                path.display()
-            );
-        }
-    }
-    Ok(())
-}
-
-/// Every `run_summary.json` under `dir` modified since `since`.
-fn find_summaries(
-    dir: &Path,
-    since: std::time::SystemTime,
-    out: &mut Vec<std::path::PathBuf>,
-) -> Result<()> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Ok(());
-    };
-    for entry in entries {
-        let entry = entry?;
-        let path = entry.path();
-        let meta = entry.metadata()?;
-        if meta.is_dir() {
-            find_summaries(&path, since, out)?;
-        } else if entry.file_name() == "run_summary.json" && meta.modified()? >= since {
-            out.push(path);
-        }
-    }
-    Ok(())
-}
-
-/// Where the bodies `lsm` sent at `n` calls are kept for the floor.
-fn bodies_file(work: &Path, n: u64) -> std::path::PathBuf {
-    work.join("out").join(format!("lsm-bodies-{n}.bin"))
-}
-
-/// Write `bodies` as `bare_exchange` reads them: each a little-endian `u32` length, then its
-/// bytes.
-fn write_bodies(path: &Path, bodies: &[Vec<u8>]) -> Result<()> {
-    let mut out = Vec::with_capacity(bodies.iter().map(|b| b.len() + 4).sum());
-    for body in bodies {
-        let len = u32::try_from(body.len()).context("a request body over 4 GiB")?;
-        out.extend_from_slice(&len.to_le_bytes());
-        out.extend_from_slice(body);
-    }
-    std::fs::write(path, out).with_context(|| format!("cannot write {}", path.display()))
-}
-
-/// The files the agents read and the peers' scripts, written under `work`.
-fn prepare_workspace(work: &Path, file_bytes: Option<usize>) -> Result<peers::Scripts> {
-    write_files(work, file_bytes)?;
-    std::fs::create_dir_all(work.join("xdg"))?;
-    std::fs::create_dir_all(work.join("out"))?;
-    peers::write_scripts(work)
-}
-
-/// The files the mock's tool calls name, under `work/files/`: [`file_text`] of each.
-fn write_files(work: &Path, bytes: Option<usize>) -> Result<()> {
-    let files = work.join("files");
-    std::fs::create_dir_all(&files)?;
-    for i in 0..mock::FILES {
-        std::fs::write(files.join(format!("f{i}.txt")), file_text(i, bytes))?;
-    }
-    Ok(())
-}
-
-/// A file of no bytes cannot hold the line break that ends every file.
-fn check_file_bytes(bytes: Option<usize>) -> Result<()> {
-    if bytes == Some(0) {
-        bail!("--file-bytes 0: a file the agents read needs at least 1 byte; give 1 or more");
-    }
-    Ok(())
-}
-
-/// File `i`'s text: without `bytes`, the small file every table in docs/PERFORMANCE.md was
-/// measured with (a heading and one line of notes); with it, the heading and lines of prose
-/// of 82 bytes, cut to exactly `bytes` bytes (ASCII, ending in a line break).
-fn file_text(i: usize, bytes: Option<usize>) -> String {
-    let Some(bytes) = bytes else {
-        return format!(
-            "File {i}.\n{}\n",
-            "Some notes of a small project. ".repeat(8)
-        );
-    };
-    const LINE: &str =
-        "Some notes of a small project, written as plain prose with the usual punctuation.\n";
-    let mut text = format!("File {i}.\n");
-    while text.len() < bytes {
-        text.push_str(LINE);
-    }
-    text.truncate(bytes.saturating_sub(1));
-    text.push('\n');
-    text
-}
-
 /// Run `cmd` in `work` under `cargo xtask measure-child` (a fresh process whose only child
 /// it is, so its `RUSAGE_CHILDREN` is the command's own), its output into `work/out/`.
 fn measure(cmd: &mut Command, work: &Path, label: &str) -> Result<Usage> {
@@ -665,202 +560,10 @@ pub fn serve_mock(calls: u64, file_bytes: Option<usize>) -> Result<()> {
     }
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-/// How far a point's runs spread, for the progress line beside their median: " (runs
-/// 0.034–0.041 s)", or nothing for one run. `values` sorted ([`median`] sorts them).
-fn spread(values: &[f64]) -> String {
-    match values {
-        [first, .., last] => format!(" (runs {first:.3}–{last:.3} s)"),
-        _ => String::new(),
-    }
-}
-
-/// Least-squares line through `(n, cpu)`: (seconds per call, seconds at zero calls).
-fn fit(points: &[(u64, f64, u64)]) -> (f64, f64) {
-    let k = points.len() as f64;
-    if points.len() < 2 {
-        let (n, cpu, _) = points[0];
-        return (cpu / (n + 1) as f64, 0.0);
-    }
-    let mx = points.iter().map(|p| p.0 as f64).sum::<f64>() / k;
-    let my = points.iter().map(|p| p.1).sum::<f64>() / k;
-    let sxy: f64 = points.iter().map(|p| (p.0 as f64 - mx) * (p.1 - my)).sum();
-    let sxx: f64 = points.iter().map(|p| (p.0 as f64 - mx).powi(2)).sum();
-    let slope = if sxx > 0.0 { sxy / sxx } else { 0.0 };
-    (slope, my - slope * mx)
-}
-
-/// The cold start: CPU at the smallest N less that N's calls at the first segment's slope
-/// (the least-squares intercept goes negative when the cost per call grows with N).
-fn cold_start(points: &[(u64, f64, u64)]) -> f64 {
-    let slope = segment_slopes(points)
-        .first()
-        .map_or_else(|| fit(points).0, |s| s.2);
-    let (n, cpu, _) = points[0];
-    (cpu - n as f64 * slope).max(0.0)
-}
-
-/// CPU per call between two neighbouring N (how the cost grows with the history).
-fn segment_slopes(points: &[(u64, f64, u64)]) -> Vec<(u64, u64, f64)> {
-    points
-        .windows(2)
-        .map(|w| (w[0].0, w[1].0, (w[1].1 - w[0].1) / (w[1].0 - w[0].0) as f64))
-        .collect()
-}
-
-fn print_tables(rows: &[Row], concurrent: &[(System, Usage)], opts: &Options) {
-    let lsm_slope = rows
-        .iter()
-        .find(|r| r.system == System::Lsm)
-        .map(|r| fit(&r.points).0);
-    let mut header = "| system |".to_string();
-    let mut rule = "|---|".to_string();
-    for n in &opts.calls {
-        header.push_str(&format!(" N = {n}: CPU, peak RSS |"));
-        rule.push_str("---|");
-    }
-    header.push_str(" CPU per call | between N | cold start | per call vs lsm |");
-    rule.push_str("---|---|---|---|");
-    println!("{header}\n{rule}");
-    for row in rows {
-        let (slope, _) = fit(&row.points);
-        let intercept = cold_start(&row.points);
-        let mut line = format!("| {} |", row.system.name());
-        for (_, cpu, rss) in &row.points {
-            if row.system.is_floor() {
-                line.push_str(&format!(" {cpu:.3} s, – |"));
-            } else {
-                line.push_str(&format!(" {cpu:.3} s, {} MB |", rss / 1024));
-            }
-        }
-        let segments: Vec<String> = segment_slopes(&row.points)
-            .iter()
-            .map(|(a, b, s)| format!("{a}→{b}: {:.0} µs", s * 1e6))
-            .collect();
-        let ratio = lsm_slope
-            .filter(|s| *s > 0.0)
-            .map_or("–".to_string(), |s| format!("{:.1}×", slope / s));
-        line.push_str(&format!(
-            " {:.0} µs | {} | {:.3} s | {ratio} |",
-            slope * 1e6,
-            segments.join(", "),
-            intercept
-        ));
-        println!("{line}");
-    }
-    if let Some(note) = noise_note(rows) {
-        println!("\n{note}");
-    }
-    for (floor, what) in [
-        (System::BareExchange, "the bare exchange of its bodies"),
-        (System::BareSocket, "the same over a blocking socket"),
-    ] {
-        if let Some((own, lsm, floor)) = harness_own(rows, floor) {
-            println!(
-                "\nlsm's own CPU per call, above {what}: {:.0} µs ({:.0} µs − {:.0} µs).",
-                own * 1e6,
-                lsm * 1e6,
-                floor * 1e6
-            );
-        }
-    }
-    if !concurrent.is_empty() {
-        let lsm = concurrent
-            .iter()
-            .find(|(s, _)| *s == System::Lsm)
-            .map(|(_, u)| u.cpu_s);
-        println!(
-            "\n| {} agents × {} calls, one process | CPU | peak RSS | CPU vs lsm |\n|---|---|---|---|",
-            opts.agents, opts.agent_calls
-        );
-        for (system, used) in concurrent {
-            let ratio = lsm
-                .filter(|l| *l > 0.0)
-                .map_or("–".to_string(), |l| format!("{:.1}×", used.cpu_s / l));
-            println!(
-                "| {} | {:.3} s | {} MB | {ratio} |",
-                system.name(),
-                used.cpu_s,
-                used.max_rss_kb / 1024
-            );
-        }
-    }
-}
-
-/// What to say when a row's CPU per call came out zero or negative: its runs at different N
-/// differ by less than the runs vary, so the figure measures the noise, not a call.
-fn noise_note(rows: &[Row]) -> Option<String> {
-    let noisy: Vec<&str> = rows
-        .iter()
-        .filter(|r| r.points.len() > 1 && fit(&r.points).0 <= 0.0)
-        .map(|r| r.system.name())
-        .collect();
-    (!noisy.is_empty()).then(|| {
-        format!(
-            "note: the CPU per call of {} came out ≤ 0: between these N its runs differ by \
-             less than they vary from run to run, so the figure is noise, not the cost of a \
-             call. Measure with N farther apart (e.g. --calls 10,200) or with more --runs.",
-            noisy.join(", ")
-        )
-    })
-}
-
-/// `lsm`'s CPU per call less the `floor` row's, with both: (own, lsm, floor) in seconds.
-fn harness_own(rows: &[Row], floor: System) -> Option<(f64, f64, f64)> {
-    own_above(rows, System::Lsm, floor)
-}
-
-/// `system`'s cost per call (the slope of its row) less the `floor` row's, with both:
-/// (own, system's, floor's), in the rows' unit (seconds, or instructions).
-fn own_above(rows: &[Row], system: System, floor: System) -> Option<(f64, f64, f64)> {
-    let slope_of = |system| {
-        rows.iter()
-            .find(|r| r.system == system)
-            .map(|r| fit(&r.points).0)
-    };
-    let cost = slope_of(system)?;
-    let floor = slope_of(floor)?;
-    Some((cost - floor, cost, floor))
-}
-
-fn to_json(rows: &[Row], concurrent: &[(System, Usage)], opts: &Options) -> serde_json::Value {
-    let sequential: Vec<_> = rows
-        .iter()
-        .map(|r| {
-            let (slope, _) = fit(&r.points);
-            let intercept = cold_start(&r.points);
-            json!({
-                "system": r.system.name(),
-                "points": r.points.iter().map(|(n, cpu, rss)| json!({
-                    "calls": n, "cpu_s": cpu,
-                    "max_rss_kb": (!r.system.is_floor()).then_some(rss),
-                })).collect::<Vec<_>>(),
-                "cpu_per_call_us": slope * 1e6,
-                "cold_start_cpu_s": intercept,
-            })
-        })
-        .collect();
-    let concurrent: Vec<_> = concurrent
-        .iter()
-        .map(|(s, u)| json!({"system": s.name(), "cpu_s": u.cpu_s, "max_rss_kb": u.max_rss_kb}))
-        .collect();
-    json!({
-        "runs_per_point": opts.runs,
-        "file_bytes": opts.file_bytes,
-        "lsm_own_cpu_per_call_us": harness_own(rows, System::BareExchange).map(|(own, _, _)| own * 1e6),
-        "lsm_own_cpu_per_call_above_socket_us":
-            harness_own(rows, System::BareSocket).map(|(own, _, _)| own * 1e6),
-        "sequential": sequential,
-        "concurrent": {"agents": opts.agents, "calls": opts.agent_calls, "results": concurrent},
-    })
-}
-
 #[cfg(test)]
 mod tests {
+    use super::report::{cold_start, fit, harness_own, noise_note, segment_slopes};
+    use super::workspace::file_text;
     use super::*;
 
     #[test]

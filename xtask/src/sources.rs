@@ -1,0 +1,444 @@
+//! `cargo xtask check-sources`: every crate stays readable file by file.
+//!
+//! Two rules, over the `src/` folder of every workspace crate (and of xtask):
+//!
+//! - **Size.** No source file is over [`MAX_LINES`] lines, not counting its trailing test module
+//!   (`#[cfg(test)]` followed by `mod tests`). Test files — `tests.rs`, anything under a
+//!   `tests/` folder, and `testing.rs` (the conformance suites a crate exports for other
+//!   crates' tests) — are not counted.
+//! - **No import circles.** Inside a crate, the top-level modules (`src/a.rs` or `src/a/`) form
+//!   a graph: `a → b` when code of `a` outside its tests names `crate::b` (in a `use` line, a
+//!   `crate::{b, c}` group or an inline path) or `super::b` from a top-level file. A circle
+//!   (`a → b → … → a`) means none of them can be read, tested or moved alone; shared pieces
+//!   belong in a module below all of them. Every circle is reported, each as one strongly
+//!   connected group of modules.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+/// The most lines a non-test source file may have (its trailing test module aside).
+pub const MAX_LINES: usize = 600;
+
+/// Module → the top-level modules of the same crate it names.
+pub type Graph = BTreeMap<String, BTreeSet<String>>;
+
+/// One broken rule, printed as one line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finding {
+    /// A file over [`MAX_LINES`].
+    TooLong { file: String, lines: usize },
+    /// Top-level modules of a crate that import each other in a circle (sorted).
+    Circle { src: String, modules: Vec<String> },
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Finding::TooLong { file, lines } => write!(
+                f,
+                "{file}: {lines} lines, over the limit of {MAX_LINES} (its test module aside); \
+                 split it along a seam into submodules"
+            ),
+            Finding::Circle { src, modules } => write!(
+                f,
+                "{src}: the modules {} import each other in a circle; move what they share \
+                 into a module below them",
+                modules.join(", ")
+            ),
+        }
+    }
+}
+
+/// Whether `rel` (relative to a `src/` folder) is a test file, not counted by the size rule
+/// and not part of the import graph.
+fn is_test_file(rel: &Path) -> bool {
+    rel.components().any(|c| c.as_os_str() == "tests")
+        || rel
+            .file_name()
+            .is_some_and(|n| n == "tests.rs" || n == "testing.rs")
+}
+
+/// The part of a file before its trailing test module.
+pub fn without_tests(text: &str) -> &str {
+    ["#[cfg(test)]\nmod tests", "#[cfg(test)]\r\nmod tests"]
+        .iter()
+        .filter_map(|marker| text.find(marker))
+        .min()
+        .map_or(text, |at| &text[..at])
+}
+
+/// Lines of `text` outside its trailing test module.
+pub fn counted_lines(text: &str) -> usize {
+    without_tests(text).lines().count()
+}
+
+/// The module path of a file under `src/` (`a/b.rs` → `[a, b]`, `a/mod.rs` → `[a]`), or
+/// `None` for the crate root.
+fn module_path(rel: &Path) -> Option<Vec<String>> {
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let last = parts.pop()?;
+    let stem = last.trim_end_matches(".rs").to_owned();
+    if stem != "mod" {
+        parts.push(stem);
+    }
+    if parts.is_empty() || (parts.len() == 1 && (parts[0] == "lib" || parts[0] == "main")) {
+        return None;
+    }
+    Some(parts)
+}
+
+/// The identifier at the start of `text`.
+fn ident(text: &str) -> String {
+    text.chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect()
+}
+
+/// The first identifier of each top-level item of a `{a::x, b::{c, d}, e}` group (`text`
+/// starts right after the opening brace).
+fn group_heads(text: &str) -> Vec<String> {
+    let mut heads = Vec::new();
+    let mut depth = 0usize;
+    let mut at_item_start = true;
+    for (i, c) in text.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => break,
+            '}' => depth -= 1,
+            ',' if depth == 0 => at_item_start = true,
+            c if at_item_start && !c.is_whitespace() => {
+                at_item_start = false;
+                let name = ident(&text[i..]);
+                if !name.is_empty() {
+                    heads.push(name);
+                }
+            }
+            _ => {}
+        }
+    }
+    heads
+}
+
+/// Every top-level module named by code of the module at `path` (its tests and comments
+/// aside): through `crate::` anywhere, and through `super::` where it leaves the top level.
+pub fn named_modules(text: &str, path: &[String]) -> BTreeSet<String> {
+    let code: String = without_tests(text)
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut found = BTreeSet::new();
+    let mut add = |rest: &str| {
+        if let Some(group) = rest.strip_prefix('{') {
+            found.extend(group_heads(group));
+        } else {
+            let name = ident(rest);
+            if !name.is_empty() {
+                found.insert(name);
+            }
+        }
+    };
+    let mut at = 0;
+    while at < code.len() {
+        let rest = &code[at..];
+        let preceded_by_ident = code[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$' || c == ':');
+        if !preceded_by_ident && rest.starts_with("crate::") {
+            add(&rest["crate::".len()..]);
+            at += "crate::".len();
+            continue;
+        }
+        if !preceded_by_ident && rest.starts_with("super::") {
+            // `super::` repeated n times from module a::b::c names a::b::c[..len-n]; when that
+            // is the crate root, the next segment is a top-level module.
+            let mut after = rest;
+            let mut ups = 0;
+            while let Some(next) = after.strip_prefix("super::") {
+                ups += 1;
+                after = next;
+            }
+            if ups >= path.len() {
+                add(after);
+            }
+            at += rest.len() - after.len();
+            continue;
+        }
+        at += rest.chars().next().map_or(1, char::len_utf8);
+    }
+    found
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    let entries =
+        std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))?;
+    for entry in entries {
+        let path = entry?.path();
+        if path.is_dir() {
+            rust_files(&path, out)?;
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+    out.sort();
+    Ok(())
+}
+
+/// The import graph of the top-level modules of one `src/` folder, and the files over the
+/// size limit in it (named relative to `root`).
+pub fn scan(root: &Path, src: &Path) -> Result<(Graph, Vec<Finding>)> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files)?;
+    let mut graph = Graph::new();
+    let mut long = Vec::new();
+    for file in files {
+        let rel = file.strip_prefix(src).unwrap_or(&file);
+        if is_test_file(rel) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file)
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        let lines = counted_lines(&text);
+        if lines > MAX_LINES {
+            let shown = file.strip_prefix(root).unwrap_or(&file);
+            long.push(Finding::TooLong {
+                file: shown.display().to_string(),
+                lines,
+            });
+        }
+        let Some(path) = module_path(rel) else {
+            continue;
+        };
+        let top = path[0].clone();
+        let edges = graph.entry(top.clone()).or_default();
+        for named in named_modules(&text, &path) {
+            if named != top {
+                edges.insert(named);
+            }
+        }
+    }
+    // Names that are not modules of this crate (a `crate::SomeType` re-exported by the
+    // root, a macro) are not edges between modules.
+    let modules: BTreeSet<String> = graph.keys().cloned().collect();
+    for edges in graph.values_mut() {
+        edges.retain(|to| modules.contains(to));
+    }
+    Ok((graph, long))
+}
+
+/// Every group of modules of `graph` that import each other in a circle (the strongly
+/// connected components with more than one module), each sorted.
+pub fn circles(graph: &Graph) -> Vec<Vec<String>> {
+    // Two modules are in one circle when each reaches the other.
+    let reach = |from: &str| -> BTreeSet<String> {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from.to_owned()];
+        while let Some(node) = todo.pop() {
+            for next in graph.get(&node).into_iter().flatten() {
+                if seen.insert(next.clone()) {
+                    todo.push(next.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reaches: BTreeMap<&String, BTreeSet<String>> =
+        graph.keys().map(|node| (node, reach(node))).collect();
+    let mut placed = BTreeSet::new();
+    let mut groups = Vec::new();
+    for node in graph.keys() {
+        if placed.contains(node) || !reaches[node].contains(node) {
+            continue;
+        }
+        let group: Vec<String> = reaches[node]
+            .iter()
+            .filter(|other| reaches.get(other).is_some_and(|r| r.contains(node)))
+            .cloned()
+            .collect();
+        placed.extend(group.iter().cloned());
+        if group.len() > 1 {
+            groups.push(group);
+        }
+    }
+    groups
+}
+
+/// The `src/` folders checked: every crate under `crates/`, xtask and the library examples.
+fn source_folders(root: &Path) -> Result<Vec<PathBuf>> {
+    let mut folders = Vec::new();
+    let crates = root.join("crates");
+    for entry in
+        std::fs::read_dir(&crates).with_context(|| format!("cannot list {}", crates.display()))?
+    {
+        let src = entry?.path().join("src");
+        if src.is_dir() {
+            folders.push(src);
+        }
+    }
+    for extra in ["xtask/src", "examples/library/src"] {
+        let src = root.join(extra);
+        if src.is_dir() {
+            folders.push(src);
+        }
+    }
+    folders.sort();
+    Ok(folders)
+}
+
+/// Every finding over the workspace at `root`.
+///
+/// # Errors
+/// A folder or file that cannot be read.
+pub fn findings(root: &Path) -> Result<Vec<Finding>> {
+    let mut out = Vec::new();
+    for src in source_folders(root)? {
+        let (graph, long) = scan(root, &src)?;
+        out.extend(long);
+        let shown = src.strip_prefix(root).unwrap_or(&src).display().to_string();
+        for modules in circles(&graph) {
+            out.push(Finding::Circle {
+                src: shown.clone(),
+                modules,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Fail when a file is too long or modules import each other in a circle.
+///
+/// # Errors
+/// Each finding, one a line.
+pub fn check_sources(root: &Path) -> Result<()> {
+    let found = findings(root)?;
+    if found.is_empty() {
+        eprintln!(
+            "xtask: [sources] no file over {MAX_LINES} lines, no import circle between modules"
+        );
+        return Ok(());
+    }
+    for finding in &found {
+        eprintln!("xtask: [sources] {finding}");
+    }
+    bail!("{} source finding(s)", found.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn graph(edges: &[(&str, &str)]) -> Graph {
+        let mut graph = Graph::new();
+        for (from, to) in edges {
+            graph
+                .entry((*from).into())
+                .or_default()
+                .insert((*to).into());
+            graph.entry((*to).into()).or_default();
+        }
+        graph
+    }
+
+    fn path(p: &str) -> Vec<String> {
+        p.split("::").map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn imports_are_read_from_use_lines_nested_groups_inline_paths_and_super() {
+        let text = "use crate::config::Config;\nuse crate::{exit, wiring::{a, b}, text};\n\
+                    // crate::commented\nfn f() { crate::secrets::clean(\"\"); \
+                    my_crate::not_ours(); $crate::macro_path(); }\nuse super::root_sibling;";
+        let names: Vec<String> = named_modules(text, &path("top")).into_iter().collect();
+        assert_eq!(
+            names,
+            [
+                "config",
+                "exit",
+                "root_sibling",
+                "secrets",
+                "text",
+                "wiring"
+            ]
+        );
+        // One level down, `super::` stays inside the module; two levels up leaves it.
+        let inner = "use super::x;\nuse super::super::other::y;";
+        let names: Vec<String> = named_modules(inner, &path("top::inner"))
+            .into_iter()
+            .collect();
+        assert_eq!(names, ["other"]);
+    }
+
+    #[test]
+    fn code_in_the_trailing_test_module_is_neither_counted_nor_an_import() {
+        let text = "use crate::a;\nfn f() {}\n#[cfg(test)]\nmod tests {\n    use crate::b;\n}\n";
+        assert_eq!(counted_lines(text), 2);
+        let names: Vec<String> = named_modules(text, &path("m")).into_iter().collect();
+        assert_eq!(names, ["a"]);
+    }
+
+    #[test]
+    fn every_circle_is_found_as_one_group() {
+        let g = graph(&[
+            ("a", "b"),
+            ("b", "c"),
+            ("c", "a"),
+            ("c", "d"),
+            ("e", "f"),
+            ("f", "e"),
+        ]);
+        assert_eq!(
+            circles(&g),
+            vec![vec!["a", "b", "c"], vec!["e", "f"]]
+                .into_iter()
+                .map(|g| g.into_iter().map(String::from).collect::<Vec<_>>())
+                .collect::<Vec<_>>()
+        );
+        let acyclic = graph(&[("a", "b"), ("b", "c"), ("a", "c")]);
+        assert!(circles(&acyclic).is_empty());
+    }
+
+    #[test]
+    fn a_crate_with_a_circle_and_a_long_file_fails_and_says_where() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let src = root.join("crates/demo/src");
+        std::fs::create_dir_all(src.join("b")).unwrap();
+        std::fs::write(src.join("lib.rs"), "mod a;\nmod b;\n").unwrap();
+        std::fs::write(src.join("a.rs"), "use crate::b::Thing;\n").unwrap();
+        std::fs::write(src.join("b/mod.rs"), "mod inner;\n").unwrap();
+        std::fs::write(src.join("b/inner.rs"), "use crate::a::Other;\n").unwrap();
+        let long = "fn f() {}\n".repeat(MAX_LINES + 1);
+        std::fs::write(src.join("long.rs"), &long).unwrap();
+        // A test file may be long; a trailing test module is not counted.
+        std::fs::write(src.join("tests.rs"), &long).unwrap();
+        let tested = format!("fn f() {{}}\n#[cfg(test)]\nmod tests {{\n{long}}}\n");
+        std::fs::write(src.join("tested.rs"), tested).unwrap();
+
+        let found = findings(root).unwrap();
+        assert_eq!(
+            found,
+            vec![
+                Finding::TooLong {
+                    file: "crates/demo/src/long.rs".into(),
+                    lines: MAX_LINES + 1
+                },
+                Finding::Circle {
+                    src: "crates/demo/src".into(),
+                    modules: vec!["a".into(), "b".into()]
+                },
+            ]
+        );
+        assert!(check_sources(root).is_err());
+
+        std::fs::write(src.join("b/inner.rs"), "pub struct Other;\n").unwrap();
+        std::fs::write(src.join("long.rs"), "fn f() {}\n").unwrap();
+        assert!(findings(root).unwrap().is_empty());
+        assert!(check_sources(root).is_ok());
+    }
+}
