@@ -9,7 +9,8 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::http::{AnswerError, HttpProvider, StreamAssembler, StreamError, parse_arguments};
+use crate::answer::{AnswerError, StreamAssembler, StreamError, parse_arguments};
+use crate::endpoint::HttpProvider;
 use crate::sse::SseEvent;
 use crate::wire::{KeptBody, Written, lock};
 use crate::{

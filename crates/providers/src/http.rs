@@ -3,8 +3,7 @@
 //! backoff, error mapping, streaming and accounting. The flavour modules only build request
 //! bodies and read responses.
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
@@ -12,167 +11,16 @@ use bytes::Bytes;
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::Value;
 
-use crate::config::ProviderKind;
-use crate::estimate::Estimator;
+use crate::answer::{StreamAssembler, StreamError, excerpt};
+use crate::endpoint::HttpProvider;
+use crate::kind::ProviderKind;
 use crate::sse::{SseEvent, SseParser};
-use crate::transport::{BodyFault, Reply, SendFault, Transport};
-use crate::wire::{BodyShape, KeptBody, WireCache, lock};
+use crate::transport::{BodyFault, Reply, SendFault};
+use crate::wire::{BodyShape, KeptBody, lock};
 use crate::{
     CallObserver, LlmRequest, LlmResponse, Pricing, Provider, ProviderError, ProviderEvent, Usage,
     anthropic, openai_chat, openai_responses,
 };
-
-/// Timeouts and retry policy of an HTTP provider.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HttpSettings {
-    /// Time allowed to open a connection.
-    pub connect_timeout: Duration,
-    /// Time allowed between two reads of the answer (the whole answer of a long generation may
-    /// take longer; only silence counts).
-    pub read_timeout: Duration,
-    /// Retries after the first attempt, on 429, 5xx, connection errors and timeouts.
-    pub max_retries: u32,
-    /// First backoff delay; each retry doubles it, plus random jitter.
-    pub retry_base_delay: Duration,
-    /// Upper bound of one wait, also of a server's `Retry-After`.
-    pub retry_max_delay: Duration,
-    /// Reach a plain `http://` endpoint that no proxy variable covers over hyper's HTTP/1.1
-    /// connection directly, without reqwest's layers (the same exchange for less CPU; see
-    /// the `transport` module). `false` sends every call through reqwest.
-    pub direct: bool,
-}
-
-impl Default for HttpSettings {
-    fn default() -> Self {
-        HttpSettings {
-            connect_timeout: Duration::from_secs(10),
-            read_timeout: Duration::from_secs(300),
-            max_retries: 4,
-            retry_base_delay: Duration::from_millis(500),
-            retry_max_delay: Duration::from_secs(30),
-            direct: true,
-        }
-    }
-}
-
-/// A real model behind an HTTP API. Built by [`crate::ProviderConfig::build`].
-pub struct HttpProvider {
-    pub(crate) kind: ProviderKind,
-    pub(crate) model: String,
-    pub(crate) base_url: String,
-    pub(crate) api_key: Option<String>,
-    pub(crate) api_key_env: Option<String>,
-    pub(crate) pricing: Option<Pricing>,
-    pub(crate) stream: bool,
-    pub(crate) prompt_cache_retention: Option<String>,
-    pub(crate) settings: HttpSettings,
-    pub(crate) estimator: Estimator,
-    /// How calls reach the endpoint (reqwest, or hyper's connection for a plain `http://`
-    /// endpoint), with the headers every call sends (key, API version, `Accept`), built once.
-    pub(crate) transport: Transport,
-    /// The endpoint, parsed once (not at every call).
-    pub(crate) endpoint_url: reqwest::Url,
-    /// Each message's and tool's wire JSON and token estimate, made once (see [`WireCache`]).
-    pub(crate) wire: Mutex<WireCache>,
-    /// The length of the last body built: the next one is allocated at once at about its
-    /// size (one allocation, not a doubling series over a long history).
-    pub(crate) last_body_len: AtomicUsize,
-    /// The last body sent, given back by the HTTP client: the next call over the same
-    /// history appends to it (see [`KeptBody`]). Empty while a call is in flight (and after
-    /// a call that was cancelled); concurrent calls then make their bodies from nothing.
-    pub(crate) kept_body: Mutex<KeptBody>,
-}
-
-impl HttpProvider {
-    /// The capacity to allocate for the next body: the last body's length and some room.
-    pub(crate) fn body_capacity(&self) -> usize {
-        self.last_body_len.load(Ordering::Relaxed) + 4096
-    }
-
-    pub(crate) fn remember_body_len(&self, len: usize) {
-        self.last_body_len.store(len, Ordering::Relaxed);
-    }
-}
-
-impl std::fmt::Debug for HttpProvider {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never the key.
-        f.debug_struct("HttpProvider")
-            .field("kind", &self.kind)
-            .field("model", &self.model)
-            .field("base_url", &self.base_url)
-            .field("api_key_env", &self.api_key_env)
-            .field("stream", &self.stream)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Builds a response out of a stream of SSE events.
-pub(crate) trait StreamAssembler: Send {
-    /// One event. `Ok(true)` when the response is complete.
-    fn event(&mut self, ev: &SseEvent, observer: &dyn CallObserver) -> Result<bool, StreamError>;
-    /// The complete response.
-    fn finish(self: Box<Self>) -> Result<LlmResponse, AnswerError>;
-}
-
-/// Why an answer (a body, or a completed stream) could not be read as a response; reported
-/// as [`ProviderError::Malformed`]. The server does not speak the API the provider kind
-/// expects: check `[llm] provider` and `base_url`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum AnswerError {
-    /// A required part of the answer is absent; `excerpt` is the start of the answer.
-    #[error("no {part} in the answer: {excerpt}")]
-    Missing {
-        /// What is missing (`choices[0].message`, `output array`, `content array`).
-        part: &'static str,
-        /// The answer's first characters.
-        excerpt: String,
-    },
-    /// A tool call of a Chat Completions answer has no `function.name`.
-    #[error("tool call {index} has no function name")]
-    NoFunctionName {
-        /// The call's position.
-        index: usize,
-    },
-    /// A tool call has no name; `what` says which kind of item it is.
-    #[error("{what} {index} has no name")]
-    NoToolName {
-        /// `function_call item`, `tool_use block` or `streamed tool call`.
-        what: &'static str,
-        /// The call's position.
-        index: usize,
-    },
-    /// The stream ended before its `response.completed` event.
-    #[error("the stream ended without response.completed")]
-    NotCompleted,
-    /// A streamed `tool_use` input is not JSON.
-    #[error("the streamed input of tool_use block {index} is not JSON ({message})")]
-    InputNotJson {
-        /// The block's position.
-        index: usize,
-        /// The JSON parser's message.
-        message: String,
-    },
-}
-
-impl AnswerError {
-    /// [`AnswerError::Missing`]: `part` is absent from `answer`.
-    pub(crate) fn missing(part: &'static str, answer: &Value) -> Self {
-        AnswerError::Missing {
-            part,
-            excerpt: excerpt(&answer.to_string(), 300),
-        }
-    }
-}
-
-/// What went wrong inside a stream.
-#[derive(Debug)]
-pub(crate) enum StreamError {
-    /// The data could not be understood.
-    Malformed(String),
-    /// The server reported an error in the stream.
-    Server(String),
-}
 
 impl HttpProvider {
     /// The provider kind.
@@ -701,27 +549,6 @@ fn retry_after_ms(headers: &HeaderMap) -> Option<u64> {
     Some(u64::try_from(ms).unwrap_or(0))
 }
 
-/// At most `max` characters of `s`, with an ellipsis when cut.
-pub(crate) fn excerpt(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_string();
-    }
-    let mut out: String = s.chars().take(max).collect();
-    out.push('…');
-    out
-}
-
-/// Tool-call arguments as JSON: a string is parsed (an empty one is `{}`); a string that is
-/// not JSON stays a string, so argument validation reports it to the model.
-pub(crate) fn parse_arguments(raw: &Value) -> Value {
-    match raw {
-        Value::String(s) if s.trim().is_empty() => Value::Object(serde_json::Map::new()),
-        Value::String(s) => serde_json::from_str(s).unwrap_or_else(|_| raw.clone()),
-        Value::Null => Value::Object(serde_json::Map::new()),
-        other => other.clone(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -872,14 +699,5 @@ mod tests {
             server_message(500, "<html>oops</html>").0,
             "<html>oops</html>"
         );
-    }
-
-    #[test]
-    fn arguments_given_as_a_json_string_are_parsed() {
-        use serde_json::json;
-        assert_eq!(parse_arguments(&json!("{\"a\": 1}")), json!({"a": 1}));
-        assert_eq!(parse_arguments(&json!({"a": 1})), json!({"a": 1}));
-        assert_eq!(parse_arguments(&json!("")), json!({}));
-        assert_eq!(parse_arguments(&json!("not json")), json!("not json"));
     }
 }

@@ -25,13 +25,16 @@
 //! - Read an API key from anywhere but the environment, or write one to a log.
 //! - Panic on bad input: a malformed script, answer or stream is a [`ProviderError`].
 
+mod answer;
 mod anthropic;
 mod config;
 mod decision;
+mod endpoint;
 mod error;
 mod estimate;
 mod events;
 mod http;
+mod kind;
 #[cfg(feature = "local")]
 mod local;
 mod models;
@@ -50,14 +53,15 @@ mod types;
 mod windows;
 mod wire;
 
-pub use config::{ProviderConfig, ProviderKind, process_env};
+pub use config::{ProviderConfig, process_env};
 pub use decision::{
     DECISION_KEY_ORDER, decision_schema, decision_schema_text, grammar_ready_schema,
 };
+pub use endpoint::{HttpProvider, HttpSettings};
 pub use error::ProviderError;
 pub use estimate::{Estimator, estimate_tokens_conservatively};
 pub use events::{CallObserver, CollectingObserver, NoObserver, ProviderEvent};
-pub use http::{HttpProvider, HttpSettings};
+pub use kind::ProviderKind;
 #[cfg(feature = "local")]
 pub use local::{LocalCallStats, LocalFinish, LocalProvider, LocalSettings};
 pub use models::{

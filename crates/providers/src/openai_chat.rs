@@ -9,8 +9,9 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::config::ProviderKind;
-use crate::http::{AnswerError, HttpProvider, StreamAssembler, StreamError, parse_arguments};
+use crate::answer::{AnswerError, StreamAssembler, StreamError, parse_arguments};
+use crate::endpoint::HttpProvider;
+use crate::kind::ProviderKind;
 use crate::sse::SseEvent;
 use crate::wire::{JsonString, KeptBody, lock};
 use crate::{

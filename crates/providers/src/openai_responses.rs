@@ -10,7 +10,8 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::http::{AnswerError, HttpProvider, StreamAssembler, StreamError, parse_arguments};
+use crate::answer::{AnswerError, StreamAssembler, StreamError, parse_arguments};
+use crate::endpoint::HttpProvider;
 use crate::sse::SseEvent;
 use crate::wire::{JsonString, KeptBody, lock};
 use crate::{CallObserver, LlmRequest, LlmResponse, Message, ProviderEvent, Role, ToolCall, Usage};

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use crate::task_steps::{self, Next};
+use crate::task_steps::{self, Next, first_file_name};
 use crate::{DONE_ACTION, ToolDefinition, grammar_ready_schema};
 
 /// Longest tool description shown (the first paragraph, cut at a sentence end if possible).
@@ -144,21 +144,6 @@ fn short_description(text: &str) -> String {
     } else {
         format!("{out}.")
     }
-}
-
-/// The first word of `text` that looks like a file name (`notes.md`, `docs/a.txt`): a dot
-/// followed by one to five letters or digits at its end.
-pub fn first_file_name(text: &str) -> Option<&str> {
-    text.split(|c: char| c.is_whitespace() || "'\"`,;:()[]<>".contains(c))
-        .map(|w| w.trim_end_matches(['.', '!', '?']))
-        .find(|w| {
-            w.rsplit_once('.').is_some_and(|(stem, ext)| {
-                !stem.is_empty()
-                    && (1..=5).contains(&ext.len())
-                    && ext.chars().all(|c| c.is_ascii_alphanumeric())
-                    && ext.chars().any(|c| c.is_ascii_alphabetic())
-            })
-        })
 }
 
 /// One decision calling a preferred offered tool (else the first one that is not `block`)
@@ -416,23 +401,5 @@ mod tests {
             .collect();
         let second = next_example(&pinned, task, &["read_file"]).unwrap();
         assert!(second.contains(r#""path": "summary.md""#), "{second}");
-    }
-
-    #[test]
-    fn file_names_are_found_in_tasks() {
-        assert_eq!(
-            first_file_name("Read notes.md, then write a.txt."),
-            Some("notes.md")
-        );
-        assert_eq!(
-            first_file_name("Append 'milk' to shopping.txt."),
-            Some("shopping.txt")
-        );
-        assert_eq!(
-            first_file_name("Open docs/ARCHITECTURE.md"),
-            Some("docs/ARCHITECTURE.md")
-        );
-        assert_eq!(first_file_name("Nothing to do. Really."), None);
-        assert_eq!(first_file_name("Version 1.2 is out"), None);
     }
 }

@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::collections::HashMap;
 
 use crate::ToolDefinition;
-use crate::protocol_prompt::first_file_name;
 
 /// Control tools: never among a small model's tools (a word like "complete" in a task is
 /// not a request to report through the `complete` tool; a small model ends with `DONE`).
@@ -317,9 +316,42 @@ pub fn pin_paths(mut tool: ToolDefinition, files: &[String]) -> ToolDefinition {
     tool
 }
 
+/// The first word of `text` that looks like a file name (`notes.md`, `docs/a.txt`): a dot
+/// followed by one to five letters or digits at its end.
+pub fn first_file_name(text: &str) -> Option<&str> {
+    text.split(|c: char| c.is_whitespace() || "'\"`,;:()[]<>".contains(c))
+        .map(|w| w.trim_end_matches(['.', '!', '?']))
+        .find(|w| {
+            w.rsplit_once('.').is_some_and(|(stem, ext)| {
+                !stem.is_empty()
+                    && (1..=5).contains(&ext.len())
+                    && ext.chars().all(|c| c.is_ascii_alphanumeric())
+                    && ext.chars().any(|c| c.is_ascii_alphabetic())
+            })
+        })
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn file_names_are_found_in_tasks() {
+        assert_eq!(
+            first_file_name("Read notes.md, then write a.txt."),
+            Some("notes.md")
+        );
+        assert_eq!(
+            first_file_name("Append 'milk' to shopping.txt."),
+            Some("shopping.txt")
+        );
+        assert_eq!(
+            first_file_name("Open docs/ARCHITECTURE.md"),
+            Some("docs/ARCHITECTURE.md")
+        );
+        assert_eq!(first_file_name("Nothing to do. Really."), None);
+        assert_eq!(first_file_name("Version 1.2 is out"), None);
+    }
     use serde_json::json;
 
     /// A tool with one required `path` argument (also used by the local provider's tests).

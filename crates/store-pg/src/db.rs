@@ -7,29 +7,8 @@ use std::time::{Duration, Instant};
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 
-use crate::error::{connection_lost, describe};
+use crate::error::{OpError, connection_lost, describe};
 use crate::{PgSettings, StoreError, migrate, tls};
-
-/// What one attempt of an operation can fail with.
-#[derive(Debug)]
-pub enum OpError {
-    /// A client or server error: retried when it means the connection is gone.
-    Pg(tokio_postgres::Error),
-    /// An answer that ends the operation (never retried).
-    Store(StoreError),
-}
-
-impl From<tokio_postgres::Error> for OpError {
-    fn from(e: tokio_postgres::Error) -> Self {
-        OpError::Pg(e)
-    }
-}
-
-impl From<StoreError> for OpError {
-    fn from(e: StoreError) -> Self {
-        OpError::Store(e)
-    }
-}
 
 /// A pool of connections to one database, on a runtime of its own.
 ///

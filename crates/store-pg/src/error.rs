@@ -89,3 +89,24 @@ pub(crate) fn connection_lost(e: &tokio_postgres::Error) -> bool {
         None => true,
     }
 }
+
+/// What one attempt of an operation can fail with.
+#[derive(Debug)]
+pub enum OpError {
+    /// A client or server error: retried when it means the connection is gone.
+    Pg(tokio_postgres::Error),
+    /// An answer that ends the operation (never retried).
+    Store(StoreError),
+}
+
+impl From<tokio_postgres::Error> for OpError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        OpError::Pg(e)
+    }
+}
+
+impl From<StoreError> for OpError {
+    fn from(e: StoreError) -> Self {
+        OpError::Store(e)
+    }
+}

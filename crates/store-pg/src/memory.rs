@@ -23,7 +23,7 @@ use lsm_memory::{
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use crate::db::OpError;
+use crate::error::OpError;
 use crate::{Db, StoreError};
 
 const COLUMNS: &str = "id, scope, owner_agent, text, tags, source_run_id, created_at, \

@@ -5,7 +5,7 @@
 use deadpool_postgres::Object;
 
 use crate::StoreError;
-use crate::db::OpError;
+use crate::error::OpError;
 
 /// The steps, in order: version and SQL.
 pub const MIGRATIONS: &[(i32, &str)] = &[

@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{EmbedderKind, KbConfig, default_model_dir};
+use crate::config::KbConfig;
 use crate::embed::{Embedder, LOCAL_MODEL_NAME, LocalMiniLm, local_model_present};
+use crate::embed::{EmbedderKind, default_model_dir};
 use crate::error::{KbError, Result};
 use crate::ingest::{IngestOptions, IngestProgress, IngestReport};
 use crate::store::{EmbedderInfo, Store, read_manifest};

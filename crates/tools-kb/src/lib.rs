@@ -48,9 +48,8 @@ mod text;
 pub mod tools;
 
 pub use chunk::ChunkDraft;
-pub use config::{
-    DEFAULT_INDEX_DIR, EmbedderConfig, EmbedderKind, KbConfig, RetrievalSettings, default_model_dir,
-};
+pub use config::{DEFAULT_INDEX_DIR, KbConfig, RetrievalSettings};
+pub use embed::{EmbedderConfig, EmbedderKind, default_model_dir};
 pub use error::{KbError, Result};
 pub use ingest::{
     FailedFile, FileOutcome, IngestOptions, IngestProgress, IngestReport, NoProgress,

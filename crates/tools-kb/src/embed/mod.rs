@@ -6,9 +6,14 @@
 
 mod local;
 mod openai;
+mod settings;
 
 pub use local::{LOCAL_MAX_TOKENS, LOCAL_MODEL_DIMS, LOCAL_MODEL_NAME, LocalMiniLm};
 pub use openai::OpenAiEmbedder;
+pub use settings::{EmbedderConfig, EmbedderKind, default_model_dir};
+
+/// `model (dims)`, as shown in messages and `lsm kb stats`.
+pub use crate::store::describe;
 
 use std::path::{Path, PathBuf};
 
@@ -46,11 +51,6 @@ pub trait Embedder: Send + Sync {
         done(texts.len());
         Ok(vectors)
     }
-}
-
-/// `model (dims)`, as shown in messages and `lsm kb stats`.
-pub fn describe(model: &str, dims: usize) -> String {
-    format!("{model} ({dims} dims)")
 }
 
 /// Scale `v` to unit length (a zero vector stays zero).

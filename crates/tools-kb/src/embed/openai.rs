@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::settings::EmbedderConfig;
 use super::{Embedder, normalize};
-use crate::config::EmbedderConfig;
 use crate::error::{KbError, Result};
 use crate::http::AddressPolicy;
 

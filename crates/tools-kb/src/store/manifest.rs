@@ -32,10 +32,9 @@ pub struct Manifest {
 impl Manifest {
     /// `model (dims)` or `none`.
     pub fn embedder_label(&self) -> String {
-        self.embedder.as_ref().map_or_else(
-            || "none".to_string(),
-            |e| crate::embed::describe(&e.model, e.dims),
-        )
+        self.embedder
+            .as_ref()
+            .map_or_else(|| "none".to_string(), |e| describe(&e.model, e.dims))
     }
 }
 
@@ -106,6 +105,11 @@ fn sync_folder(folder: &Path) -> Result<()> {
             .map_err(|e| KbError::io(folder, e))?;
     }
     Ok(())
+}
+
+/// `model (dims)`, as shown in messages and `lsm kb stats`.
+pub fn describe(model: &str, dims: usize) -> String {
+    format!("{model} ({dims} dims)")
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ pub use analyzer::{analyze, analyzer};
 pub use dense::{DenseView, dot};
 pub use filters::Filters;
 pub(crate) use manifest::write_atomically;
-pub use manifest::{EmbedderInfo, FORMAT, MANIFEST_FILE, Manifest, read_manifest};
+pub use manifest::{EmbedderInfo, FORMAT, MANIFEST_FILE, Manifest, describe, read_manifest};
 pub use records::{ChunkRecord, FileRecord, sha256_hex};
 pub use snapshot::{Hit, Snapshot};
 pub use writer::StoreWriter;
