@@ -131,6 +131,7 @@
 //! ```
 
 mod agents;
+mod artifacts;
 mod catalog;
 mod core;
 mod defined;
@@ -147,11 +148,11 @@ pub use crate::agents::assistant::{ASSISTANT, AssistantAgent};
 pub use crate::agents::conductor::{CONDUCTOR, ConductorAgent};
 pub use crate::agents::curator::{CURATOR, CuratorAgent};
 pub use crate::agents::writing::{WRITING, WritingAgent};
+pub use crate::artifacts::{MAX_ARTIFACT_NAME_BYTES, artifact_filename_at, sanitize_artifact_name};
 pub use crate::catalog::Catalog;
 pub use crate::core::{
     AgentContext, AgentCore, AgentError, AgentLogSink, AgentOutput, DEFAULT_MAX_ITERATIONS,
-    DEFAULT_MAX_ROUNDS, DEFAULT_MAX_WORKERS, MAX_ARTIFACT_NAME_BYTES, artifact_filename_at,
-    sanitize_artifact_name,
+    DEFAULT_MAX_ROUNDS, DEFAULT_MAX_WORKERS,
 };
 pub use crate::defined::DefinedAgent;
 pub use crate::definition::{AgentDefinition, DefinitionError, DefinitionSource};

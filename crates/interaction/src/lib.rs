@@ -26,19 +26,20 @@
 //! - Answer a request twice, or lose one: every request ends in exactly one answer.
 //! - Poll or busy-wait: waiters sleep until an answer, an acknowledgement or a deadline.
 
+mod answers;
 mod ask_user;
 mod channel;
 mod config;
 mod error;
+mod events;
 mod types;
 
+pub use answers::permission_decision;
 pub use ask_user::{ASK_USER_TOOL, AskUserTool};
-pub use channel::{
-    AUTO_CONTINUE_REPLY, InteractionChannel, InteractionEvent, InteractionObserver,
-    permission_decision,
-};
+pub use channel::{AUTO_CONTINUE_REPLY, InteractionChannel};
 pub use config::{InteractionConfig, TimeoutAction, Timeouts};
 pub use error::InteractionError;
+pub use events::{InteractionEvent, InteractionObserver};
 pub use types::{
     Answer, AnswerSource, Decision, InteractionRequest, InteractionResponse, PendingView,
     RequestType, new_request_id,

@@ -16,8 +16,12 @@ use crate::redactor::redact_secrets;
 use crate::validate::Validator;
 use crate::{
     Caller, ExecError, PermissionAsker, PermissionEvent, PermissionRequest, SandboxConfig,
-    SandboxConfigError, ToolContext, ToolError, ToolEvent, ToolRegistry,
+    SandboxConfigError, ToolContext, ToolEvent, ToolRegistry,
 };
+
+mod inspect;
+
+pub use inspect::Inspection;
 
 /// The result of one call through the sandbox. Never a panic, never an `Err` to unwrap.
 #[derive(Debug)]
@@ -70,22 +74,6 @@ impl std::fmt::Debug for Sandbox {
             .field("has_asker", &self.asker.is_some())
             .finish()
     }
-}
-
-/// What [`Sandbox::inspect_file`] found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Inspection {
-    /// Nothing is there.
-    Missing,
-    /// A regular file: its size, and its text when it is UTF-8 and small enough.
-    File {
-        /// Size in bytes.
-        bytes: u64,
-        /// The content, when read.
-        text: Option<String>,
-    },
-    /// Outside the read roots, not a regular file, or unreadable: why.
-    Unusable(String),
 }
 
 impl Sandbox {
@@ -199,49 +187,6 @@ impl Sandbox {
     /// The canonical folder commands run in and relative paths resolve against.
     pub fn working_dir(&self) -> &std::path::Path {
         &self.working_dir
-    }
-
-    /// Look at the file `raw` for the harness's own checks (a task contract's file
-    /// conditions): confined exactly like a read tool's path — the read roots, relative to
-    /// the working directory, opened through the root's handle, a named pipe never waited
-    /// for — but with no permission gate, rate limit or record, since nothing found here is
-    /// handed to a model. The text is read when the file is at most `max_text_bytes` and
-    /// UTF-8. Blocking: call it off the async runtime's workers.
-    pub fn inspect_file(&self, raw: &str, max_text_bytes: u64) -> Inspection {
-        let path = match self.paths.confine(raw, crate::PathAccess::Read) {
-            Ok(path) => path,
-            Err(reason) => return Inspection::Unusable(reason.to_string()),
-        };
-        let not_found = |e: &ToolError| matches!(e, ToolError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound);
-        let info = match path.info() {
-            Ok(info) => info,
-            Err(e) if not_found(&e) => return Inspection::Missing,
-            Err(e) => return Inspection::Unusable(e.to_string()),
-        };
-        if info.kind != crate::EntryKind::File {
-            return Inspection::Unusable(format!(
-                "{} is not a regular file",
-                path.shown().display()
-            ));
-        }
-        let text = if info.len <= max_text_bytes {
-            use std::io::Read;
-            let mut bytes = Vec::new();
-            match path.open_read().and_then(|f| {
-                f.take(max_text_bytes)
-                    .read_to_end(&mut bytes)
-                    .map_err(|e| ToolError::io(path.shown(), e))
-            }) {
-                Ok(_) => String::from_utf8(bytes).ok(),
-                Err(e) => return Inspection::Unusable(e.to_string()),
-            }
-        } else {
-            None
-        };
-        Inspection::File {
-            bytes: info.len,
-            text,
-        }
     }
 
     /// How a program run on the harness's behalf outside any tool (a hook command) is
