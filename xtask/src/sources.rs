@@ -12,6 +12,9 @@
 //!   (`a → b → … → a`) means none of them can be read, tested or moved alone; shared pieces
 //!   belong in a module below all of them. Every circle is reported, each as one strongly
 //!   connected group of modules.
+//! - **Typed errors.** Outside their tests, library crates return no `Result<_, String>`: an
+//!   error is a `thiserror` type whose variants say what went wrong and how to recover. The
+//!   binary (`crates/cli`) and xtask, which may use `anyhow`, are exempt.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -31,6 +34,8 @@ pub enum Finding {
     TooLong { file: String, lines: usize },
     /// Top-level modules of a crate that import each other in a circle (sorted).
     Circle { src: String, modules: Vec<String> },
+    /// A library function returning `Result<_, String>` (line numbers 1-based).
+    StringError { file: String, line: usize },
 }
 
 impl std::fmt::Display for Finding {
@@ -46,6 +51,11 @@ impl std::fmt::Display for Finding {
                 "{src}: the modules {} import each other in a circle; move what they share \
                  into a module below them",
                 modules.join(", ")
+            ),
+            Finding::StringError { file, line } => write!(
+                f,
+                "{file}:{line}: a library returns `Result<_, String>`; give the error a \
+                 thiserror type whose variants say what went wrong and what to do"
             ),
         }
     }
@@ -72,6 +82,50 @@ pub fn without_tests(text: &str) -> &str {
 /// Lines of `text` outside its trailing test module.
 pub fn counted_lines(text: &str) -> usize {
     without_tests(text).lines().count()
+}
+
+/// The `src/` folders whose crates may return `Result<_, String>`: the binary and xtask.
+const STRING_ERRORS_ALLOWED: &[&str] = &["crates/cli/src", "xtask/src"];
+
+/// The 1-based lines of `text` (its test module aside) with a `Result<_, String>`.
+pub fn string_error_lines(text: &str) -> Vec<usize> {
+    let code = without_tests(text);
+    let mut lines = Vec::new();
+    let mut from = 0;
+    while let Some(found) = code[from..].find("Result<") {
+        let start = from + found;
+        from = start + "Result<".len();
+        let preceded_by_ident = code[..start]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_');
+        if preceded_by_ident {
+            continue;
+        }
+        // The last top-level argument of the generic list.
+        let mut depth = 0usize;
+        let mut last_arg_start = from;
+        let mut end = None;
+        for (i, c) in code[from..].char_indices() {
+            match c {
+                '<' | '(' | '[' => depth += 1,
+                '>' | ')' | ']' if depth > 0 => depth -= 1,
+                '>' => {
+                    end = Some(from + i);
+                    break;
+                }
+                ',' if depth == 0 => last_arg_start = from + i + 1,
+                _ => {}
+            }
+        }
+        let Some(end) = end else { continue };
+        let line_start = code[..start].rfind('\n').map_or(0, |n| n + 1);
+        let is_comment = code[line_start..start].trim_start().starts_with("//");
+        if last_arg_start > from && code[last_arg_start..end].trim() == "String" && !is_comment {
+            lines.push(code[..start].matches('\n').count() + 1);
+        }
+    }
+    lines
 }
 
 /// The module path of a file under `src/` (`a/b.rs` → `[a, b]`, `a/mod.rs` → `[a]`), or
@@ -190,8 +244,8 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-/// The import graph of the top-level modules of one `src/` folder, and the files over the
-/// size limit in it (named relative to `root`).
+/// The import graph of the top-level modules of one `src/` folder, and the files in it over
+/// the size limit or with a `Result<_, String>` (named relative to `root`).
 pub fn scan(root: &Path, src: &Path) -> Result<(Graph, Vec<Finding>)> {
     let mut files = Vec::new();
     rust_files(src, &mut files)?;
@@ -211,6 +265,19 @@ pub fn scan(root: &Path, src: &Path) -> Result<(Graph, Vec<Finding>)> {
                 file: shown.display().to_string(),
                 lines,
             });
+        }
+        let shown_src = src.strip_prefix(root).unwrap_or(src);
+        if !STRING_ERRORS_ALLOWED
+            .iter()
+            .any(|allowed| shown_src == Path::new(allowed))
+        {
+            let shown = file.strip_prefix(root).unwrap_or(&file);
+            for line in string_error_lines(&text) {
+                long.push(Finding::StringError {
+                    file: shown.display().to_string(),
+                    line,
+                });
+            }
         }
         let Some(path) = module_path(rel) else {
             continue;
@@ -311,7 +378,8 @@ pub fn findings(root: &Path) -> Result<Vec<Finding>> {
     Ok(out)
 }
 
-/// Fail when a file is too long or modules import each other in a circle.
+/// Fail when a file is too long, modules import each other in a circle, or a library returns
+/// `Result<_, String>`.
 ///
 /// # Errors
 /// Each finding, one a line.
@@ -383,6 +451,17 @@ mod tests {
     }
 
     #[test]
+    fn a_result_with_a_string_error_is_found_but_not_in_comments_tests_or_other_types() {
+        let text = "fn a() -> Result<(), String> {}\n\
+                    fn b() -> Result<Vec<(u8, String)>, MyError> {}\n\
+                    // fn c() -> Result<(), String>\n\
+                    fn d() -> std::result::Result<HashMap<&'static str, String>, String> {}\n\
+                    fn e() -> MyResult<u8, String> {}\n\
+                    #[cfg(test)]\nmod tests {\n    fn t() -> Result<(), String> {}\n}\n";
+        assert_eq!(string_error_lines(text), vec![1, 4]);
+    }
+
+    #[test]
     fn every_circle_is_found_as_one_group() {
         let g = graph(&[
             ("a", "b"),
@@ -419,11 +498,20 @@ mod tests {
         std::fs::write(src.join("tests.rs"), &long).unwrap();
         let tested = format!("fn f() {{}}\n#[cfg(test)]\nmod tests {{\n{long}}}\n");
         std::fs::write(src.join("tested.rs"), tested).unwrap();
+        std::fs::write(
+            src.join("errors.rs"),
+            "pub fn f() -> Result<(), String> {}\n",
+        )
+        .unwrap();
 
         let found = findings(root).unwrap();
         assert_eq!(
             found,
             vec![
+                Finding::StringError {
+                    file: "crates/demo/src/errors.rs".into(),
+                    line: 1
+                },
                 Finding::TooLong {
                     file: "crates/demo/src/long.rs".into(),
                     lines: MAX_LINES + 1
@@ -438,6 +526,7 @@ mod tests {
 
         std::fs::write(src.join("b/inner.rs"), "pub struct Other;\n").unwrap();
         std::fs::write(src.join("long.rs"), "fn f() {}\n").unwrap();
+        std::fs::write(src.join("errors.rs"), "pub fn f() -> Result<(), E> {}\n").unwrap();
         assert!(findings(root).unwrap().is_empty());
         assert!(check_sources(root).is_ok());
     }

@@ -35,4 +35,4 @@ pub use clients::{McpClients, ServerState, ServerStatus, ToolRow, servers_named}
 pub use config::{McpConfig, ServerConfig, ToolOverride, Transport};
 pub use error::McpError;
 pub use server::SandboxServer;
-pub use tool::{MAX_DESCRIPTION_CHARS, McpTool, parameters_for, result_text};
+pub use tool::{MAX_DESCRIPTION_CHARS, McpTool, SchemaError, parameters_for, result_text};

@@ -34,11 +34,20 @@ impl std::fmt::Debug for McpTool {
     }
 }
 
+/// Why a server's tool cannot be offered: its input schema does not compile. The tool is
+/// left out of the listing with this reason; the server's other tools are offered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("its input schema does not compile: {message}")]
+pub struct SchemaError {
+    /// What the JSON Schema compiler said.
+    pub message: String,
+}
+
 /// The parameters schema the sandbox validates against: the server's schema when it is an
 /// object schema (a missing `type` with object keywords counts), else the server's schema
 /// under a required `input` property, so that the arguments are always a JSON object (as
 /// MCP sends them). Err: why the schema cannot be used at all (it does not compile).
-pub fn parameters_for(schema: &serde_json::Map<String, Value>) -> Result<Value, String> {
+pub fn parameters_for(schema: &serde_json::Map<String, Value>) -> Result<Value, SchemaError> {
     let object_keywords = ["properties", "required", "additionalProperties"];
     let params = match schema.get("type") {
         Some(Value::String(t)) if t == "object" => Value::Object(schema.clone()),
@@ -54,8 +63,9 @@ pub fn parameters_for(schema: &serde_json::Map<String, Value>) -> Result<Value, 
             "additionalProperties": false
         }),
     };
-    jsonschema::validator_for(&params)
-        .map_err(|e| format!("its input schema does not compile: {e}"))?;
+    jsonschema::validator_for(&params).map_err(|e| SchemaError {
+        message: e.to_string(),
+    })?;
     Ok(params)
 }
 
@@ -65,7 +75,7 @@ impl McpTool {
     ///
     /// # Errors
     /// When its input schema cannot be used (the reason, for the listing).
-    pub fn new(info: &McpToolInfo, connection: Arc<Connection>) -> Result<Self, String> {
+    pub fn new(info: &McpToolInfo, connection: Arc<Connection>) -> Result<Self, SchemaError> {
         let remote = info.name.to_string();
         let parameters = parameters_for(&info.input_schema)?;
         let config = connection.config();

@@ -33,16 +33,23 @@ impl Default for MemoryConfig {
     }
 }
 
+/// A `[memory]` setting that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MemoryConfigError {
+    /// `limit = 0`: standing memory would always be empty. Set `enabled = false` instead.
+    #[error("limit must be at least 1 (set enabled = false to turn memory off)")]
+    ZeroLimit,
+}
+
 impl MemoryConfig {
     /// Check the settings.
     ///
     /// # Errors
     /// A zero `limit`, with what to do instead.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), MemoryConfigError> {
         if self.limit == 0 {
-            return Err(
-                "limit must be at least 1 (set enabled = false to turn memory off)".to_string(),
-            );
+            return Err(MemoryConfigError::ZeroLimit);
         }
         Ok(())
     }
@@ -69,7 +76,12 @@ mod tests {
         let mut c = MemoryConfig::default();
         assert_eq!(c.validate(), Ok(()));
         c.limit = 0;
-        assert!(c.validate().unwrap_err().contains("at least 1"));
+        assert_eq!(c.validate(), Err(MemoryConfigError::ZeroLimit));
+        assert!(
+            MemoryConfigError::ZeroLimit
+                .to_string()
+                .contains("at least 1")
+        );
         let dir = tempfile::tempdir().unwrap();
         c.global_db = Some(dir.path().join("g.db"));
         c.project_db = Some(dir.path().join("p.db"));

@@ -59,7 +59,7 @@ pub mod tools;
 pub use backend::{
     Matching, MemoryBackend, Refresh, new_memory_id, query_terms, refresh, scopes_wanted,
 };
-pub use config::MemoryConfig;
+pub use config::{MemoryConfig, MemoryConfigError};
 pub use error::MemoryError;
 pub use model::{
     MAX_TAG_CHARS, MAX_TAGS, MAX_TEXT_BYTES, Memory, NewMemory, Scope, Status, normalize_tags,

@@ -152,7 +152,7 @@ impl At<'_> {
 
 /// Parse and check the definition `text` of `file`.
 pub(super) fn parse(text: &str, file: &str) -> Result<Parsed, DefinitionError> {
-    let front = lines::split(text).map_err(|why| DefinitionError::new(file, 1, why))?;
+    let front = lines::split(text).map_err(|why| DefinitionError::new(file, 1, why.to_string()))?;
     let at = At { file, front };
     let parsed: Front = toml::from_str(front.toml).map_err(|e| {
         let offset = e.span().map_or(0, |s| s.start);

@@ -16,15 +16,31 @@ pub(super) struct FrontMatter<'a> {
 /// `---` (with TOML inside, for editors that only know that fence).
 const FENCES: [&str; 2] = ["+++", "---"];
 
+/// Why a file's front matter cannot be found.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum FenceError {
+    /// The first line is not a fence.
+    #[error(
+        "an agent definition starts with a line `+++`, then its TOML front matter (name, description, tools, …), then a line `+++`, then the system prompt"
+    )]
+    NoOpening,
+    /// The front matter's closing fence is missing.
+    #[error(
+        "the front matter opened by `{fence}` on line 1 is never closed: add a line `{fence}` after it, before the system prompt"
+    )]
+    NotClosed {
+        /// The opening fence (`+++` or `---`).
+        fence: String,
+    },
+}
+
 /// Split `text` into front matter and body, or say why it cannot be.
-pub(super) fn split(text: &str) -> Result<FrontMatter<'_>, String> {
+pub(super) fn split(text: &str) -> Result<FrontMatter<'_>, FenceError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let first_end = text.find('\n').unwrap_or(text.len());
     let fence = text[..first_end].trim_end();
     if !FENCES.contains(&fence) {
-        return Err(
-            "an agent definition starts with a line `+++`, then its TOML front matter (name, description, tools, …), then a line `+++`, then the system prompt".to_string(),
-        );
+        return Err(FenceError::NoOpening);
     }
     let rest_start = (first_end + 1).min(text.len());
     let rest = &text[rest_start..];
@@ -39,9 +55,9 @@ pub(super) fn split(text: &str) -> Result<FrontMatter<'_>, String> {
         }
         offset += line.len();
     }
-    Err(format!(
-        "the front matter opened by `{fence}` on line 1 is never closed: add a line `{fence}` after it, before the system prompt"
-    ))
+    Err(FenceError::NotClosed {
+        fence: fence.to_string(),
+    })
 }
 
 /// The file line of byte `offset` of the front matter's TOML.
