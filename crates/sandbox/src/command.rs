@@ -15,6 +15,7 @@ use crate::paths::{PathPolicy, PathRefusal};
 use crate::{ConfinedPath, PathAccess, SandboxConfig};
 
 mod parse;
+mod shell;
 
 use parse::{ParseError, parse};
 
@@ -157,6 +158,24 @@ pub(crate) enum CommandRefusal {
         /// Why it is refused.
         reason: PathRefusal,
     },
+    /// `exec_shell` is on, but the kernel sandbox that confines a shell's commands is not
+    /// fully available here. Fix that (see the reason), or turn `exec_shell` off to run one
+    /// program per call.
+    #[error(
+        "the shell runs only inside the full OS sandbox, which is unavailable here: {reason}; \
+         set exec_shell = false in [sandbox] to run one program per call"
+    )]
+    ShellUnconfined {
+        /// What is missing.
+        reason: String,
+    },
+    /// The shell command does not start with a program the policy can check. Start it with
+    /// a program's name (`cargo test && …`), or a plain shell built-in such as `cd`.
+    #[error("{why}: start the command with a program's name, e.g. `cargo test`")]
+    ShellFirstProgram {
+        /// What is wrong with the start of the command.
+        why: String,
+    },
 }
 
 /// An output redirection.
@@ -217,6 +236,8 @@ pub(crate) struct CommandPolicy {
     allow: Option<Vec<String>>,
     deny: Vec<String>,
     allow_network: bool,
+    /// `exec_shell`: the line runs with `/bin/sh -c` (see [`shell`]).
+    shell: bool,
     /// The `PATH` executed programs get, on which bare names are found.
     search_path: Option<OsString>,
     exec: ExecSetup,
@@ -242,6 +263,7 @@ impl CommandPolicy {
             allow,
             deny: lower(&config.command_denylist),
             allow_network: config.allow_url_access,
+            shell: config.exec_shell,
             search_path,
             exec: ExecSetup::from_config(config),
         }
@@ -254,6 +276,7 @@ impl CommandPolicy {
             allow: allow.map(lower),
             deny: lower(deny),
             allow_network,
+            shell: false,
             search_path: std::env::var_os("PATH"),
             exec: ExecSetup::unconfined_for_tests(),
         }
@@ -277,6 +300,9 @@ impl CommandPolicy {
     ) -> Result<CheckedCommand, CommandRefusal> {
         if line.trim().is_empty() {
             return Err(CommandRefusal::Empty);
+        }
+        if self.shell {
+            return self.check_shell(line, paths);
         }
         for &(token, what) in FORBIDDEN {
             if line.contains(token) {

@@ -56,6 +56,11 @@ pub struct SandboxConfig {
     /// Run programs without the OS sandbox where it is unavailable (no Landlock, user
     /// namespaces refused) instead of refusing them; the result then says so.
     pub allow_unconfined_exec: bool,
+    /// Run `bash` commands with `/bin/sh -c`, so that pipes, globs, `&&` and redirections
+    /// work. Allowed only where the OS sandbox is fully available (Landlock, namespaces,
+    /// seccomp): it, not the command policy, confines what the shell runs. The policy still
+    /// checks the first program of the command.
+    pub exec_shell: bool,
     /// Paths no tool may change, whatever the allowlists say: lsm's own configuration files
     /// and run records (the agents folder). Every write-type access to one of them or to
     /// anything beneath it is refused (file tools by name and again on the opened handle);
@@ -96,6 +101,7 @@ impl Default for SandboxConfig {
             command_allow_any: false,
             command_denylist: default_command_denylist(),
             allow_unconfined_exec: false,
+            exec_shell: false,
             protected_paths: Vec::new(),
             exec_helper: ExecHelper::default(),
             timeout_seconds: 30.0,

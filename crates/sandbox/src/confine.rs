@@ -91,6 +91,12 @@ impl ConfinedExec {
         &self.description
     }
 
+    /// Whether every process the program starts ends with it (it runs as the first process
+    /// of a PID namespace of its own).
+    pub fn contains_processes(&self) -> bool {
+        self.plan.contain
+    }
+
     /// The command that runs `args` under `arg0` through the helper. The limits come from the
     /// call: CPU seconds from `timeout`, file size from `max_write_bytes`.
     pub fn command(
@@ -123,6 +129,13 @@ impl ConfinedExec {
 )]
 pub struct ConfinementUnavailable {
     reason: Unavailable,
+}
+
+impl ConfinementUnavailable {
+    /// Why the OS sandbox is unavailable (without the advice to run unconfined).
+    pub fn reason(&self) -> impl std::fmt::Display + '_ {
+        &self.reason
+    }
 }
 
 /// Why the OS sandbox cannot confine a program here.
@@ -214,6 +227,7 @@ impl ExecSetup {
             }
             let mut plan = self.base.clone();
             plan.set_program(program);
+            plan.contain = probe.namespaces;
             let description = probe.describe(&plan);
             Ok(Confinement::Confined(Arc::new(ConfinedExec {
                 helper,

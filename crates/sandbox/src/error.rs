@@ -21,6 +21,11 @@ pub enum ToolError {
     /// Anything else, with an explanation.
     #[error("{0}")]
     Failed(String),
+    /// The call ran past the sandbox's `timeout_seconds` (given in [`crate::ToolContext`])
+    /// and was ended by the tool itself, which [`crate::Tool::bounds_itself`]: the sandbox
+    /// reports it as [`ExecError::Timeout`].
+    #[error("timed out")]
+    TimedOut,
 }
 
 impl ToolError {

@@ -16,7 +16,7 @@ use crate::redactor::redact_secrets;
 use crate::validate::Validator;
 use crate::{
     Caller, ExecError, PermissionAsker, PermissionEvent, PermissionRequest, SandboxConfig,
-    SandboxConfigError, ToolContext, ToolEvent, ToolRegistry,
+    SandboxConfigError, ToolContext, ToolError, ToolEvent, ToolRegistry,
 };
 
 mod inspect;
@@ -114,6 +114,17 @@ impl Sandbox {
         )?
         .protecting(&config.protected_paths);
         let commands = CommandPolicy::from_config(&config);
+        // Under `exec_shell` the built-in `bash` says what it then runs: a shell line. (A
+        // tool of another name, or another `bash`, keeps its own description.)
+        let mut registry = registry;
+        let builtin_bash = crate::builtin::Bash;
+        if config.exec_shell
+            && registry
+                .get("bash")
+                .is_some_and(|t| t.description() == crate::Tool::description(&builtin_bash))
+        {
+            registry.register(Arc::new(crate::builtin::ShellBash));
+        }
         let mut prepared = HashMap::new();
         for tool in registry.iter() {
             let name = tool.name().to_string();
@@ -429,7 +440,7 @@ impl Sandbox {
             tokio::time::timeout(self.timeout, run).await
         };
         let outcome = match timed {
-            Err(_) => Err(ExecError::Timeout {
+            Err(_) | Ok(Ok(Err(ToolError::TimedOut))) => Err(ExecError::Timeout {
                 tool: tool_name.clone(),
                 seconds: self.config.timeout_seconds,
             }),

@@ -209,8 +209,10 @@ pub trait Tool: Send + Sync {
 
     /// Whether a call is bounded by limits of its own rather than by the sandbox's
     /// `timeout_seconds`: a tool that waits for a person (bounded by the interaction
-    /// channel's timeout), or one that runs a whole agent (bounded by that run's token budget
-    /// and iteration limits, and stopped with it).
+    /// channel's timeout), one that runs a whole agent (bounded by that run's token budget
+    /// and iteration limits, and stopped with it), or one that enforces
+    /// [`ToolContext::timeout`] itself so that it can clean up before it returns (`bash`
+    /// ends every process the call started; it returns [`crate::ToolError::TimedOut`]).
     fn bounds_itself(&self) -> bool {
         self.waits_for_person()
     }

@@ -1,8 +1,10 @@
-//! `bash`: run one checked program, without a shell.
+//! `bash`: run one checked program, without a shell — or, with `exec_shell`, a shell line.
 //!
-//! The name is what models expect; the behaviour is deliberately less than a shell's. The
-//! sandbox has already parsed and checked the command line ([`crate::CheckedCommand`]); this
-//! tool only executes it with a scrubbed environment and bounded output.
+//! The name is what models expect; by default the behaviour is deliberately less than a
+//! shell's. The sandbox has already parsed and checked the command line
+//! ([`crate::CheckedCommand`]; with `exec_shell`, `/bin/sh -c` and the line, its first
+//! program checked); this tool only executes it with a scrubbed environment, bounded output,
+//! and the call's timeout, after which every process the call started has ended.
 
 use std::process::{ExitStatus, Stdio};
 
@@ -32,6 +34,54 @@ pub struct BashArgs {
     pub command: String,
 }
 
+/// `bash` when `exec_shell` is on: the same tool, described as the shell it then is. The
+/// sandbox puts it in place of the built-in [`Bash`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ShellBash;
+
+/// Arguments of `bash` under `exec_shell`: only its schema is used (the model reads its
+/// description); the call is read as [`BashArgs`], which has the same field.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(
+    dead_code,
+    reason = "only the schema is used; calls are read as BashArgs"
+)]
+pub struct ShellArgs {
+    /// A command line for `/bin/sh`, e.g. `cargo test 2>&1 | tail -n 20`. Pipes, `&&`, globs,
+    /// variables and redirections work; it runs inside the OS sandbox (the allowed folders
+    /// only, no network unless allowed), and every process it starts ends with the call.
+    pub command: String,
+}
+
+#[async_trait::async_trait]
+impl Tool for ShellBash {
+    fn name(&self) -> &str {
+        "bash"
+    }
+    fn description(&self) -> &str {
+        "Run a shell command line with /bin/sh in the working directory, inside the OS sandbox: pipes, &&, globs, variables and redirections work; files outside the allowed folders and the network (unless allowed) are out of reach."
+    }
+    fn parameters(&self) -> serde_json::Value {
+        schema_for::<ShellArgs>()
+    }
+    fn risk(&self) -> RiskLevel {
+        Bash.risk()
+    }
+    fn needs_permission(&self) -> bool {
+        Bash.needs_permission()
+    }
+    fn command_arg(&self) -> Option<&'static str> {
+        Bash.command_arg()
+    }
+    fn bounds_itself(&self) -> bool {
+        Bash.bounds_itself()
+    }
+    async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        Bash.execute(ctx).await
+    }
+}
+
 #[async_trait::async_trait]
 impl Tool for Bash {
     fn name(&self) -> &str {
@@ -51,6 +101,11 @@ impl Tool for Bash {
     }
     fn command_arg(&self) -> Option<&'static str> {
         Some("command")
+    }
+    /// The call's timeout is enforced here, so that every process the call started has ended
+    /// when the call returns (see [`end_call`]).
+    fn bounds_itself(&self) -> bool {
+        true
     }
 
     async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
@@ -104,22 +159,29 @@ impl Tool for Bash {
         })?;
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
-        let (out, err, status) = tokio::join!(
-            async {
-                match (stdout, sink) {
-                    (Some(pipe), Some(sink)) => sink.fill_from(pipe).await.map(Captured::File),
-                    (Some(pipe), None) => Ok(Captured::Text(capture(pipe).await)),
-                    (None, _) => Ok(Captured::Text(Capture::default())),
-                }
-            },
-            async {
-                match stderr {
-                    Some(pipe) => capture(pipe).await,
-                    None => Capture::default(),
-                }
-            },
-            child.wait()
-        );
+        let ran = tokio::time::timeout(ctx.timeout, async {
+            tokio::join!(
+                async {
+                    match (stdout, sink) {
+                        (Some(pipe), Some(sink)) => sink.fill_from(pipe).await.map(Captured::File),
+                        (Some(pipe), None) => Ok(Captured::Text(capture(pipe).await)),
+                        (None, _) => Ok(Captured::Text(Capture::default())),
+                    }
+                },
+                async {
+                    match stderr {
+                        Some(pipe) => capture(pipe).await,
+                        None => Capture::default(),
+                    }
+                },
+                child.wait()
+            )
+        })
+        .await;
+        let Ok((out, err, status)) = ran else {
+            end_call(&mut child, unconfined.is_none()).await;
+            return Err(ToolError::TimedOut);
+        };
         let status =
             status.map_err(|e| ToolError::Failed(format!("waiting for the program: {e}")))?;
         if let Some(failure) = helper_failure(status, &err) {
@@ -150,6 +212,27 @@ impl Tool for Bash {
             ..ToolOutput::default()
         })
     }
+}
+
+/// Most time the confinement helper gets to end the program's PID namespace after a
+/// timeout before it is killed itself.
+const END_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// End a call that ran out of time. A confined program runs under the helper's first stage,
+/// which on `SIGTERM` kills the program's PID namespace (every process the call started)
+/// and waits until it is gone: so once the helper has exited, nothing of the call is left.
+/// An unconfined program (no helper, no namespace) is killed alone.
+async fn end_call(child: &mut tokio::process::Child, confined: bool) {
+    if let (true, Some(pid)) = (confined, child.id().and_then(|id| i32::try_from(id).ok())) {
+        let pid = nix::unistd::Pid::from_raw(pid);
+        if nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).is_ok()
+            && tokio::time::timeout(END_GRACE, child.wait()).await.is_ok()
+        {
+            return;
+        }
+    }
+    let _ = child.start_kill();
+    let _ = child.wait().await;
 }
 
 /// What a stream produced.

@@ -17,7 +17,7 @@ mod find;
 mod read;
 mod write;
 
-pub use bash::Bash;
+pub use bash::{Bash, ShellBash};
 pub use find::FindFile;
 pub use read::{FileMetadata, HashFile, ReadFile, ReadFolder};
 pub use write::{AppendFile, CreateFolder, EditFile, WriteFile};

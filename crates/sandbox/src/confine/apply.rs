@@ -2,6 +2,16 @@
 //!
 //! Order matters: the namespaces and mounts first (Landlock forbids mounting afterwards),
 //! then Landlock, seccomp, and the rlimits last (so that setting them up is not limited).
+//!
+//! With [`Plan::contain`], the helper works in two stages so that nothing a program starts
+//! outlives it. The first stage enters the namespaces, a new PID namespace among them, and
+//! starts itself again: that second stage is the namespace's first process (its "init"). It
+//! asks the kernel to kill it when the first stage dies (`PR_SET_PDEATHSIG`), checks that the
+//! first stage is still there (the write end of a pipe only the first stage holds), applies
+//! Landlock, seccomp and the rlimits, and `exec`s the program. When the program ends, or the
+//! sandbox kills the first stage (a timeout, a stopped run), the kernel kills every process
+//! left in the namespace: a `setsid` daemon or a double fork included. The first stage exits
+//! as the program did.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -16,6 +26,7 @@ use nix::libc;
 use nix::mount::{MsFlags, mount};
 use nix::sched::{CloneFlags, unshare};
 use nix::sys::resource::{Resource, getrlimit, setrlimit};
+use nix::sys::signal::{SigSet, Signal};
 use nix::sys::statvfs::{FsFlags, statvfs};
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
@@ -39,9 +50,15 @@ const LANDLOCK_ABI: ABI = ABI::V10;
 /// allow the layer, or the sandbox is unavailable on this machine.
 #[derive(Debug, thiserror::Error)]
 enum ApplyError {
-    /// `unshare` of the user (and mount, network) namespaces was refused.
+    /// `unshare` of the user (and mount, PID, network) namespaces was refused.
     #[error("could not enter a user namespace: {0}")]
     Unshare(nix::Error),
+    /// The second stage (the PID namespace's first process) could not be started.
+    #[error("could not start the sandbox's first process: {0}")]
+    SecondStage(std::io::Error),
+    /// The kernel would not kill the second stage with the first (`PR_SET_PDEATHSIG`).
+    #[error("could not tie the sandbox's first process to its helper: {0}")]
+    DeathSignal(nix::Error),
     /// The user or group mapping of the new namespace could not be written.
     #[error("could not write {file}: {error}")]
     IdMap {
@@ -136,12 +153,29 @@ pub(crate) fn helper_main(plan: Option<OsString>) -> ! {
 
 /// Every layer, in order. Returns what was applied.
 fn confine(plan: &Plan) -> Result<Probe, ApplyError> {
+    if let Some([read, write]) = plan.pid1 {
+        // The second stage: the namespaces are the first stage's already.
+        become_first_process(read, write)?;
+        return restrict(plan, true, None);
+    }
     let namespaces = enter_namespaces(plan);
     let (namespaces, namespace_error) = match namespaces {
         Ok(()) => (true, None),
-        Err(e) if plan.needs_namespaces() => return Err(e),
+        Err(e) if plan.needs_namespaces() || plan.contain => return Err(e),
         Err(e) => (false, Some(e.to_string())),
     };
+    if plan.contain && plan.program.is_some() {
+        run_second_stage(plan)
+    }
+    restrict(plan, namespaces, namespace_error)
+}
+
+/// Landlock, seccomp and the rlimits, the layers applied last. Returns what was applied.
+fn restrict(
+    plan: &Plan,
+    namespaces: bool,
+    namespace_error: Option<String>,
+) -> Result<Probe, ApplyError> {
     let landlock_abi = restrict_filesystem(plan)?;
     restrict_syscalls(plan.allow_network)?;
     set_limits(&plan.limits, namespaces)?;
@@ -152,12 +186,127 @@ fn confine(plan: &Plan) -> Result<Probe, ApplyError> {
     })
 }
 
-/// A new user and mount namespace (and network namespace without network access), mapping
+/// The signals the first stage waits for instead of dying of them: its child's end, and a
+/// request to end the call (the sandbox's timeout sends `SIGTERM`).
+fn first_stage_signals() -> SigSet {
+    let mut set = SigSet::empty();
+    for signal in [
+        Signal::SIGCHLD,
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+    ] {
+        set.add(signal);
+    }
+    set
+}
+
+/// The first stage, inside the new namespaces: start this helper again as the PID
+/// namespace's first process, wait for it, and exit as it did. Asked to end (`SIGTERM`),
+/// it kills that process — and with it every process in the namespace — and waits for it
+/// before exiting. Never returns.
+fn run_second_stage(plan: &Plan) -> ! {
+    let signals = first_stage_signals();
+    // Blocked, the signals wait for `sigwait` below (none is lost before it). The second
+    // stage inherits the mask and unblocks them first thing.
+    if let Err(e) = signals.thread_block() {
+        fail(&format!("could not block signals: {e}"))
+    }
+    let started = nix::unistd::pipe()
+        .map_err(|e| ApplyError::SecondStage(e.into()))
+        .and_then(|(read, write)| {
+            use std::os::fd::AsRawFd;
+            let mut second = plan.clone();
+            second.pid1 = Some([read.as_raw_fd(), write.as_raw_fd()]);
+            let second = serde_json::to_string(&second)
+                .map_err(|e| ApplyError::SecondStage(std::io::Error::other(e)))?;
+            let exe = std::env::current_exe().map_err(ApplyError::SecondStage)?;
+            let child = std::process::Command::new(exe)
+                .arg(super::HELPER_ARG)
+                .arg(second)
+                .spawn()
+                .map_err(ApplyError::SecondStage)?;
+            // Only this stage may hold the write end: the second stage sees it closed once
+            // this one is gone.
+            drop(read);
+            Ok((child, write))
+        });
+    let (mut child, _write) = match started {
+        Ok(started) => started,
+        Err(e) => fail(&e.to_string()),
+    };
+    loop {
+        match signals.wait() {
+            Ok(Signal::SIGCHLD) => match child.try_wait() {
+                Ok(Some(status)) => exit_as(status),
+                Ok(None) => continue,
+                Err(e) => fail(&format!("waiting for the sandbox's first process: {e}")),
+            },
+            Ok(_) | Err(_) => {
+                // The namespace's first process killed: the kernel kills every other
+                // process in it before this wait returns.
+                let _ = child.kill();
+                match child.wait() {
+                    Ok(status) => exit_as(status),
+                    Err(e) => fail(&format!("waiting for the sandbox's first process: {e}")),
+                }
+            }
+        }
+    }
+}
+
+/// Exit as `status` did: with its code, or killed by its signal.
+fn exit_as(status: std::process::ExitStatus) -> ! {
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(code) = status.code() {
+        std::process::exit(code)
+    }
+    let signal = status.signal().unwrap_or(libc::SIGKILL);
+    if let Ok(signal) = Signal::try_from(signal) {
+        // No handler is installed here: the default action ends this process the same way.
+        let _ = nix::sys::signal::raise(signal);
+    }
+    std::process::exit(128 + signal)
+}
+
+/// The second stage, first thing: die with the first stage from now on, and make sure it
+/// has not died already (then the pipe's write end is closed everywhere).
+fn become_first_process(read: i32, write: i32) -> Result<(), ApplyError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(ApplyError::DeathSignal)?;
+    // The first stage's blocked signals, inherited: the program gets them as usual.
+    first_stage_signals()
+        .thread_unblock()
+        .map_err(ApplyError::DeathSignal)?;
+    // This stage's copy of the write end; closing it leaves the first stage's the only one.
+    let _ = nix::unistd::close(write);
+    let gone = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(format!("/proc/self/fd/{read}"))
+        .and_then(|mut pipe| pipe.read(&mut [0u8; 1]));
+    let _ = nix::unistd::close(read);
+    match gone {
+        // Nothing to read yet, and a writer left: the first stage is there.
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(()),
+        // End of file: no writer is left, the first stage is gone.
+        Ok(_) => std::process::exit(libc::SIGKILL + 128),
+        Err(e) => Err(ApplyError::SecondStage(e)),
+    }
+}
+
+/// A new user and mount namespace (a PID namespace to contain the program's processes, a
+/// network namespace without network access), mapping
 /// this user to itself, with each protected path bind-mounted read-only over itself.
 fn enter_namespaces(plan: &Plan) -> Result<(), ApplyError> {
     let uid = nix::unistd::getuid();
     let gid = nix::unistd::getgid();
     let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS;
+    if plan.contain || plan.program.is_none() {
+        // The probe tries it too, so that `contain` is only asked for where it works.
+        flags |= CloneFlags::CLONE_NEWPID;
+    }
     if !plan.allow_network {
         flags |= CloneFlags::CLONE_NEWNET;
     }

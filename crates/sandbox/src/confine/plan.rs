@@ -101,6 +101,15 @@ pub(crate) struct Plan {
     pub arg0: String,
     pub args: Vec<String>,
     pub limits: Limits,
+    /// Run the program as the first process of a PID namespace of its own, so that every
+    /// process it starts (a `setsid` daemon, a double fork) ends when it does, or when the
+    /// helper is killed. Set when the probe found that namespaces can be entered.
+    #[serde(default)]
+    pub contain: bool,
+    /// Set by the helper for its second stage only: the pipe (read end, write end) whose
+    /// write end the first stage holds while it lives.
+    #[serde(default)]
+    pub pid1: Option<[i32; 2]>,
 }
 
 impl Plan {

@@ -26,14 +26,14 @@ pub(crate) struct Probe {
 }
 
 impl Probe {
-    /// `landlock abi 7 + user/mount/net namespaces + seccomp + rlimits`.
+    /// `landlock abi 7 + user/mount/pid/net namespaces + seccomp + rlimits`.
     pub(crate) fn describe(&self, plan: &Plan) -> String {
         let mut parts = vec![format!("landlock abi {}", self.landlock_abi)];
         if self.namespaces {
             parts.push(if plan.allow_network {
-                "user/mount namespaces".into()
+                "user/mount/pid namespaces".into()
             } else {
-                "user/mount/net namespaces".into()
+                "user/mount/pid/net namespaces".into()
             });
         }
         parts.push("seccomp".into());
