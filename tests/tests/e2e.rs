@@ -11,6 +11,10 @@ use lsm_e2e::{lsm, run, workspace_root};
 use lsm_test_support::script::{call, text};
 use serde_json::{Value, json};
 
+/// The `coder` preset: a shell inside the OS sandbox on a small project.
+#[path = "e2e/coding.rs"]
+mod coding;
+
 /// `lsm agent list` and every agent through `lsm agent run`.
 #[path = "e2e/agents_cli.rs"]
 mod agents_cli;
