@@ -2,7 +2,15 @@
 //! that appends to its transcript from outside the loop, and the [`RunHandle`] that gives its
 //! id, folder and summary back to whoever started it.
 
-use super::*;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use lsm_run::event::{EventEnvelope, RunEvent};
+use lsm_run::summary::RunSummary;
+use serde_json::Value;
+
+use crate::error::HarnessError;
+use crate::records::Recorder;
 
 /// Receives every event as it is recorded (for live progress and log streams): the journaled
 /// ones exactly as written to the transcript, and streamed model output (`llm_stream`,
@@ -41,8 +49,8 @@ pub trait EventSink: Send + Sync {
 /// numbered in one sequence with the loop's own, and reach the event sink as they do.
 #[derive(Clone)]
 pub struct RecordHandle {
-    pub(super) recorder: Arc<Mutex<Recorder>>,
-    pub(super) events: Option<Arc<dyn EventSink>>,
+    pub(crate) recorder: Arc<Mutex<Recorder>>,
+    pub(crate) events: Option<Arc<dyn EventSink>>,
 }
 
 impl std::fmt::Debug for RecordHandle {
@@ -91,12 +99,12 @@ impl RecordHandle {
     }
 }
 
-pub(super) fn lock_recorder(recorder: &Mutex<Recorder>) -> MutexGuard<'_, Recorder> {
+pub(crate) fn lock_recorder(recorder: &Mutex<Recorder>) -> MutexGuard<'_, Recorder> {
     // A panic while appending cannot leave the file in a state worse than a torn last line.
     recorder.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-pub(super) fn record_to(
+pub(crate) fn record_to(
     recorder: &Mutex<Recorder>,
     events: Option<&Arc<dyn EventSink>>,
     event: RunEvent,
@@ -119,7 +127,7 @@ pub(super) fn record_to(
 /// Record the events one step committed, in order: one batch
 /// ([`Recorder::append_all`]), unless the sink watches each line (then one at a time, as
 /// [`record_to`]).
-pub(super) fn record_all(
+pub(crate) fn record_all(
     recorder: &Mutex<Recorder>,
     events: Option<&Arc<dyn EventSink>>,
     batch: Vec<RunEvent>,
@@ -192,7 +200,7 @@ impl RunHandle {
         self.lock().records_error.clone()
     }
 
-    pub(super) fn started(&self, run_id: &str, run_dir: PathBuf) {
+    pub(crate) fn started(&self, run_id: &str, run_dir: PathBuf) {
         let mut s = self.lock();
         s.run_id = Some(run_id.to_string());
         s.run_dir = Some(run_dir);
@@ -200,7 +208,7 @@ impl RunHandle {
         s.records_error = None;
     }
 
-    pub(super) fn finished(&self, summary: &RunSummary, records_error: Option<String>) {
+    pub(crate) fn finished(&self, summary: &RunSummary, records_error: Option<String>) {
         let mut s = self.lock();
         s.summary = Some(summary.clone());
         s.records_error = records_error;

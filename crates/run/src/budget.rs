@@ -1,9 +1,9 @@
 //! [`RunBudget`]: one run's token and cost ceilings, and the one place its LLM calls are
 //! metered. The harness loop gates and charges its own calls with it; tools that call a model
 //! themselves (knowledge-base synthesis, re-ranking, `query_llm`) get their provider wrapped
-//! in a [`BudgetedProvider`] over the same budget, so their calls pass the same gate — no
-//! call once the budget is spent, output capped to what is left — and are charged in tokens
-//! and cost alike.
+//! in lsm-harness's `BudgetedProvider` over the same budget, so their calls pass the same
+//! gate — no call once the budget is spent, output capped to what is left — and are charged
+//! in tokens and cost alike.
 //!
 //! The bound this keeps: a run exceeds its token ceiling by at most the prompt of one call
 //! (the output of every call is capped to what is left when it starts). A call in flight
@@ -12,11 +12,9 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use lsm_providers::{
-    CallObserver, LlmRequest, LlmResponse, NoObserver, Pricing, Provider, ProviderError, Usage,
-};
-
-use crate::{HarnessConfig, RunUsage};
+use crate::config::HarnessConfig;
+use crate::message::{Pricing, Usage};
+use crate::usage::RunUsage;
 
 /// The ceilings of one run.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -56,12 +54,6 @@ pub struct BudgetExhausted {
     pub reason: String,
 }
 
-impl From<BudgetExhausted> for ProviderError {
-    fn from(e: BudgetExhausted) -> Self {
-        ProviderError::BudgetExhausted { reason: e.reason }
-    }
-}
-
 /// What has been spent and what calls in flight hold.
 #[derive(Debug, Default)]
 struct Ledger {
@@ -73,8 +65,8 @@ struct Ledger {
 
 /// One run's budget: its ceilings and what its calls spent. Cheap to clone; every clone is
 /// the same budget. Create one per run and hand it to the harness
-/// ([`crate::AgentHarness::with_budget`], [`crate::HarnessFactory::with_budget`]) and to
-/// every [`BudgetedProvider`] given to that run's tools.
+/// (lsm-harness's `RunSeams::budget`) and to every `BudgetedProvider` given to that run's
+/// tools.
 ///
 /// A run's worker runs draw on the same ceiling through a [`RunBudget::child`]: one ledger
 /// for the whole tree (a call of any run is gated by what all of them spent and hold), and
@@ -424,89 +416,6 @@ impl Drop for CallPermit {
             let mut ledger = self.budget.lock();
             RunBudget::release(&mut ledger, self.reserved_tokens, self.reserved_cost);
         }
-    }
-}
-
-/// A provider whose every call passes the run's budget: refused once the budget is spent
-/// ([`ProviderError::BudgetExhausted`], no request made), `max_output_tokens` capped to what
-/// is left, and the reported usage and cost charged afterwards (a failed call is charged its
-/// prompt estimate). What the composition root hands to tools that call a model.
-pub struct BudgetedProvider {
-    inner: Arc<dyn Provider>,
-    budget: RunBudget,
-}
-
-impl std::fmt::Debug for BudgetedProvider {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BudgetedProvider")
-            .field("provider", &self.inner.name())
-            .field("model", &self.inner.model())
-            .field("budget", &self.budget)
-            .finish()
-    }
-}
-
-impl BudgetedProvider {
-    /// `inner`, gated by and charged to `budget`.
-    pub fn new(inner: Arc<dyn Provider>, budget: RunBudget) -> Self {
-        BudgetedProvider { inner, budget }
-    }
-
-    /// The budget the calls are charged to.
-    pub fn budget(&self) -> &RunBudget {
-        &self.budget
-    }
-}
-
-#[async_trait::async_trait]
-impl Provider for BudgetedProvider {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    fn model(&self) -> &str {
-        self.inner.model()
-    }
-
-    fn context_window(&self) -> Option<u64> {
-        self.inner.context_window()
-    }
-
-    async fn complete(&self, request: &LlmRequest) -> Result<LlmResponse, ProviderError> {
-        self.complete_observed(request, &NoObserver).await
-    }
-
-    async fn complete_observed(
-        &self,
-        request: &LlmRequest,
-        observer: &dyn CallObserver,
-    ) -> Result<LlmResponse, ProviderError> {
-        let estimate = self.inner.estimate_prompt_tokens(request);
-        let permit = self.budget.begin(
-            estimate,
-            self.inner.pricing(),
-            request.options.max_output_tokens,
-        )?;
-        let mut capped = request.clone();
-        capped.options.max_output_tokens = Some(permit.max_output_tokens());
-        let result = self.inner.complete_observed(&capped, observer).await;
-        match &result {
-            Ok(response) => {
-                permit.charge(&response.usage);
-            }
-            Err(_) => {
-                permit.charge_failed();
-            }
-        }
-        result
-    }
-
-    fn estimate_prompt_tokens(&self, request: &LlmRequest) -> u64 {
-        self.inner.estimate_prompt_tokens(request)
-    }
-
-    fn pricing(&self) -> Option<Pricing> {
-        self.inner.pricing()
     }
 }
 

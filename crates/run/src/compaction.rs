@@ -26,7 +26,7 @@
 
 use std::sync::Arc;
 
-use lsm_providers::{Message, Role};
+use crate::message::{Message, Role};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -82,15 +82,17 @@ impl CompactionConfig {
     ///
     /// # Errors
     /// The key and what is wrong with it.
-    pub fn validate(&self) -> Result<(), crate::SettingError> {
+    pub fn validate(&self) -> Result<(), crate::error::SettingError> {
         if !(0.1..=0.95).contains(&self.target_fraction) {
-            return Err(crate::SettingError::TargetFraction(self.target_fraction));
+            return Err(crate::error::SettingError::TargetFraction(
+                self.target_fraction,
+            ));
         }
         if self.context_window.is_some_and(|w| w < 1024) {
-            return Err(crate::SettingError::ContextWindow);
+            return Err(crate::error::SettingError::ContextWindow);
         }
         if self.summary_max_tokens == 0 {
-            return Err(crate::SettingError::SummaryMaxTokens);
+            return Err(crate::error::SettingError::SummaryMaxTokens);
         }
         Ok(())
     }

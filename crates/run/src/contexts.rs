@@ -7,10 +7,10 @@
 
 use std::sync::Arc;
 
-use lsm_providers::{Message, Role};
+use crate::message::{Message, Role};
 use serde::{Deserialize, Serialize};
 
-use crate::ContextStrategy;
+use crate::config::ContextStrategy;
 
 /// The key of the primary (unnamed) context in records.
 pub(crate) const DEFAULT_LABEL: &str = "__default__";
@@ -67,13 +67,8 @@ impl ContextState {
     }
 }
 
-/// A fresh conversation id.
-pub(crate) fn new_conversation_id() -> String {
-    format!("conv-{}", uuid::Uuid::new_v4().simple())
-}
-
 /// The record name of a label.
-pub(crate) fn label_name(label: &Option<String>) -> &str {
+pub fn label_name(label: &Option<String>) -> &str {
     label.as_deref().unwrap_or(DEFAULT_LABEL)
 }
 
@@ -260,11 +255,12 @@ mod tests {
 
     #[test]
     fn reset_changes_the_conversation_id_and_clears_the_chain() {
-        let mut c = ContextState::new(new_conversation_id());
+        // The driver makes the ids (`conv-<random>`); the context only keeps them.
+        let mut c = ContextState::new("conv-1".into());
         c.history.push(Message::user("x").into());
         c.last_response_id = Some("r1".into());
         let before = c.conversation_id.clone();
-        c.reset(new_conversation_id());
+        c.reset("conv-2".into());
         assert!(c.history.is_empty());
         assert_eq!(c.last_response_id, None);
         assert_ne!(c.conversation_id, before);

@@ -19,7 +19,7 @@
 
 use std::sync::{Arc, LazyLock};
 
-use lsm_providers::ToolDefinition;
+use crate::message::ToolDefinition;
 use serde_json::json;
 
 use crate::work_items::{WORK_ITEM_TOOLS, definition};

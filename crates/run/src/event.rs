@@ -6,8 +6,8 @@
 //! "schema_version", "event": "<name>", ...fields}`. Version 1 was the untyped transcript of
 //! earlier releases; the renames are listed in `docs/CHANGELOG.md`.
 
+use crate::message::{ToolCall, Usage};
 use lsm_phase::{PhaseRequest, PhaseResult};
-use lsm_providers::{ToolCall, Usage};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -49,7 +49,7 @@ pub enum RunEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_cost_usd: Option<f64>,
         /// History trimming (`compact`, `fresh` or `full`).
-        context_window_strategy: crate::ContextStrategy,
+        context_window_strategy: crate::config::ContextStrategy,
         /// How the run's owner started it, so that it can rebuild the run to resume it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         launch: Option<RunLaunch>,
@@ -59,7 +59,7 @@ pub enum RunEvent {
         call_identity: crate::stall::CallIdentity,
         /// How strictly a phase that completes the task must prove it.
         #[serde(default)]
-        stop_mode: crate::StopMode,
+        stop_mode: crate::config::StopMode,
         /// How often the completion checks may send the model back in one phase.
         #[serde(default = "default_completion_retries")]
         completion_retries: u32,
@@ -641,7 +641,7 @@ pub enum RunEvent {
         /// How it ended, with its report.
         outcome: lsm_phase::WorkerOutcome,
         /// What its model calls spent (charged to the tree's budget).
-        usage: crate::RunUsage,
+        usage: crate::usage::RunUsage,
     },
     /// A worker failed, blocked, stalled or stopped (or could not run).
     WorkerFailed {
@@ -657,7 +657,7 @@ pub enum RunEvent {
         /// How it ended.
         outcome: lsm_phase::WorkerOutcome,
         /// What its model calls spent.
-        usage: crate::RunUsage,
+        usage: crate::usage::RunUsage,
     },
     /// Every worker of a wave ended; their outcomes in the order asked (a resumed run
     /// replays the wave from this).

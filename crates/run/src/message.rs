@@ -9,6 +9,12 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+mod pricing;
+mod progress;
+
+pub use pricing::Pricing;
+pub use progress::ProviderEvent;
+
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -1,7 +1,8 @@
 //! The run's report (seed 003's `WorkerTurnReport`): read from the `complete` control tool's
 //! arguments, with every finding's evidence checked against what the run really has — the
 //! call ids of its successful tool calls, and the paths, URLs and source ids those calls
-//! named or returned ([`evidence_keys`], folded into [`crate::RunState::evidence`]). A
+//! named or returned ([`evidence_keys`], folded into [`crate::RunState::evidence`]; the run's
+//! report is [`crate::RunState::turn_report`]). A
 //! reference that points at nothing is dropped and listed, like an unknown `[S#]` citation.
 
 use std::collections::BTreeSet;
@@ -34,27 +35,6 @@ fn strings(v: Option<&Value>) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// A run's report: the model's last `complete` report; else, once a phase ended, its last
-/// answer as the summary, successful when it ended `done`, an escalation otherwise.
-pub fn of_state(state: &crate::RunState) -> Option<TurnReport> {
-    use lsm_phase::StopReason;
-    if let Some(r) = &state.report {
-        return Some(r.clone());
-    }
-    let (_, last) = state.phases.last_key_value()?;
-    let escalations = match last.stop_reason {
-        StopReason::Done => Vec::new(),
-        StopReason::Blocked => vec![format!("blocked: {}", last.final_text)],
-        other => vec![format!("the run ended {other}")],
-    };
-    Some(TurnReport {
-        summary: last.final_text.clone(),
-        success: last.stop_reason == StopReason::Done,
-        escalations,
-        ..TurnReport::default()
-    })
 }
 
 /// The report the model gave in a `complete` call, its evidence checked against `evidence`.

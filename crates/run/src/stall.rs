@@ -4,7 +4,7 @@
 //! An iteration is one model answer and the outcomes of the tool calls it asked for. Its
 //! fingerprint hashes the answer's text (trimmed), and the calls as a multiset (reordered
 //! parallel calls are the same iteration) of canonical call keys: the tool's name, its
-//! identifying arguments ([`lsm_sandbox::Tool::identity_args`], every argument by default) as
+//! identifying arguments (`lsm_sandbox::Tool::identity_args`, every argument by default) as
 //! JSON with sorted keys, and the call's outcome (result or error). A refused call
 //! counts like any other, so repeated invalid calls are a stall; a retry with different
 //! arguments, or the same call whose result changed, is progress.

@@ -4,19 +4,21 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use lsm_phase::{PhaseRequest, PhaseResult, StopReason, ToolCallRecord, ToolOutcome};
-use lsm_providers::{Message, ToolCall, Usage};
+use lsm_phase::{PhaseRequest, PhaseResult, StopReason, ToolCallRecord, ToolOutcome, TurnReport};
 use serde::{Deserialize, Serialize};
 
 use crate::compaction::{self, Rung, Step};
+use crate::config::{ContextStrategy, StopMode};
 use crate::contexts::ContextState;
 use crate::contract::{Coverage, TaskContract};
 use crate::event::{Decision, EventEnvelope, PhaseMode, RunEvent};
 use crate::hooks::HookPoint;
-use crate::records::{ApprovalEvent, ApprovalsDenials, MemoryCounts};
+use crate::message::{Message, ToolCall};
 use crate::stall::{CallIdentity, StallState, fingerprint};
+use crate::summary::{ApprovalEvent, ApprovalsDenials, MemoryCounts};
+pub use crate::usage::RunUsage;
+use crate::wave::{StartedWorker, Wave};
 use crate::work_items::{WorkItem, upsert};
-use crate::{ContextStrategy, StopMode};
 
 mod fold;
 mod updates;
@@ -29,78 +31,6 @@ pub const INTERRUPTED_CALL: &str = "the call was interrupted and may or may not 
 effect (the run was resumed after its process ended); check before repeating it";
 /// What the model sees for a call skipped by a stop.
 pub(crate) const NOT_EXECUTED_STOPPED: &str = "Not executed: a stop was requested.";
-
-/// Token accounting of a run: every LLM call charged to its [`crate::RunBudget`], the
-/// harness's own and those made inside tools. Visible to the harness's owner (the CLI,
-/// tests), never to an agent: it is not part of any phase result.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct RunUsage {
-    /// Input + output tokens.
-    pub tokens_used: u64,
-    /// Prompt tokens.
-    pub input_tokens: u64,
-    /// Generated tokens.
-    pub output_tokens: u64,
-    /// Cached prompt tokens.
-    pub cached_tokens: u64,
-    /// Prompt tokens written to the provider's cache.
-    pub cache_creation_tokens: u64,
-    /// LLM calls charged (the harness's own and those made inside tools).
-    pub llm_calls: u64,
-    /// What the calls cost in US dollars (`None` while the provider has no prices).
-    pub cost_usd: Option<f64>,
-}
-
-impl RunUsage {
-    /// Add another run's usage to this one.
-    pub fn absorb(&mut self, other: &RunUsage) {
-        self.tokens_used = self.tokens_used.saturating_add(other.tokens_used);
-        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
-        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
-        self.cached_tokens = self.cached_tokens.saturating_add(other.cached_tokens);
-        self.cache_creation_tokens = self
-            .cache_creation_tokens
-            .saturating_add(other.cache_creation_tokens);
-        self.llm_calls = self.llm_calls.saturating_add(other.llm_calls);
-        if let Some(c) = other.cost_usd {
-            self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + c);
-        }
-    }
-
-    /// This usage less `other` (never below zero), e.g. what was spent since `other`.
-    pub fn minus(&self, other: &RunUsage) -> RunUsage {
-        RunUsage {
-            tokens_used: self.tokens_used.saturating_sub(other.tokens_used),
-            input_tokens: self.input_tokens.saturating_sub(other.input_tokens),
-            output_tokens: self.output_tokens.saturating_sub(other.output_tokens),
-            cached_tokens: self.cached_tokens.saturating_sub(other.cached_tokens),
-            cache_creation_tokens: self
-                .cache_creation_tokens
-                .saturating_sub(other.cache_creation_tokens),
-            llm_calls: self.llm_calls.saturating_sub(other.llm_calls),
-            cost_usd: match (self.cost_usd, other.cost_usd) {
-                (Some(a), Some(b)) => Some((a - b).max(0.0)),
-                (a, None) => a,
-                (None, Some(_)) => None,
-            },
-        }
-    }
-
-    /// Add `calls` calls that used `usage` and cost `cost`.
-    pub fn add(&mut self, usage: &Usage, calls: u64, cost: Option<f64>) {
-        self.tokens_used = self.tokens_used.saturating_add(usage.total());
-        self.input_tokens = self.input_tokens.saturating_add(usage.input_tokens);
-        self.output_tokens = self.output_tokens.saturating_add(usage.output_tokens);
-        self.cached_tokens = self.cached_tokens.saturating_add(usage.cached_tokens);
-        self.cache_creation_tokens = self
-            .cache_creation_tokens
-            .saturating_add(usage.cache_creation_tokens);
-        self.llm_calls = self.llm_calls.saturating_add(calls);
-        if let Some(c) = cost {
-            self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + c);
-        }
-    }
-}
 
 /// One context and its label (`None` is the primary context, distinct from every name).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -287,7 +217,7 @@ pub struct RunState {
     pub evidence: std::collections::BTreeSet<String>,
     /// The run's worker waves, by index.
     #[serde(default)]
-    pub waves: BTreeMap<u32, crate::workers::Wave>,
+    pub waves: BTreeMap<u32, Wave>,
     /// What the ended workers spent (charged to this run's budget, the tree's).
     #[serde(default)]
     pub worker_usage: RunUsage,
@@ -326,6 +256,26 @@ impl RunState {
             .iter()
             .find(|c| &c.label == label)
             .map(|c| &c.context)
+    }
+
+    /// A run's report: the model's last `complete` report; else, once a phase ended, its last
+    /// answer as the summary, successful when it ended `done`, an escalation otherwise.
+    pub fn turn_report(&self) -> Option<TurnReport> {
+        if let Some(r) = &self.report {
+            return Some(r.clone());
+        }
+        let (_, last) = self.phases.last_key_value()?;
+        let escalations = match last.stop_reason {
+            StopReason::Done => Vec::new(),
+            StopReason::Blocked => vec![format!("blocked: {}", last.final_text)],
+            other => vec![format!("the run ended {other}")],
+        };
+        Some(TurnReport {
+            summary: last.final_text.clone(),
+            success: last.stop_reason == StopReason::Done,
+            escalations,
+            ..TurnReport::default()
+        })
     }
 }
 

@@ -35,7 +35,7 @@
 //! A layer that sends the model back to work continues the phase only if no hard stop
 //! applies; otherwise the hard stop ends it.
 
-use crate::StopMode;
+use crate::config::StopMode;
 use crate::stall::{StallConfig, StallState};
 
 /// What the model's last iteration signalled.

@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use lsm_providers::ToolDefinition;
+use crate::message::ToolDefinition;
 
 /// Adds an item.
 pub const WORK_ITEM_ADD: &str = "work_item_add";

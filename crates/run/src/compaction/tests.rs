@@ -1,6 +1,6 @@
 //! The ladder's pure parts: what each rung may touch, and how the fold redoes it.
 
-use lsm_providers::{Message, Role, ToolCall};
+use crate::message::{Message, Role, ToolCall};
 use serde_json::json;
 
 use super::*;

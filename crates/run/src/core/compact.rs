@@ -7,14 +7,14 @@
 
 use std::sync::Arc;
 
-use lsm_providers::{CallOptions, LlmRequest, LlmResponse, Message};
+use crate::message::{CallOptions, LlmRequest, LlmResponse, Message};
 
 use super::{Core, Effect, Env, current_label, emit};
-use crate::ContextStrategy;
 use crate::budget::gate;
 use crate::compaction::{
     Layout, Rung, SUMMARY_PROMPT, Step, apply, elidable, layout, oldest_run, transcript_of,
 };
+use crate::config::ContextStrategy;
 use crate::event::RunEvent;
 use crate::state::{RunState, RunUsage};
 
@@ -207,7 +207,7 @@ impl Core {
         history: &[Arc<Message>],
         layout: &Layout,
         env: &Env<'_>,
-    ) -> Option<(usize, usize, LlmRequest, crate::Grant)> {
+    ) -> Option<(usize, usize, LlmRequest, crate::budget::Grant)> {
         let c = &self.config.compaction;
         let (from, mut to) = oldest_run(history, layout, c.keep_recent_turns)?;
         let room = self
@@ -221,7 +221,7 @@ impl Core {
         } else {
             // Fewer turns: the range may end before any later turn start in it.
             let ends: Vec<usize> = (from + 1..to)
-                .filter(|&i| history[i].role != lsm_providers::Role::Tool)
+                .filter(|&i| history[i].role != crate::message::Role::Tool)
                 .collect();
             let fits = |end: usize| (env.estimate)(&summary_request(history, from, end)) <= room;
             to = last_fitting(&ends, fits)?;
@@ -252,7 +252,7 @@ impl Core {
         let (from, stop) = oldest_run(history, layout, 0)?;
         // Do not drop a single note standing for earlier drops: nothing would be gained.
         let ends: Vec<usize> = (from + 1..=stop)
-            .filter(|&i| i == stop || history[i].role != lsm_providers::Role::Tool)
+            .filter(|&i| i == stop || history[i].role != crate::message::Role::Tool)
             .collect();
         if ends.is_empty() || (stop == from + 1 && history[from].content.starts_with('[')) {
             return None;
@@ -460,7 +460,7 @@ fn summary_request(history: &[Arc<Message>], from: usize, to: usize) -> LlmReque
 /// Where the most recent `turns` turns before the tail begin (the tail itself when none).
 fn recent_turns_start(history: &[Arc<Message>], layout: &Layout, turns: usize) -> usize {
     let starts: Vec<usize> = (0..layout.tail.min(history.len()))
-        .filter(|&i| history[i].role == lsm_providers::Role::Assistant)
+        .filter(|&i| history[i].role == crate::message::Role::Assistant)
         .collect();
     if turns == 0 || starts.is_empty() {
         return layout.tail;

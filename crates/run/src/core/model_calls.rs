@@ -118,7 +118,7 @@ impl Core {
     pub(super) fn assemble_with(
         &self,
         st: &RunState,
-        history: Option<&[std::sync::Arc<lsm_providers::Message>]>,
+        history: Option<&[std::sync::Arc<crate::message::Message>]>,
     ) -> (LlmRequest, bool, bool) {
         self.assemble_over(st, history, false)
     }
@@ -129,7 +129,7 @@ impl Core {
     fn assemble_over(
         &self,
         st: &RunState,
-        history: Option<&[std::sync::Arc<lsm_providers::Message>]>,
+        history: Option<&[std::sync::Arc<crate::message::Message>]>,
         to_send: bool,
     ) -> (LlmRequest, bool, bool) {
         let Some(pos) = st.current.as_ref() else {

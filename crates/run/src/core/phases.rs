@@ -185,7 +185,7 @@ impl Core {
         }
         let last = st.context(pos.label())?.history.last()?;
         (pos.batch.is_empty()
-            && last.role == lsm_providers::Role::Assistant
+            && last.role == crate::message::Role::Assistant
             && last.tool_calls.is_empty())
         .then(|| self.iteration_end(st, Signal::Done, env, out))
     }

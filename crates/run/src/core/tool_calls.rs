@@ -83,7 +83,7 @@ impl Core {
     pub(super) fn control_call(
         &self,
         st: &mut RunState,
-        call: &lsm_providers::ToolCall,
+        call: &crate::message::ToolCall,
         label: Option<String>,
         out: &mut Vec<RunEvent>,
     ) {

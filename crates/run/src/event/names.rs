@@ -115,9 +115,9 @@ pub(crate) fn without_reserved(fields: &Map<String, Value>) -> Map<String, Value
 
 /// The first [`TOOL_SUMMARY_CHARS`] characters of `text` on one line, with `…` when cut.
 pub fn summarize(text: &str) -> String {
-    // The head is found first ([`lsm_sandbox::char_cut`]) and copied whole, its line breaks
-    // replaced byte by byte: they are ASCII, so the copy stays UTF-8.
-    let cut = lsm_sandbox::char_cut(text, TOOL_SUMMARY_CHARS);
+    // The head is found first ([`lsm_phase::text::char_cut`]) and copied whole, its line
+    // breaks replaced byte by byte: they are ASCII, so the copy stays UTF-8.
+    let cut = lsm_phase::text::char_cut(text, TOOL_SUMMARY_CHARS);
     let head = &text.as_bytes()[..cut.unwrap_or(text.len())];
     let mut bytes = Vec::with_capacity(head.len() + '…'.len_utf8());
     bytes.extend(

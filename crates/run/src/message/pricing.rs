@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::Usage;
+use super::Usage;
 
 /// A model's prices in US dollars per million tokens, as the provider publishes them.
 ///

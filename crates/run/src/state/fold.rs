@@ -417,7 +417,7 @@ impl RunState {
             } => {
                 self.waves.entry(*wave).or_default().started.insert(
                     item_id.clone(),
-                    crate::workers::StartedWorker {
+                    StartedWorker {
                         worker_run_id: worker_run_id.clone(),
                         run_dir: run_dir.clone(),
                     },
