@@ -40,7 +40,21 @@ pub struct DependentRule {
     pub summary: &'static str,
 }
 
-/// Rules 1, 2 and 5: what a crate may reach.
+/// A crate and the packages (of any kind, `lsm-*` or not) its normal-dependency closure must
+/// not contain.
+#[derive(Debug)]
+pub struct ExcludeRule {
+    /// The rule's label, as printed.
+    pub rule: &'static str,
+    /// The constrained crate.
+    pub krate: &'static str,
+    /// The packages it must not reach, directly or transitively.
+    pub forbidden: &'static [&'static str],
+    /// The rule in words, as printed before "but …".
+    pub summary: &'static str,
+}
+
+/// Rules 1, 2, 5 and 7: what a crate may reach.
 pub const REACH_RULES: &[ReachRule] = &[
     ReachRule {
         rule: "rule 1",
@@ -56,13 +70,32 @@ pub const REACH_RULES: &[ReachRule] = &[
     },
     // Rule 5: the MCP client turns a server's tools into sandbox tools; it must not be able
     // to reach a provider, the harness or an agent (an MCP tool is as untrusted as any tool).
+    // (lsm-phase, the leaf, is reached through the sandbox: its text helpers.)
     ReachRule {
         rule: "rule 5",
         krate: "lsm-mcp",
-        allowed: &["lsm-sandbox"],
-        summary: "lsm-mcp must depend on lsm-sandbox only",
+        allowed: &["lsm-sandbox", "lsm-phase"],
+        summary: "lsm-mcp must depend on lsm-sandbox (and the leaf lsm-phase) only",
+    },
+    // Rule 7: the run's pure core decides and does no I/O; it can name neither a provider
+    // client nor the sandbox nor the driver.
+    ReachRule {
+        rule: "rule 7",
+        krate: "lsm-run",
+        allowed: &["lsm-phase"],
+        summary: "lsm-run must depend on lsm-phase only",
     },
 ];
+
+/// Rule 7: the pure core reaches no async runtime (nor, so, its I/O). The sources' side of
+/// the rule (no `std::fs`, `std::net`, `std::process`, `tokio` or clock read outside tests)
+/// is [`crate::purity`].
+pub const EXCLUDE_RULES: &[ExcludeRule] = &[ExcludeRule {
+    rule: "rule 7",
+    krate: "lsm-run",
+    forbidden: &["tokio", "tokio-util"],
+    summary: "lsm-run must not reach tokio or tokio-util",
+}];
 
 /// Rules 3 and 4: who may depend on a crate.
 pub const DEPENDENT_RULES: &[DependentRule] = &[
@@ -128,7 +161,7 @@ pub const TABLE_RULE: &str = "rule table";
 /// One broken rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
-    /// The rule's label (`rule 1` … `rule 5`, [`LAYOUT_RULE`], [`TABLE_RULE`]).
+    /// The rule's label (`rule 1` … `rule 7`, [`LAYOUT_RULE`], [`TABLE_RULE`]).
     pub rule: &'static str,
     /// The crate that breaks the rule.
     pub krate: String,
@@ -159,6 +192,9 @@ pub fn check(graph: &Graph) -> Vec<Violation> {
     for rule in DEPENDENT_RULES {
         check_dependents(graph, rule, &mut out);
     }
+    for rule in EXCLUDE_RULES {
+        check_excluded(graph, rule, &mut out);
+    }
     check_layout(graph, &mut out);
     out
 }
@@ -167,7 +203,8 @@ fn check_table(graph: &Graph, out: &mut Vec<Violation>) {
     let named = REACH_RULES
         .iter()
         .map(|r| (r.rule, r.krate, r.allowed))
-        .chain(DEPENDENT_RULES.iter().map(|r| (r.rule, r.krate, r.allowed)));
+        .chain(DEPENDENT_RULES.iter().map(|r| (r.rule, r.krate, r.allowed)))
+        .chain(EXCLUDE_RULES.iter().map(|r| (r.rule, r.krate, &[][..])));
     for (rule, krate, allowed) in named {
         for name in std::iter::once(&krate).chain(allowed) {
             if graph.member(name).is_none() {
@@ -197,6 +234,24 @@ fn check_reach(graph: &Graph, rule: &ReachRule, out: &mut Vec<Violation>) {
                     path.join(" -> ")
                 ),
                 path,
+            });
+        }
+    }
+}
+
+fn check_excluded(graph: &Graph, rule: &ExcludeRule, out: &mut Vec<Violation>) {
+    let reached = graph.reachable_from(rule.krate);
+    for forbidden in rule.forbidden {
+        if let Some(path) = reached.get(*forbidden) {
+            out.push(Violation {
+                rule: rule.rule,
+                krate: rule.krate.to_owned(),
+                message: format!(
+                    "{}, but reaches {forbidden} via {}",
+                    rule.summary,
+                    path.join(" -> ")
+                ),
+                path: path.clone(),
             });
         }
     }
@@ -270,6 +325,7 @@ mod tests {
         let mut g = Graph::new();
         for (name, dir, lib, bin) in [
             ("lsm-phase", "crates/phase", true, false),
+            ("lsm-run", "crates/run", true, false),
             ("lsm-interaction", "crates/interaction", true, false),
             ("lsm-sandbox", "crates/sandbox", true, false),
             ("lsm-providers", "crates/providers", true, false),
@@ -290,13 +346,23 @@ mod tests {
             ("lsm-phase", "serde"),
             ("lsm-phase", "async-trait"),
             ("lsm-interaction", "serde"),
+            ("lsm-run", "lsm-phase"),
+            ("lsm-run", "serde"),
+            ("lsm-run", "globset"),
+            ("globset", "regex"),
+            ("lsm-sandbox", "lsm-phase"),
             ("lsm-sandbox", "serde"),
             ("lsm-sandbox", "tokio"),
+            ("lsm-providers", "lsm-run"),
             ("lsm-providers", "serde"),
+            ("lsm-providers", "tokio"),
             ("lsm-harness", "lsm-phase"),
+            ("lsm-harness", "lsm-run"),
             ("lsm-harness", "lsm-providers"),
             ("lsm-harness", "lsm-sandbox"),
             ("lsm-harness", "tokio"),
+            ("lsm-harness", "tokio-util"),
+            ("tokio-util", "tokio"),
             ("lsm-tools-kb", "lsm-sandbox"),
             ("lsm-tools-kb", "lsm-providers"),
             ("lsm-memory", "lsm-sandbox"),
@@ -406,10 +472,15 @@ mod tests {
             find(&v, "rule 1", "lsm-providers").path,
             ["lsm-agents", "lsm-providers"]
         );
+        // And through it, the run crate its message types come from.
+        assert_eq!(
+            find(&v, "rule 1", "lsm-run").path,
+            ["lsm-agents", "lsm-providers", "lsm-run"]
+        );
         let hit = find(&v, "rule 3", "lsm-providers");
         assert_eq!(hit.krate, "lsm-agents");
         assert_eq!(hit.path, ["lsm-agents", "lsm-providers"]);
-        assert_eq!(v.len(), 2, "{v:#?}");
+        assert_eq!(v.len(), 3, "{v:#?}");
     }
 
     #[test]
@@ -442,8 +513,10 @@ mod tests {
             assert_eq!(hit.krate, "lsm-mcp");
             assert_eq!(hit.path, ["lsm-mcp", other]);
             assert!(
-                hit.to_string()
-                    .starts_with("rule 5: lsm-mcp must depend on lsm-sandbox only, but reaches"),
+                hit.to_string().starts_with(
+                    "rule 5: lsm-mcp must depend on lsm-sandbox (and the leaf lsm-phase) \
+                         only, but reaches"
+                ),
                 "{hit}"
             );
             assert_eq!(find(&v, extra_rule, other).krate, "lsm-mcp");
@@ -464,6 +537,7 @@ mod tests {
     #[test]
     fn phase_depending_on_any_lsm_crate_breaks_rule_2() {
         for other in [
+            "lsm-run",
             "lsm-interaction",
             "lsm-sandbox",
             "lsm-providers",
@@ -627,5 +701,70 @@ mod tests {
             .find(|v| v.rule == TABLE_RULE)
             .unwrap_or_else(|| panic!("no rule-table violation in {v:#?}"));
         assert_eq!(hit.krate, "lsm-agents");
+    }
+
+    #[test]
+    fn run_depending_on_sandbox_breaks_rule_7() {
+        let mut g = good_graph();
+        g.add_dep("lsm-run", "lsm-sandbox");
+        let v = check(&g);
+        let hit = find(&v, "rule 7", "lsm-sandbox");
+        assert_eq!(hit.krate, "lsm-run");
+        assert_eq!(
+            hit.to_string(),
+            "rule 7: lsm-run must depend on lsm-phase only, but reaches lsm-sandbox \
+             via lsm-run -> lsm-sandbox"
+        );
+        // And through the sandbox, tokio.
+        let hit = find(&v, "rule 7", "tokio");
+        assert_eq!(hit.path, ["lsm-run", "lsm-sandbox", "tokio"]);
+        assert_eq!(v.len(), 2, "{v:#?}");
+    }
+
+    #[test]
+    fn run_depending_on_providers_or_the_harness_breaks_rule_7() {
+        for other in ["lsm-providers", "lsm-harness"] {
+            let mut g = good_graph();
+            g.add_dep("lsm-run", other);
+            let v = check(&g);
+            assert_eq!(find(&v, "rule 7", other).path, ["lsm-run", other]);
+        }
+    }
+
+    #[test]
+    fn run_reaching_tokio_through_a_dependency_breaks_rule_7() {
+        let mut g = good_graph();
+        g.add_dep("regex", "some-runtime-helper");
+        g.add_dep("some-runtime-helper", "tokio-util");
+        g.add_dep("tokio-util", "tokio");
+        let v = check(&g);
+        let hit = find(&v, "rule 7", "tokio-util");
+        assert_eq!(
+            hit.path,
+            [
+                "lsm-run",
+                "globset",
+                "regex",
+                "some-runtime-helper",
+                "tokio-util"
+            ]
+        );
+        assert_eq!(
+            find(&v, "rule 7", "tokio").to_string(),
+            "rule 7: lsm-run must not reach tokio or tokio-util, but reaches tokio via \
+             lsm-run -> globset -> regex -> some-runtime-helper -> tokio-util -> tokio"
+        );
+        // Only the run crate is held to it: the harness reaches tokio as it should.
+        assert!(v.iter().all(|v| v.krate == "lsm-run"), "{v:#?}");
+        assert_eq!(v.len(), 2, "{v:#?}");
+    }
+
+    #[test]
+    fn run_depending_on_tokio_directly_breaks_rule_7() {
+        let mut g = good_graph();
+        g.add_dep("lsm-run", "tokio");
+        let v = check(&g);
+        assert_eq!(find(&v, "rule 7", "tokio").path, ["lsm-run", "tokio"]);
+        assert_eq!(v.len(), 1, "{v:#?}");
     }
 }

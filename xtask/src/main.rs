@@ -5,9 +5,13 @@
 //!   on the resolved graph of normal dependencies from `cargo metadata`: `lsm-agents` reaches
 //!   only `lsm-phase`, `lsm-phase` reaches no `lsm-*` crate, only the harness and the KB tools
 //!   (and the composition root) depend on `lsm-providers`, only `lsm-cli` depends on
-//!   `lsm-harness`, and every `lsm-*` library lives under `crates/`. The layering is the
+//!   `lsm-harness`, `lsm-run` (the pure core) reaches only `lsm-phase` and neither tokio nor
+//!   tokio-util, and every `lsm-*` library lives under `crates/`. The layering is the
 //!   security model (an agent cannot name a provider, a tool or the harness), so a violation
-//!   fails CI. The rules are a table in `layers.rs`.
+//!   fails CI. The rules are a table in `layers.rs`. It also reads sources (`purity.rs`):
+//!   `lsm-run`'s code names no `std::fs`, `std::net`, `std::process`, tokio or clock outside
+//!   tests, and the top-level modules of `lsm-run` and `lsm-harness` import each other
+//!   without a circle.
 //! - `cargo xtask check-docs` holds README.md, docs/ARCHITECTURE.md and docs/PERFORMANCE.md
 //!   to their size limits (12, 40 and 30 KiB; `docs.rs`): the docs stay maps.
 //! - `cargo xtask check` runs, in order and stopping at the first failure: `cargo fmt --check`,
@@ -53,6 +57,7 @@ mod graph;
 mod layers;
 mod model;
 mod models;
+mod purity;
 mod sources;
 mod tasks;
 

@@ -10,7 +10,7 @@ use cargo_metadata::{CargoOpt, MetadataCommand};
 
 use crate::cargo_build::{cargo, run_cargo};
 use crate::graph::Graph;
-use crate::layers;
+use crate::{layers, purity};
 
 /// The workspace root: the parent of this crate's directory.
 pub fn workspace_root() -> Result<PathBuf> {
@@ -32,20 +32,29 @@ pub fn check_layers(root: &Path) -> Result<()> {
         .context("step `check-layers`: `cargo metadata` failed")?;
     let graph = Graph::from_metadata(&meta)?;
     let violations = layers::check(&graph);
-    if violations.is_empty() {
+    let mut sources = purity::check_pure(root, &root.join(purity::PURE_SOURCES))?;
+    sources.extend(purity::check_circles(root)?);
+    if violations.is_empty() && sources.is_empty() {
         eprintln!(
-            "xtask: [check-layers] ok: {} workspace crates follow rules 1-6 and the layout rule",
-            graph.members().count()
+            "xtask: [check-layers] ok: {} workspace crates follow rules 1-7 and the layout \
+             rule; lsm-run's sources do no I/O; no module circle in {}",
+            graph.members().count(),
+            purity::ACYCLIC_CRATES.join(", ")
         );
         return Ok(());
     }
     for violation in &violations {
         eprintln!("{violation}");
     }
+    for finding in &sources {
+        eprintln!("{finding}");
+    }
     bail!(
         "step `check-layers` failed: {} violation(s) of the dependency rules \
-         (see \"Dependency rules\" in DESIGN.md and the table in xtask/src/layers.rs)",
-        violations.len()
+         (see \"Dependency rules\" in DESIGN.md and the table in xtask/src/layers.rs) and \
+         {} of the source rules (xtask/src/purity.rs)",
+        violations.len(),
+        sources.len()
     )
 }
 

@@ -1,7 +1,7 @@
 //! [`HarnessError`]: what can go wrong in the harness itself (as opposed to a tool or the
 //! model, whose failures are values fed back to the model).
 
-use crate::event::UnknownEvent;
+use lsm_run::event::UnknownEvent;
 
 /// A failure of the harness: its records, or a model call that ends the phase.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

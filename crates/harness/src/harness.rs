@@ -16,46 +16,38 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 use lsm_phase::{AgentIdentity, PhaseExecutor, PhaseRequest, PhaseResult, RunOutcome, StopReason};
 use lsm_providers::{CallObserver, LlmRequest, Provider, ProviderEvent, ToolDefinition};
+use lsm_run::budget::{Grant, RunBudget};
+use lsm_run::contexts::label_name;
+use lsm_run::contract::{Coverage, FileFact, TaskContract};
+use lsm_run::core::{
+    Core, CoreConfig, Effect, Env, Input, Step, ToolEffect, ToolFailure, ToolRun, ToolSpend,
+};
+use lsm_run::event::{Decision, RepairAction, RunEvent, RunLaunch, SCHEMA_VERSION};
+use lsm_run::guard::ToolCallGuard;
+use lsm_run::hooks::{Hook, HookEvent, HookPoint};
+use lsm_run::stall::StallConfig;
+use lsm_run::state::{RunState, RunUsage};
+use lsm_run::summary::{ContextTracking, ContractReport, LabelTracking, RunSummary, TokenUsage};
+use lsm_run::{BudgetLimits, HarnessConfig};
 use lsm_sandbox::{Caller, Inspection, Sandbox};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::budget::{BudgetLimits, Grant, RunBudget};
-use crate::contexts::{label_name, new_conversation_id};
-use crate::contract::{Coverage, FileFact, TaskContract};
-use crate::core::{Core, CoreConfig, Effect, Env, Input, Step, ToolFailure, ToolRun, ToolSpend};
-use crate::event::{Decision, EventEnvelope, RepairAction, RunEvent, RunLaunch, SCHEMA_VERSION};
-use crate::hooks::{DEFAULT_AGENT_STOP_MAX_BLOCKS, Hook, HookEvent, HookPoint, run_hooks};
-use crate::records::{
-    ContextTracking, ContractReport, LabelTracking, Recorder, RunSummary, TokenUsage,
-    extract_constraints, now_stamp, timestamp,
-};
+use crate::error::HarnessError;
+use crate::handles::{EventSink, RecordHandle, RunHandle, lock_recorder, record_all};
+use crate::hooks::run_hooks;
+use crate::memory::{MemoryProvider, NoMemory};
+use crate::records::{Recorder, extract_constraints, now_stamp, timestamp};
 use crate::resume::{ResumePoint, repair_for};
-use crate::stall::StallConfig;
-use crate::state::{RunState, RunUsage};
-use crate::{HarnessConfig, HarnessError, MemoryProvider, NoMemory};
+use crate::seams::RunSeams;
+use crate::workers::{WorkerJob, WorkerReporter, WorkerSpawner};
 
+mod assemble;
 mod builders;
 mod effects;
 mod ending;
-mod handles;
 mod run_context;
 mod worker_waves;
-
-pub use handles::{EventSink, RecordHandle, RunHandle};
-use handles::{lock_recorder, record_all};
-
-/// Checks a tool call's arguments before the sandbox runs it — for example a knowledge-base
-/// mode an agent composed, against the allowed retrieval profiles and URL access (seed 002
-/// §13.2). A refusal goes back to the model as the tool's error result and is recorded as a
-/// denial; the tool does not run.
-pub trait ToolCallGuard: Send + Sync {
-    /// `Err(reason)` refuses the call of `tool` with `arguments`; other tools pass.
-    ///
-    /// # Errors
-    /// Why the call is refused, in words the model can act on.
-    fn check(&self, tool: &str, arguments: &Value) -> Result<(), String>;
-}
 
 fn core_step(
     core: &Core,
@@ -114,7 +106,7 @@ pub struct AgentHarness {
     /// Worker waves the agent asked for in this process (the next one's index).
     waves_requested: u32,
     /// Who starts worker runs (none: `run_workers` fails every request).
-    spawner: Option<Arc<dyn crate::WorkerSpawner>>,
+    spawner: Option<Arc<dyn WorkerSpawner>>,
     /// The project's root, canonical (`with_project_root`): where the context providers
     /// read from. `None`: the run has no context providers.
     project_root: Option<PathBuf>,
@@ -152,6 +144,11 @@ impl std::fmt::Debug for AgentHarness {
     }
 }
 
+/// A fresh conversation id.
+fn new_conversation_id() -> String {
+    format!("conv-{}", uuid::Uuid::new_v4().simple())
+}
+
 /// A new run id: the UTC start time and 8 random hex digits (`20261125_093000_1a2b3c4d`).
 pub fn new_run_id() -> String {
     format!(
@@ -162,160 +159,6 @@ pub fn new_run_id() -> String {
 }
 
 impl AgentHarness {
-    /// A harness for one run of `identity`. Nothing is written until the first phase.
-    pub fn new(
-        identity: AgentIdentity,
-        system_prompt: impl Into<String>,
-        config: HarnessConfig,
-        provider: Arc<dyn Provider>,
-        sandbox: Arc<Sandbox>,
-    ) -> Self {
-        let started_at = Utc::now();
-        let run_id = new_run_id();
-        let run_dir = config
-            .agents_folder
-            .join(&identity.name)
-            .join("logs")
-            .join(&run_id);
-        // Calls of these tools can change something outside the run: their start is made
-        // durable before they run.
-        let side_effects = sandbox
-            .registry()
-            .iter()
-            .filter(|t| t.risk() != lsm_sandbox::RiskLevel::ReadOnly)
-            .map(|t| t.name().to_string())
-            .collect();
-        let recorder = Recorder::new(
-            run_dir,
-            run_id.clone(),
-            identity.name.clone(),
-            config.write_records,
-        )
-        .with_fsync(config.journal_fsync, side_effects);
-        let limits = BudgetLimits::from_config(&config);
-        let budget = RunBudget::new(limits);
-        let tools = sandbox
-            .registry()
-            .iter()
-            .map(|t| {
-                Arc::new(ToolDefinition {
-                    name: t.name().to_string(),
-                    description: t.description().to_string(),
-                    parameters: t.parameters(),
-                })
-            })
-            .collect();
-        let call_identity = sandbox
-            .registry()
-            .iter()
-            .filter_map(|t| {
-                t.identity_args().map(|args| {
-                    (
-                        t.name().to_string(),
-                        args.iter().map(|a| (*a).to_string()).collect(),
-                    )
-                })
-            })
-            .collect();
-        let core = Core::new(CoreConfig {
-            agent: identity.name.clone(),
-            topic: identity.topic.clone(),
-            system_prompt: system_prompt.into(),
-            allowlist: identity.tool_allowlist.iter().cloned().collect(),
-            allowlist_order: identity.tool_allowlist.clone(),
-            tools,
-            offer_block_tool: config.offer_block_tool,
-            offer_complete_tool: config.offer_complete_tool,
-            strategy: config.context_window_strategy,
-            limits,
-            provider: provider.name().to_string(),
-            model: provider.model().to_string(),
-            guards: Vec::new(),
-            launch: None,
-            stall: StallConfig::default(),
-            call_identity,
-            hooks: Vec::new(),
-            agent_stop_max_blocks: DEFAULT_AGENT_STOP_MAX_BLOCKS,
-            stop_mode: config.stop_mode,
-            completion_retries: config.completion_retries,
-            contract: None,
-            work_items: config.work_items,
-            compaction: config.compaction,
-            window: config
-                .compaction
-                .window(provider.context_window(), config.max_output_tokens),
-            // No memory until `with_memory` gives one.
-            standing_memory: false,
-            // None until the driver loads them for a new run (`with_project_root`).
-            run_context: crate::context::RunContext::default(),
-        });
-        AgentHarness {
-            identity,
-            config,
-            core,
-            provider,
-            sandbox,
-            memory: Arc::new(NoMemory),
-            stop: CancellationToken::new(),
-            events: None,
-            budget,
-            state: RunState::default(),
-            recorder: Arc::new(Mutex::new(recorder)),
-            run_id,
-            started_at,
-            started: Instant::now(),
-            finished: false,
-            phases_requested: 0,
-            resume: None,
-            repair: None,
-            handles: Vec::new(),
-            waves_requested: 0,
-            spawner: None,
-            project_root: None,
-        }
-    }
-
-    /// A harness that continues the interrupted run `point` (see [`crate::ResumePoint`] for
-    /// the rules): same run id, folder and transcript (`seq` continuing), the state folded
-    /// from the journal, the budget restored to what it records as spent. The system prompt
-    /// and the allowlist come from the caller, as for a new run.
-    pub fn resumed(
-        point: ResumePoint,
-        identity: AgentIdentity,
-        system_prompt: impl Into<String>,
-        config: HarnessConfig,
-        provider: Arc<dyn Provider>,
-        sandbox: Arc<Sandbox>,
-    ) -> Self {
-        let mut h = AgentHarness::new(identity, system_prompt, config, provider, sandbox);
-        let after_seq = point.last_seq();
-        let repair = point
-            .state
-            .current
-            .as_ref()
-            .and_then(|p| p.pending.as_ref())
-            .map(|pending| repair_for(pending, &point.journal, &h.sandbox));
-        let side_effects = h.recorder().side_effects().clone();
-        let recorder = Recorder::new(
-            point.run_dir.clone(),
-            point.run_id.clone(),
-            h.identity.name.clone(),
-            h.config.write_records,
-        )
-        .with_fsync(h.config.journal_fsync, side_effects)
-        .continuing(after_seq, point.writer);
-        h.recorder = Arc::new(Mutex::new(recorder));
-        h.run_id = point.run_id;
-        if let Ok(t) = DateTime::parse_from_rfc3339(&point.started.started_at) {
-            h.started_at = t.with_timezone(&Utc);
-        }
-        h.state = point.state;
-        h.budget.restore(h.state.tree_usage());
-        h.resume = Some(Takeover { after_seq });
-        h.repair = repair;
-        h
-    }
-
     /// The run's budget (a handle on the same ledger), e.g. for a tool's
     /// [`crate::BudgetedProvider`].
     pub fn budget(&self) -> RunBudget {

@@ -1,10 +1,21 @@
-//! The agent harness: bounded LLM + tool phases over a provider and a sandbox.
+//! The agent harness: bounded LLM + tool phases over a provider and a sandbox — the driver
+//! and the I/O around the pure core of `lsm-run`.
 //!
 //! [`AgentHarness`] implements [`lsm_phase::PhaseExecutor`]. One harness lives for one agent
 //! run and owns everything an agent must not touch: the conversation contexts (one history,
 //! conversation id and last response id per `context_label`), the token budget, the stop
 //! signal, the provider, the sandbox, and the run's records. [`HarnessFactory`] implements
-//! [`lsm_phase::ExecutorFactory`] so the agent layer can ask for a harness without naming it.
+//! [`lsm_phase::ExecutorFactory`] so the agent layer can ask for a harness without naming it;
+//! what a run is given besides its configuration, provider and sandbox is one struct,
+//! [`RunSeams`], that the factory hands whole to each harness it builds.
+//!
+//! The decisions are `lsm-run`'s ([`core::Core::step`]: state and input in, events and the
+//! next effect out; the modules `core`, `state`, `event`, `stop`, `stall`, `contract`,
+//! `compaction`, `work_items` and `control` are its own, re-exported here under the paths
+//! they have always had). This crate carries the effects out: the provider call raced
+//! against the stop token, the sandbox, standing memory, the hooks' commands, the files a
+//! contract names, worker runs; and it keeps the records — the journal in a [`RunStore`]
+//! (event by event, before the effect it describes), `run_summary.json`, the run lock.
 //!
 //! One iteration: check budget → check stop → assemble messages (system prompt, standing
 //! memory, the label's history under the context strategy) → one provider call with
@@ -30,6 +41,9 @@
 //! - Execute a tool except through [`lsm_sandbox::Sandbox::execute`]. (The control tools —
 //!   `block`, `work_complete`, the work-item tools — are not tools of the world: the pure core
 //!   answers them from the run's state, see [`control`].)
+//! - Decide for the core: what to record and what to do next are `lsm-run`'s; the driver
+//!   only supplies what it learned (including the time and fresh ids) and carries out the
+//!   effect it is given.
 //!
 //! # Guide: a run on the harness
 //!
@@ -90,65 +104,52 @@
 //! ```
 
 mod budget;
-pub mod compaction;
-mod config;
 pub mod context;
-mod contexts;
-pub mod contract;
-pub mod control;
-pub mod core;
 mod error;
-pub mod event;
 mod factory;
+mod handles;
 mod harness;
 pub mod hooks;
+mod journal;
 pub mod lock;
 mod memory;
 mod records;
-mod report;
 pub mod resume;
-pub mod stall;
-pub mod state;
-pub mod stop;
+mod seams;
 pub mod store;
-pub mod work_items;
 pub mod workers;
 
-pub use budget::{
-    BudgetExhausted, BudgetLimits, BudgetSnapshot, BudgetedProvider, CallPermit, Grant, RunBudget,
-    exhausted, gate,
-};
-pub use config::{
-    ContextStrategy, DEFAULT_COMPLETION_RETRIES, HarnessConfig, JournalFsync, SettingError,
-    StopMode,
-};
+// The pure core's modules, under the paths they have always had here.
+pub use lsm_run::{compaction, contract, control, core, event, stall, state, stop, work_items};
+
+pub use budget::BudgetedProvider;
 pub use context::{
     ContextConfig, ContextError, EnvironmentFacts, InstructionFile, RunContext, environment_block,
     project_instructions,
 };
-pub use contexts::ContextState;
-pub use contract::{Coverage, CoverageItem, Predicate, TaskContract};
-pub use control::{
-    BLOCK_TOOL, COMPLETE_TOOL, WORK_COMPLETE_TOOL, control_tool_names, is_control_tool,
-};
 pub use error::HarnessError;
-pub use event::{EventEnvelope, RepairAction, RunEvent, RunLaunch, SCHEMA_VERSION};
 pub use factory::HarnessFactory;
-pub use harness::{
-    AgentHarness, EventSink, RecordHandle, RunHandle, RunReport, ToolCallGuard, new_run_id,
-};
+pub use handles::{EventSink, RecordHandle, RunHandle};
+pub use harness::{AgentHarness, RunReport, new_run_id};
 pub use hooks::{
     CommandHook, CommandHookConfig, Hook, HookAnswer, HookEvent, HookPoint, HookRun, HooksConfig,
 };
+pub use journal::{Journal, parse_journal, read_journal};
 pub use lock::{LockState, RunLock, lock_state};
-pub use memory::{MemoryProvider, NoMemory};
-pub use records::{
-    ApprovalsDenials, ContextTracking, ContractReport, Journal, LabelTracking, MemoryCounts,
-    RunSummary, TokenUsage, ToolApprovalCounts, extract_constraints, parse_journal, read_journal,
+pub use lsm_run::{
+    ApprovalsDenials, BudgetExhausted, BudgetLimits, BudgetSnapshot, CallPermit, ContextState,
+    ContextStrategy, ContextTracking, ContractReport, Coverage, CoverageItem,
+    DEFAULT_COMPLETION_RETRIES, EventEnvelope, Grant, HarnessConfig, JournalFsync, LabelTracking,
+    MemoryCounts, Predicate, RepairAction, RunBudget, RunEvent, RunLaunch, RunState, RunSummary,
+    RunUsage, SCHEMA_VERSION, SettingError, StallConfig, StopMode, TaskContract, TokenUsage,
+    ToolApprovalCounts, ToolCallGuard, WorkItem, WorkStatus, exhausted, gate,
 };
+pub use lsm_run::{
+    BLOCK_TOOL, COMPLETE_TOOL, WORK_COMPLETE_TOOL, control_tool_names, is_control_tool,
+};
+pub use memory::{MemoryProvider, NoMemory};
+pub use records::extract_constraints;
 pub use resume::{ResumePoint, StartedRun};
-pub use stall::StallConfig;
-pub use state::{RunState, RunUsage};
+pub use seams::RunSeams;
 pub use store::{FileStore, JournalLine, JournalWriter, RunKey, RunStore};
-pub use work_items::{WorkItem, WorkStatus};
 pub use workers::{WorkerJob, WorkerReporter, WorkerSpawner};

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use nix::fcntl::{Flock, FlockArg};
 
-use crate::HarnessError;
+use crate::error::HarnessError;
 
 /// The lock file's name inside a run folder.
 pub const LOCK_FILE: &str = "run.lock";

@@ -4,216 +4,30 @@
 //!   (`Recorder::append_all`; one `write` in the file store) before the step's effect is
 //!   carried out; an event sink that watches each line (the test crash points) gets them
 //!   one at a time. They share one timestamp.
-//! - When to `fsync` is `[agents] journal_fsync` ([`crate::JournalFsync`]): `batched` (the
+//! - When to `fsync` is `[agents] journal_fsync` ([`JournalFsync`]): `batched` (the
 //!   default) before every call of a tool whose risk is not `read_only` and at phase and
 //!   run end; `always`; `never`.
 //! - Every line and the summary pass `lsm_sandbox::redact_json_secrets` first; the envelope
 //!   handed to the event sink is the redacted one.
 //! - A line is written field by field, byte for byte what `serde_json` writes for the
 //!   derived serialization of the envelope.
-//! - [`read_journal`] leaves a torn last line out and reports it as a warning, never an
-//!   error; a broken line before the last is an error naming it.
+//! - Reading a journal back is [`crate::journal`]'s.
 //! - `run_summary.json` is written atomically: a temporary file, `fsync`ed, renamed, the
 //!   folder `fsync`ed.
 
-use std::collections::{BTreeMap, HashSet};
-use std::fs::{File, OpenOptions};
+use std::collections::HashSet;
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use serde::{Deserialize, Serialize};
+use lsm_run::JournalFsync;
+use lsm_run::event::{EventEnvelope, RunEvent, SCHEMA_VERSION};
+use lsm_run::summary::RunSummary;
 
-use crate::event::{EventEnvelope, RunEvent, SCHEMA_VERSION};
+use crate::error::HarnessError;
 use crate::store::{FileStore, JournalLine, JournalWriter, RunKey, RunStore};
-use crate::{HarnessError, JournalFsync};
-
-/// Counts of approvals and denials for one tool.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolApprovalCounts {
-    /// Calls let through after a permission decision.
-    pub approvals: u64,
-    /// Calls refused by a permission or policy decision.
-    pub denials: u64,
-}
-
-/// One permission or policy decision.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ApprovalEvent {
-    /// Tool.
-    pub tool_name: String,
-    /// Let through?
-    pub allowed: bool,
-    /// Why.
-    pub reason: String,
-    /// When (RFC 3339, UTC).
-    pub timestamp: String,
-}
-
-/// The `approvals_denials` block of the summary.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ApprovalsDenials {
-    /// Total approvals.
-    pub approvals: u64,
-    /// Total denials.
-    pub denials: u64,
-    /// Per tool.
-    pub by_tool: BTreeMap<String, ToolApprovalCounts>,
-    /// Every decision, in order.
-    pub events: Vec<ApprovalEvent>,
-}
-
-/// The `token_usage` block of the summary: totals over every phase and context of the run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct TokenUsage {
-    /// Input + output tokens, as reported by the provider.
-    pub tokens_used: u64,
-    /// The run's ceiling.
-    pub max_tokens_budget: u64,
-    /// LLM calls made.
-    pub iterations: u64,
-    /// Prompt tokens.
-    pub input_tokens: u64,
-    /// Generated tokens.
-    pub output_tokens: u64,
-    /// Prompt tokens served from the provider's cache.
-    pub cached_tokens: u64,
-    /// Prompt tokens written to the provider's cache.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub cache_creation_tokens: u64,
-    /// What the run's calls cost in US dollars, when the provider has prices.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost_usd: Option<f64>,
-    /// The run's cost ceiling, when one is set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_cost_usd: Option<f64>,
-    /// Of `tokens_used`, what the run's worker runs spent (they draw on its budget).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub workers_tokens_used: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
-/// The `memory` block of the summary: what the run's tools did to persistent memory.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MemoryCounts {
-    /// Memories stored (as candidates or approved).
-    pub written: u64,
-    /// Memories that became approved (a stored memory a person approved counts here too).
-    pub approved: u64,
-    /// Memories removed.
-    pub removed: u64,
-}
-
-/// One label's chain state.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LabelTracking {
-    /// LLM calls made in this context.
-    pub iterations: u32,
-    /// The context's current conversation id.
-    pub conversation_id: Option<String>,
-    /// The last response id the provider returned in this context.
-    pub response_id: Option<String>,
-    /// How often the context was compacted to fit the model's window.
-    #[serde(default)]
-    pub compactions: u32,
-}
-
-/// The `context_tracking` block of the summary.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ContextTracking {
-    /// Labels in the order first used (`__default__` for the primary context).
-    pub context_labels_seen: Vec<String>,
-    /// Per label.
-    pub per_label: BTreeMap<String, LabelTracking>,
-}
-
-/// `run_summary.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunSummary {
-    /// The transcript format of the run ([`SCHEMA_VERSION`]; 0 in summaries written before
-    /// it was recorded).
-    #[serde(default)]
-    pub schema_version: u32,
-    /// This run's id (also its log folder's name).
-    pub run_id: String,
-    /// The agent.
-    pub agent_name: String,
-    /// The task or topic.
-    pub topic: String,
-    /// `completed`, `stopped` or `failed`.
-    pub status: String,
-    /// The last phase's stop reason (`done`, `max_iterations`, `budget_exhausted`, …).
-    pub run_outcome: String,
-    /// Why the run failed, when it did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// The run's final text: the last phase's (the CLI prints the agent's answer here).
-    #[serde(default)]
-    pub final_text: String,
-    /// Start (RFC 3339, UTC).
-    pub started_at: String,
-    /// End (RFC 3339, UTC).
-    pub finished_at: String,
-    /// Wall time.
-    pub duration_seconds: f64,
-    /// Provider name.
-    pub provider: String,
-    /// Model.
-    pub model: String,
-    /// Calls per tool (executed or refused).
-    pub tools_used: BTreeMap<String, u64>,
-    /// Tool names in call order.
-    pub tool_sequence: Vec<String>,
-    /// Permission and policy decisions.
-    pub approvals_denials: ApprovalsDenials,
-    /// Files written by tools, then the artifacts the agent layer saved itself.
-    pub artifacts_created: Vec<String>,
-    /// Token totals.
-    pub token_usage: TokenUsage,
-    /// Rules stated in the task (up to 8 clauses starting with avoid/must/should/…).
-    pub constraints: Vec<String>,
-    /// Per-context chain state.
-    pub context_tracking: ContextTracking,
-    /// Persistent-memory changes made by the run's tools (absent in summaries written before
-    /// memory existed: read as zeros).
-    #[serde(default)]
-    pub memory: MemoryCounts,
-    /// The stop mode the run used.
-    #[serde(default)]
-    pub stop_mode: crate::StopMode,
-    /// The work-item ledger at the end of the run (absent when the run kept none).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub work_items: Vec<crate::WorkItem>,
-    /// The task contract's coverage at the end of the run (absent without a contract).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub contract: Option<ContractReport>,
-    /// What the completion checks still found unmet when an `interactive` stop was accepted
-    /// after its retries.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub unmet_checks: Vec<String>,
-    /// What the run reported (the model's `complete` report, or its last answer); no
-    /// accounting in it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub report: Option<lsm_phase::TurnReport>,
-}
-
-/// A task contract's coverage ledger, as the run summary gives it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ContractReport {
-    /// The contract's description.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    /// Every condition held at the end of the run.
-    pub satisfied: bool,
-    /// The unmet conditions, one line each.
-    pub unmet: Vec<String>,
-    /// Every condition, whether it held, and what shows it.
-    pub coverage: Vec<crate::CoverageItem>,
-}
 
 /// RFC 3339 UTC with milliseconds.
 pub(crate) fn timestamp(t: DateTime<Utc>) -> String {
@@ -336,11 +150,6 @@ impl Recorder {
             agent: self.agent.clone(),
             run_dir: self.run_dir.clone(),
         }
-    }
-
-    /// The tools whose calls count as side effects.
-    pub fn side_effects(&self) -> &HashSet<String> {
-        &self.side_effects
     }
 
     /// The `seq` the next line gets.
@@ -575,98 +384,6 @@ impl Recorder {
             None => Ok(()),
         }
     }
-}
-
-/// A journal read back: its lines, and what was wrong with its end, if anything.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Journal {
-    /// Every complete line, in order.
-    pub events: Vec<EventEnvelope>,
-    /// Why the last line was ignored (a line torn by a crash while it was written).
-    pub warning: Option<String>,
-}
-
-/// Read a transcript back as a journal. A last line that is incomplete or does not parse
-/// (a crash while it was written) is left out and reported in [`Journal::warning`]; it is
-/// never an error.
-///
-/// # Errors
-/// When the file cannot be read, or a line before the last is not a run event of this
-/// schema (the message names the line).
-pub fn read_journal(path: &Path) -> Result<Journal, HarnessError> {
-    let bytes = std::fs::read(path).map_err(|e| HarnessError::ReadJournal {
-        path: path.display().to_string(),
-        reason: e.to_string(),
-    })?;
-    parse_journal(
-        &String::from_utf8_lossy(&bytes),
-        &path.display().to_string(),
-    )
-}
-
-/// [`read_journal`] of a journal's text, read from `source` (named in messages).
-///
-/// # Errors
-/// A line before the last that is not a run event of this schema.
-pub fn parse_journal(text: &str, source: &str) -> Result<Journal, HarnessError> {
-    let lines: Vec<&str> = text.split_terminator('\n').collect();
-    let mut events = Vec::with_capacity(lines.len());
-    let mut warning = None;
-    for (i, line) in lines.iter().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        match serde_json::from_str::<EventEnvelope>(line) {
-            Ok(e) => events.push(e),
-            Err(e) if i + 1 == lines.len() => {
-                warning = Some(format!(
-                    "the last line ({}) of {source} is incomplete and was ignored: {e}",
-                    i + 1,
-                ));
-            }
-            Err(e) => {
-                return Err(HarnessError::ReadJournal {
-                    path: source.to_string(),
-                    reason: format!(
-                        "line {} is not a run event of schema version {SCHEMA_VERSION}: {e}",
-                        i + 1
-                    ),
-                });
-            }
-        }
-    }
-    if let Some(w) = &warning {
-        tracing::warn!("{w}");
-    }
-    Ok(Journal { events, warning })
-}
-
-/// Cut a torn last line off the journal at `path` (one that does not end with a newline, or
-/// the last one when it does not parse), so that appending continues on a line boundary.
-///
-/// # Errors
-/// When the file cannot be read or truncated.
-pub(crate) fn truncate_torn_tail(path: &Path) -> Result<(), HarnessError> {
-    let io = |e: std::io::Error| HarnessError::ReadJournal {
-        path: path.display().to_string(),
-        reason: format!("cannot cut off its torn last line: {e}"),
-    };
-    let bytes = std::fs::read(path).map_err(io)?;
-    let body = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
-    let keep = if bytes.ends_with(b"\n")
-        && serde_json::from_slice::<EventEnvelope>(
-            &body[body.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1)..],
-        )
-        .is_ok()
-    {
-        bytes.len()
-    } else {
-        body.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1)
-    };
-    let file = OpenOptions::new().write(true).open(path).map_err(io)?;
-    file.set_len(keep as u64)
-        .and_then(|()| file.sync_data())
-        .map_err(io)
 }
 
 /// Up to 8 clauses of `task` that state a rule: those starting with avoid, must, should,

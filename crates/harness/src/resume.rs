@@ -19,9 +19,10 @@ use std::sync::Arc;
 
 use lsm_sandbox::{RiskLevel, Sandbox};
 
-use crate::HarnessError;
-use crate::event::{EventEnvelope, RepairAction, RunEvent, RunLaunch};
-use crate::state::{PendingCall, RunState};
+use lsm_run::event::{EventEnvelope, RepairAction, RunEvent, RunLaunch};
+use lsm_run::state::{PendingCall, RunState};
+
+use crate::error::HarnessError;
 use crate::store::{FileStore, JournalWriter, RunKey, RunStore};
 
 /// What `run_started` says about a run: enough for its owner to build it again.

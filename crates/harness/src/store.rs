@@ -12,10 +12,11 @@ use std::fs::{File, OpenOptions};
 use std::io::{IoSlice, Write};
 use std::path::PathBuf;
 
-use crate::HarnessError;
-use crate::event::RunEvent;
+use lsm_run::event::RunEvent;
+
+use crate::error::HarnessError;
+use crate::journal::{Journal, read_journal, truncate_torn_tail};
 use crate::lock::RunLock;
-use crate::records::{Journal, read_journal, truncate_torn_tail};
 
 /// Which run: its id, its agent and its folder (where its summary and, for the file store,
 /// its journal are written).

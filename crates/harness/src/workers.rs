@@ -4,7 +4,7 @@
 //! sandbox and agent), at most `max_concurrent` at once, and records each worker's start,
 //! findings, learnings and end in the parent's journal.
 //!
-//! - **One budget for the tree.** Every worker gets a [`crate::RunBudget::child`] of the
+//! - **One budget for the tree.** Every worker gets a [`RunBudget::child`] of the
 //!   parent's budget: the same ceiling and ledger, so no model call of any worker starts
 //!   once the tree's budget is spent, and each call's output is capped to what is left when
 //!   it starts (its reservation holds until it is charged).
@@ -18,12 +18,15 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use lsm_phase::{WorkerOutcome, WorkerRequest};
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::event::{EventEnvelope, RunEvent};
-use crate::harness::RecordHandle;
-use crate::{RunBudget, RunUsage};
+use lsm_run::event::{EventEnvelope, RunEvent};
+use lsm_run::{RunBudget, RunState, RunUsage};
+
+use crate::handles::RecordHandle;
+use crate::journal::read_journal;
+
+pub use lsm_run::wave::{StartedWorker, Wave};
 
 /// Starts (or continues) one worker run and waits for its end. Implemented by the
 /// composition root.
@@ -181,17 +184,17 @@ pub fn ended_outcome(
     run_dir: &std::path::Path,
     budget: &RunBudget,
 ) -> Option<WorkerOutcome> {
-    let journal = crate::read_journal(&run_dir.join("transcript.jsonl")).ok()?;
+    let journal = read_journal(&run_dir.join("transcript.jsonl")).ok()?;
     ended_outcome_of(request, &journal.events, budget)
 }
 
 /// [`ended_outcome`] of a worker run's journal lines, whichever store kept them.
 pub fn ended_outcome_of(
     request: &WorkerRequest,
-    events: &[crate::EventEnvelope],
+    events: &[EventEnvelope],
     budget: &RunBudget,
 ) -> Option<WorkerOutcome> {
-    let state = crate::RunState::fold(events);
+    let state = RunState::fold(events);
     state.finished.as_ref()?;
     budget.restore(state.tree_usage());
     Some(WorkerOutcome {
@@ -199,31 +202,9 @@ pub fn ended_outcome_of(
         capability: request.capability.clone(),
         worker_run_id: events.first().map(|e| e.run_id.clone()),
         stop_reason: state.last_stop.unwrap_or(lsm_phase::StopReason::Error),
-        report: crate::report::of_state(&state).unwrap_or_default(),
+        report: state.turn_report().unwrap_or_default(),
         error: None,
     })
-}
-
-/// A worker as the parent's journal records its start.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StartedWorker {
-    /// Its run id.
-    pub worker_run_id: String,
-    /// Its run folder.
-    pub run_dir: String,
-}
-
-/// One call of `run_workers`, as folded from the parent's journal.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Wave {
-    /// What was asked for.
-    pub requests: Vec<WorkerRequest>,
-    /// Workers started, by item id.
-    pub started: std::collections::BTreeMap<String, StartedWorker>,
-    /// Workers ended, by item id.
-    pub outcomes: std::collections::BTreeMap<String, WorkerOutcome>,
-    /// Every outcome in the order asked, once the wave is over.
-    pub finished: Option<Vec<WorkerOutcome>>,
 }
 
 /// The events that end a worker in its parent's journal: its findings, its learnings, then

@@ -5,6 +5,9 @@
 //! The [`PhaseExecutor`] trait is implemented by the harness; agents reach it only through an
 //! [`ExecutorFactory`] handed to them by the composition root.
 //!
+//! Besides the contract, [`text`] holds the one character cut that the crates above share
+//! (this leaf is the lowest crate they can all reach).
+//!
 //! # What this crate must never do
 //!
 //! - Depend on any other `lsm-*` crate (checked by `cargo xtask check-layers`).
@@ -18,6 +21,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 mod report;
+pub mod text;
 
 pub use report::{Finding, TurnReport, WorkerOutcome, WorkerRequest};
 

@@ -221,6 +221,14 @@ pub enum ProviderError {
     },
 }
 
+/// The run's budget refused the call (no request was made): what a budgeted provider
+/// returns.
+impl From<lsm_run::BudgetExhausted> for ProviderError {
+    fn from(e: lsm_run::BudgetExhausted) -> Self {
+        ProviderError::BudgetExhausted { reason: e.reason }
+    }
+}
+
 impl ProviderError {
     /// Whether retrying the same request later might succeed: rate limits, server errors,
     /// connection failures and timeouts.
@@ -355,6 +363,19 @@ mod tests {
         };
         assert!(!e.is_retryable());
         assert!(e.is_budget_exhausted());
+        assert_eq!(
+            e.to_string(),
+            "budget exhausted: the run's token budget (300) is spent; no further model calls are possible in this run"
+        );
+    }
+
+    #[test]
+    fn the_runs_budget_refusal_is_a_budget_exhausted_error() {
+        let e = ProviderError::from(lsm_run::BudgetExhausted {
+            reason: "the run's token budget (300) is spent".into(),
+        });
+        assert!(e.is_budget_exhausted());
+        assert!(!e.is_retryable());
         assert_eq!(
             e.to_string(),
             "budget exhausted: the run's token budget (300) is spent; no further model calls are possible in this run"

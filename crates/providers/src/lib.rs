@@ -40,7 +40,6 @@ mod local;
 mod models;
 mod openai_chat;
 mod openai_responses;
-mod pricing;
 mod protocol_prompt;
 mod scripted;
 mod sse;
@@ -49,7 +48,6 @@ mod task_steps;
 #[cfg(test)]
 mod test_values;
 mod transport;
-mod types;
 mod windows;
 mod wire;
 
@@ -64,14 +62,15 @@ pub use events::{CallObserver, CollectingObserver, NoObserver, ProviderEvent};
 pub use kind::ProviderKind;
 #[cfg(feature = "local")]
 pub use local::{LocalCallStats, LocalFinish, LocalProvider, LocalSettings};
+pub use lsm_run::message::{
+    CallOptions, LlmRequest, LlmResponse, Message, Pricing, Role, ToolCall, ToolDefinition, Usage,
+};
 pub use models::{
     DEFAULT_LOCAL_MODEL_FILE, MODEL_CACHE_ENV, default_local_model_path, model_cache_dir,
 };
-pub use pricing::Pricing;
 pub use protocol_prompt::{next_example, protocol_tool_list};
 pub use scripted::{ScriptedProvider, ScriptedResponse, ScriptedToolCall};
 pub use strict_json::{DONE_ACTION, StrictJsonProvider, from_protocol_answer, to_protocol_request};
-pub use types::*;
 pub use windows::known_context_window;
 
 /// One model call. Implementations must be cheap to share (`Arc<dyn Provider>`).

@@ -36,7 +36,8 @@
 //!   ends in an [`Execution`] whose outcome is a value.
 //! - Run a command through a shell: `bash` parses the command itself and executes the program
 //!   directly, so no expansion, globbing or chaining can happen behind the policy's back.
-//! - Depend on any other `lsm-*` crate.
+//! - Depend on any other `lsm-*` crate than `lsm-phase`, the leaf, for its text helpers
+//!   ([`char_cut`], [`truncate_chars`]).
 //!
 //! # Guide: a tool of your own
 //!
@@ -125,7 +126,8 @@ pub use confine::{Confinement, ConfinementUnavailable, ExecHelper};
 pub use confined_path::{ConfinedPath, EntryInfo, EntryKind, WriteMode};
 pub use context::ToolContext;
 pub use error::{ExecError, SandboxConfigError, ToolError};
-pub use output::{MIN_SECRET_LEN, REDACTED, cap_output, char_cut, truncate_chars};
+pub use lsm_phase::text::{char_cut, truncate_chars};
+pub use output::{MIN_SECRET_LEN, REDACTED, cap_output};
 pub use permission::{PermissionAsker, PermissionDecision, PermissionEvent, PermissionRequest};
 pub use redactor::{
     Redactor, json_may_hold_secrets, redact_json_secrets, redact_secrets, register_own_folder,

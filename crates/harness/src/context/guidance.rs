@@ -1,64 +1,23 @@
 //! Just-in-time guidance: the nested `AGENTS.md` files of the folders a tool call touched,
 //! between the project root (excluded: its file is the project instructions) and the path.
 //!
-//! [`candidates`] is pure (lexical paths only); [`find`] reads the candidates through the
+//! [`candidates`] is pure (lexical paths only; lsm-run's); [`find`] reads the candidates through the
 //! sandbox's read confinement ([`Sandbox::inspect_file`]: the read roots, by handle), so a
 //! nested file outside the read roots is never read. Neither must decide what the model has
 //! already been given: the caller passes what the run's journal says was added, and the pure
 //! core refuses a file added before.
 
 use std::collections::BTreeSet;
-use std::path::{Component, Path, PathBuf};
+use std::path::Path;
 
 use lsm_sandbox::{Inspection, Sandbox};
 
-use super::{InstructionFile, NESTED_FILE, sha256_hex, with_note};
+use lsm_run::context::{InstructionFile, NESTED_FILE, sha256_hex, with_note};
+
+pub use lsm_run::context::guidance::{candidates, note};
 
 /// Nested files larger than this are not read (a warning is logged).
 pub const MAX_NESTED_READ: u64 = 1024 * 1024;
-
-/// `path` with `.` and `..` resolved by name (no file system access).
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
-}
-
-/// The nested instruction files that apply to `raw` (a tool's path argument, relative to
-/// `working_dir` or absolute): `<folder>/AGENTS.md` for every folder strictly under `root` on
-/// the way to the path (the path itself included, as it may be a folder), outermost first.
-/// Empty when the path is not under `root`.
-pub fn candidates(root: &Path, working_dir: &Path, raw: &str) -> Vec<PathBuf> {
-    let given = Path::new(raw);
-    let full = normalize(&if given.is_absolute() {
-        given.to_path_buf()
-    } else {
-        working_dir.join(given)
-    });
-    let root = normalize(root);
-    let Ok(rest) = full.strip_prefix(&root) else {
-        return Vec::new();
-    };
-    let mut folder = root;
-    let mut out = Vec::new();
-    for c in rest.components() {
-        folder.push(c);
-        out.push(folder.join(NESTED_FILE));
-    }
-    // The path itself named the instruction file: it is not a folder holding one.
-    if rest.file_name().is_some_and(|n| n == NESTED_FILE) {
-        out.pop();
-    }
-    out
-}
 
 /// Read the nested instruction files that apply to `paths` and are not in `seen` (paths
 /// already given to the run), through `sandbox`, each cut to `max_bytes`. A file that is
@@ -84,18 +43,6 @@ pub fn find(
         }
     }
     out
-}
-
-/// What the model sees after a tool's result for the nested instruction file at `path`.
-pub fn note(path: &str, text: &str) -> String {
-    let folder = Path::new(path)
-        .parent()
-        .map_or_else(|| path.to_string(), |p| p.display().to_string());
-    format!(
-        "\n\n[Instructions for work under {folder}, from {path}; they apply in addition to the \
-         project instructions]\n{}",
-        text.trim_end()
-    )
 }
 
 fn read_one(sandbox: &Sandbox, path: &Path, max_bytes: usize) -> Option<InstructionFile> {

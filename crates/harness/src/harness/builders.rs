@@ -1,13 +1,14 @@
-//! The harness's builder methods: what a run is given besides its configuration (a run
+//! The harness's builder methods, one seam at a time, for a harness made by hand (a run
 //! handle, its launch, memory, a stop token, an event sink, stall settings, hooks, a
-//! contract, a worker spawner, a call guard, a shared budget).
+//! contract, a worker spawner, a call guard, a shared budget). A factory hands a harness all
+//! of its seams at once instead ([`RunSeams`], [`AgentHarness::with_seams`]).
 
 use super::*;
 
 impl AgentHarness {
     /// Keep this run's journal in `store` instead of the run folder's files (give it before
     /// the first phase: a journal already started stays where it is).
-    pub fn with_store(self, store: Arc<dyn crate::RunStore>) -> Self {
+    pub fn with_store(self, store: Arc<dyn crate::store::RunStore>) -> Self {
         self.recorder().set_store(store);
         self
     }
@@ -86,7 +87,7 @@ impl AgentHarness {
     }
 
     /// Start worker runs (`run_workers`) through `spawner`.
-    pub fn with_worker_spawner(mut self, spawner: Arc<dyn crate::WorkerSpawner>) -> Self {
+    pub fn with_worker_spawner(mut self, spawner: Arc<dyn WorkerSpawner>) -> Self {
         self.spawner = Some(spawner);
         self
     }
@@ -97,11 +98,12 @@ impl AgentHarness {
         self
     }
 
-    /// Gate and charge every LLM call of this run to `budget` instead of a budget of its
-    /// own (whose limits come from the config). Give the same budget to the
+    /// Gate and charge every LLM call of this run to `budget` instead of the budget of its
+    /// own it was made with (whose limits come from the config). Give the same budget to the
     /// [`crate::BudgetedProvider`] of the run's tools, so their calls share the ceiling.
     /// Its limits replace the config's `max_tokens_budget`, `max_cost_usd`,
-    /// `max_output_tokens` and `reserve_prompt_estimate`.
+    /// `max_output_tokens` and `reserve_prompt_estimate`. A harness made with its budget in
+    /// its [`RunSeams::budget`] has it from the start.
     pub fn with_budget(mut self, budget: RunBudget) -> Self {
         self.core.config_mut().limits = budget.limits();
         if self.resume.is_some() {

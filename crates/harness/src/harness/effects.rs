@@ -187,7 +187,14 @@ impl AgentHarness {
                         reason: p.reason,
                         timestamp: now,
                     }),
-                    events: execution.events,
+                    events: execution
+                        .events
+                        .into_iter()
+                        .map(|e| ToolEffect {
+                            kind: e.kind.as_str().to_string(),
+                            data: e.data,
+                        })
+                        .collect(),
                 }
             }
         };

@@ -11,7 +11,7 @@ impl AgentHarness {
             return;
         };
         let files = inspect_files(&self.sandbox, contract.file_paths());
-        let coverage = crate::core::coverage(&self.state, &contract, &files);
+        let coverage = lsm_run::core::coverage(&self.state, &contract, &files);
         let _ = self.emit(RunEvent::ContractChecked {
             label: None,
             iteration: 0,
@@ -143,9 +143,9 @@ impl AgentHarness {
         }
     }
 
-    /// The run's report (see [`crate::report::of_state`]).
+    /// The run's report (see [`RunState::turn_report`]).
     pub fn run_report(&self) -> Option<lsm_phase::TurnReport> {
-        crate::report::of_state(&self.state)
+        self.state.turn_report()
     }
 
     /// Write the summary for `outcome` (once). Returns it, and why writing failed if it did.

@@ -82,7 +82,7 @@ impl AgentHarness {
             .state
             .current
             .as_ref()
-            .is_some_and(|p| p.mode == crate::event::PhaseMode::Llm);
+            .is_some_and(|p| p.mode == lsm_run::event::PhaseMode::Llm);
         let paths: Vec<String> = match (&self.project_root, self.sandbox.registry().get(tool)) {
             (Some(_), Some(t)) if ran && model_phase && self.config.context.nested_instructions => {
                 t.path_args()

@@ -62,7 +62,7 @@ impl AgentHarness {
             .enumerate()
             .map(|(index, request)| {
                 let prior = known.outcomes.get(&request.item_id).cloned();
-                let reporter = crate::WorkerReporter {
+                let reporter = WorkerReporter {
                     record: record.clone(),
                     wave,
                     item_id: request.item_id.clone(),
@@ -76,7 +76,7 @@ impl AgentHarness {
                             .map(|s| s.worker_run_id.clone()),
                     )),
                 };
-                let job = crate::WorkerJob {
+                let job = WorkerJob {
                     request: request.clone(),
                     parent_run_id: parent.clone(),
                     budget: self.budget.child(),

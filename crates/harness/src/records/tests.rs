@@ -1,6 +1,14 @@
 //! The records' tests: the summary's fields, the journal read back, torn tails cut.
 
+use std::collections::BTreeMap;
+use std::fs::OpenOptions;
+
+use lsm_run::summary::{
+    ApprovalsDenials, ContextTracking, ContractReport, MemoryCounts, TokenUsage,
+};
+
 use super::*;
+use crate::journal::read_journal;
 use serde_json::Value;
 
 #[test]

@@ -1,0 +1,534 @@
+//! The source side of the layering: what a crate's code may name, read from its files.
+//!
+//! - Rule 7's sources: no file of `crates/run/src` names `std::fs`, `std::net`,
+//!   `std::process`, `tokio` or `tokio_util`, or reads the clock (`Instant::now`,
+//!   `SystemTime::now`, `Utc::now`), outside test code. The dependency graph keeps tokio out
+//!   of the crate; this keeps the standard library's I/O out of it too.
+//! - No circle among a crate's top-level modules (`a` names `crate::b`, `b` names `crate::a`,
+//!   directly or through others) in `lsm-run` and `lsm-harness`: a module in a circle cannot be
+//!   read, tested or moved alone. A name the crate root re-exports (`crate::RunState`)
+//!   counts as the module it comes from.
+//!
+//! Test code is left out: a file named `tests.rs` or under a `tests/` folder, and every item
+//! behind `#[cfg(test)]`. Comments are left out too (a doc comment may name anything).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+/// The crate whose sources must do no I/O, and where they are.
+pub const PURE_SOURCES: &str = "crates/run/src";
+
+/// The crates whose top-level modules must not import each other in a circle.
+pub const ACYCLIC_CRATES: &[&str] = &["crates/run/src", "crates/harness/src"];
+
+/// What a pure crate's code must not name, and why.
+const FORBIDDEN: &[(&str, &str)] = &[
+    ("std::fs", "file system"),
+    ("std::net", "network"),
+    ("std::process", "processes"),
+    ("tokio", "async runtime"),
+    ("tokio_util", "async runtime"),
+    ("Instant::now", "clock"),
+    ("SystemTime::now", "clock"),
+    ("Utc::now", "clock"),
+];
+
+/// One finding of the source checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// `rule 7` or `module circle`.
+    pub rule: &'static str,
+    /// The whole explanation, without the label.
+    pub message: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.rule, self.message)
+    }
+}
+
+/// Every `.rs` file under `dir`, sorted.
+fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(at) = pending.pop() {
+        let entries =
+            std::fs::read_dir(&at).with_context(|| format!("cannot list {}", at.display()))?;
+        for entry in entries {
+            let path = entry?.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Whether the file at `rel` (relative to `src`) holds tests only.
+fn is_test_file(rel: &Path) -> bool {
+    rel.components()
+        .any(|c| c.as_os_str() == "tests" || c.as_os_str() == "tests.rs")
+}
+
+/// The code of `text`: its comments (doc comments included) removed and the contents of its
+/// string and character literals blanked, line breaks kept (so line numbers stay the file's).
+fn code_only(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    // Blank `chars[from..to]`, keeping its line breaks.
+    let blank = |out: &mut String, from: usize, to: usize| {
+        out.extend(
+            chars[from..to.min(chars.len())]
+                .iter()
+                .filter(|c| **c == '\n'),
+        );
+    };
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        match c {
+            '/' if next == Some('/') => {
+                let end = (i..chars.len())
+                    .find(|&j| chars[j] == '\n')
+                    .unwrap_or(chars.len());
+                i = end;
+            }
+            '/' if next == Some('*') => {
+                let end = (i + 2..chars.len())
+                    .find(|&j| chars[j - 1] == '*' && chars[j] == '/')
+                    .map_or(chars.len(), |j| j + 1);
+                blank(&mut out, i, end);
+                i = end;
+            }
+            '"' => {
+                // A raw string (`r"…"`, `r#"…"#`) ends at a quote followed by its hashes.
+                let hashes = out.chars().rev().take_while(|c| *c == '#').count();
+                let raw = out.chars().rev().nth(hashes) == Some('r');
+                let mut j = i + 1;
+                while j < chars.len() {
+                    if !raw && chars[j] == '\\' {
+                        j += 2;
+                        continue;
+                    }
+                    if chars[j] == '"' && (j + 1..=j + hashes).all(|k| chars.get(k) == Some(&'#')) {
+                        break;
+                    }
+                    j += 1;
+                }
+                out.push('"');
+                blank(&mut out, i + 1, j);
+                out.push('"');
+                i = j + 1 + if raw { hashes } else { 0 };
+                out.extend(std::iter::repeat_n('#', if raw { hashes } else { 0 }));
+            }
+            '\'' => {
+                // A character literal (`'x'`, `'\n'`, `'\u{..}'`); otherwise a lifetime.
+                let end = if next == Some('\\') {
+                    (i + 2..chars.len()).find(|&j| chars[j] == '\'')
+                } else if chars.get(i + 2) == Some(&'\'') {
+                    Some(i + 2)
+                } else {
+                    None
+                };
+                match end {
+                    Some(end) => {
+                        out.push_str("' '");
+                        i = end + 1;
+                    }
+                    None => {
+                        out.push(c);
+                        i += 1;
+                    }
+                }
+            }
+            _ => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// `code` (see [`code_only`]) with every item behind `#[cfg(test)]` blanked out: a `mod x;`
+/// up to its `;`, anything else up to the end of its braced body. Line breaks are kept, so
+/// line numbers stay those of the file.
+fn without_test_items(code: &str) -> String {
+    const MARK: &str = "#[cfg(test)]";
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(at) = rest.find(MARK) {
+        out.push_str(&rest[..at]);
+        let item = &rest[at..];
+        let end = item_end(item).unwrap_or(item.len());
+        out.extend(item[..end].chars().filter(|c| *c == '\n'));
+        rest = &item[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Where the item starting at the beginning of `item` ends: after the `;` that comes before
+/// any `{`, or after the `}` that closes the first `{`.
+fn item_end(item: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, c) in item.char_indices() {
+        match c {
+            ';' if depth == 0 => return Some(i + 1),
+            '{' => depth += 1,
+            '}' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Whether `path` (such as `std::fs`, `tokio`, `Instant::now`) stands in `line` as a path of
+/// its own: not inside a longer name on either side. `std::{fs, io}` names `std::fs` too.
+fn names(line: &str, path: &str) -> bool {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let bounded = |text: &str, needle: &str| {
+        text.match_indices(needle).any(|(at, _)| {
+            let before = text[..at].chars().next_back();
+            let after = text[at + needle.len()..].chars().next();
+            !before.is_some_and(ident) && !after.is_some_and(ident)
+        })
+    };
+    if bounded(line, path) {
+        return true;
+    }
+    // `use std::{fs, io::Write}`: the group names each of its first segments.
+    match path.split_once("::") {
+        Some((head, tail)) if !tail.contains("::") => line
+            .match_indices(&format!("{head}::{{"))
+            .any(|(at, open)| {
+                let group = &line[at + open.len()..];
+                let group = group.split('}').next().unwrap_or(group);
+                group.split(',').any(|item| {
+                    let first = item.trim().split("::").next().unwrap_or("");
+                    first == tail
+                })
+            }),
+        _ => false,
+    }
+}
+
+/// What the non-test code of `text` names that a pure crate must not: `(line, path, why)`.
+fn forbidden_uses(text: &str) -> Vec<(usize, &'static str, &'static str)> {
+    let code = without_test_items(&code_only(text));
+    let mut found = Vec::new();
+    for (i, line) in code.lines().enumerate() {
+        for (path, why) in FORBIDDEN {
+            if names(line, path) {
+                found.push((i + 1, *path, *why));
+            }
+        }
+    }
+    found
+}
+
+/// Rule 7 over the files of `src` (shown relative to `root`).
+pub fn check_pure(root: &Path, src: &Path) -> Result<Vec<Finding>> {
+    let mut findings = Vec::new();
+    for file in rust_files(src)? {
+        let rel = file.strip_prefix(src).unwrap_or(&file);
+        if is_test_file(rel) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file)
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        for (line, path, why) in forbidden_uses(&text) {
+            findings.push(Finding {
+                rule: "rule 7",
+                message: format!(
+                    "lsm-run does no I/O, but {}:{line} names `{path}` ({why}); the driver \
+                     (lsm-harness) does that, the core takes what it learns as an input",
+                    file.strip_prefix(root).unwrap_or(&file).display()
+                ),
+            });
+        }
+    }
+    Ok(findings)
+}
+
+/// Top-level module → the top-level modules it names through `crate::`.
+pub type ModuleGraph = BTreeMap<String, BTreeSet<String>>;
+
+/// The names `lib.rs` re-exports from its modules (`pub use budget::{RunBudget, gate};`),
+/// each with the module it comes from.
+fn root_exports(lib: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let code = code_only(lib);
+    for statement in code.split(';') {
+        let Some(rest) = statement.trim().strip_prefix("pub use ") else {
+            continue;
+        };
+        let Some((module, items)) = rest.split_once("::") else {
+            continue;
+        };
+        let module = module.trim();
+        let items = match items.split_once('{') {
+            Some((_, group)) => group.trim_end().trim_end_matches('}'),
+            None => items,
+        };
+        for item in items.split(',') {
+            let item = item.split(" as ").last().unwrap_or(item);
+            let name = item.rsplit("::").next().unwrap_or(item).trim();
+            if !name.is_empty() {
+                out.insert(name.to_owned(), module.to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// Every first segment after `crate::` in `code`: `crate::a::b` and `crate::{a, b::c}` name
+/// `a` (and `b`).
+fn crate_paths(code: &str) -> BTreeSet<String> {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let first = |s: &str| {
+        s.trim()
+            .chars()
+            .take_while(|c| ident(*c))
+            .collect::<String>()
+    };
+    let mut found = BTreeSet::new();
+    for (at, m) in code.match_indices("crate::") {
+        if code[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| ident(c) || c == '$')
+        {
+            continue;
+        }
+        let rest = &code[at + m.len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let group = group.split('}').next().unwrap_or(group);
+            found.extend(group.split(',').map(first));
+        } else {
+            found.insert(first(rest));
+        }
+    }
+    found.retain(|n| !n.is_empty());
+    found
+}
+
+/// The module graph of the crate whose sources are `src`, test code left out.
+pub fn module_graph(src: &Path) -> Result<ModuleGraph> {
+    let lib = std::fs::read_to_string(src.join("lib.rs"))
+        .with_context(|| format!("cannot read {}", src.join("lib.rs").display()))?;
+    let exports = root_exports(&lib);
+    let mut graph = ModuleGraph::new();
+    for file in rust_files(src)? {
+        let rel = file.strip_prefix(src).unwrap_or(&file);
+        let Some(top) = rel.components().next() else {
+            continue;
+        };
+        let module = top.as_os_str().to_string_lossy();
+        let module = module.trim_end_matches(".rs").to_owned();
+        if is_test_file(rel) || module == "lib" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file)
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        let code = without_test_items(&code_only(&text));
+        let edges = graph.entry(module.clone()).or_default();
+        for name in crate_paths(&code) {
+            let target = exports.get(&name).cloned().unwrap_or(name);
+            if target != module {
+                edges.insert(target);
+            }
+        }
+    }
+    let modules: BTreeSet<String> = graph.keys().cloned().collect();
+    for edges in graph.values_mut() {
+        edges.retain(|m| modules.contains(m));
+    }
+    Ok(graph)
+}
+
+/// A circle of `graph`, as `a -> b -> … -> a`, if there is one.
+pub fn find_circle(graph: &ModuleGraph) -> Option<Vec<String>> {
+    // Depth first, iteratively: `stack` is the path from the root being explored, each
+    // with the edges still to follow.
+    let mut done: BTreeSet<&str> = BTreeSet::new();
+    for start in graph.keys() {
+        if done.contains(start.as_str()) {
+            continue;
+        }
+        let mut stack: Vec<(&str, Vec<&str>)> = vec![(start.as_str(), successors(graph, start))];
+        while let Some((node, pending)) = stack.last_mut() {
+            let node = *node;
+            let Some(next) = pending.pop() else {
+                done.insert(node);
+                stack.pop();
+                continue;
+            };
+            if done.contains(next) {
+                continue;
+            }
+            if let Some(at) = stack.iter().position(|(n, _)| *n == next) {
+                let mut circle: Vec<String> =
+                    stack[at..].iter().map(|(n, _)| (*n).to_owned()).collect();
+                circle.push(next.to_owned());
+                return Some(circle);
+            }
+            stack.push((next, successors(graph, next)));
+        }
+    }
+    None
+}
+
+fn successors<'a>(graph: &'a ModuleGraph, node: &str) -> Vec<&'a str> {
+    let mut next: Vec<&str> = graph
+        .get(node)
+        .map(|e| e.iter().map(String::as_str).collect())
+        .unwrap_or_default();
+    // Popped from the end: explore in name order.
+    next.reverse();
+    next
+}
+
+/// No module circle in any of [`ACYCLIC_CRATES`].
+pub fn check_circles(root: &Path) -> Result<Vec<Finding>> {
+    let mut findings = Vec::new();
+    for dir in ACYCLIC_CRATES {
+        if let Some(circle) = find_circle(&module_graph(&root.join(dir))?) {
+            findings.push(Finding {
+                rule: "module circle",
+                message: format!(
+                    "the top-level modules of {dir} import each other in a circle: {}; move \
+                     what they share into a module below them",
+                    circle.join(" -> ")
+                ),
+            });
+        }
+    }
+    Ok(findings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_and_clock_uses_are_found_with_their_line() {
+        let text = "use std::fs::File;\n\
+                    use std::{io, net::TcpStream};\n\
+                    fn f() { let _ = tokio::spawn(async {}); }\n\
+                    fn g() -> std::process::Command { todo() }\n\
+                    fn h() { let _ = std::time::Instant::now(); }\n";
+        let found: Vec<(usize, &str)> = forbidden_uses(text)
+            .into_iter()
+            .map(|(line, path, _)| (line, path))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (1, "std::fs"),
+                (2, "std::net"),
+                (3, "tokio"),
+                (4, "std::process"),
+                (5, "Instant::now"),
+            ]
+        );
+    }
+
+    #[test]
+    fn tests_comments_strings_and_longer_names_are_not_uses() {
+        let text = "//! Never `std::fs`; see tokio.\n\
+                    /* std::net */ fn fs_free() {}\n\
+                    fn name() -> &'static str { \"std::process\" }\n\
+                    fn my_tokio_like() {} fn std_fsck() {}\n\
+                    #[cfg(test)]\n\
+                    mod tests {\n    use std::fs;\n    fn t() { let _ = tokio::time::sleep; }\n}\n\
+                    #[cfg(test)]\nmod more;\n\
+                    fn after() {}\n";
+        assert_eq!(forbidden_uses(text), Vec::new());
+        // What follows a test item is checked again.
+        let text = "#[cfg(test)]\nmod tests { }\nuse std::fs;\n";
+        assert_eq!(forbidden_uses(text)[0].0, 3);
+    }
+
+    fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            let path = dir.path().join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn an_offending_file_of_the_pure_crate_fails_rule_7_and_its_tests_do_not() {
+        let dir = tree(&[
+            ("src/lib.rs", "pub mod a;\npub mod b;\n"),
+            (
+                "src/a.rs",
+                "pub fn load() { let _ = std::fs::read(\"x\"); }\n",
+            ),
+            ("src/b.rs", "pub fn pure() {}\n#[cfg(test)]\nmod tests;\n"),
+            ("src/b/tests.rs", "use std::fs;\n"),
+            ("src/a/tests/io.rs", "use tokio::fs;\n"),
+        ]);
+        let findings = check_pure(dir.path(), &dir.path().join("src")).unwrap();
+        let lines: Vec<String> = findings.iter().map(ToString::to_string).collect();
+        assert_eq!(lines.len(), 1, "{lines:#?}");
+        assert!(
+            lines[0].starts_with("rule 7: lsm-run does no I/O, but src/a.rs:1 names `std::fs`"),
+            "{lines:#?}"
+        );
+    }
+
+    #[test]
+    fn the_pure_crate_passes_rule_7_and_its_crates_have_no_module_circle() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let findings = check_pure(root, &root.join(PURE_SOURCES)).unwrap();
+        assert_eq!(findings, Vec::new());
+        assert_eq!(check_circles(root).unwrap(), Vec::new());
+        // The graph is really read: the core names the state, the state does not name it.
+        let graph = module_graph(&root.join("crates/run/src")).unwrap();
+        assert!(graph["core"].contains("state"), "{graph:#?}");
+        assert!(!graph["state"].contains("core"), "{graph:#?}");
+    }
+
+    #[test]
+    fn a_circle_through_a_root_re_export_is_found() {
+        let dir = tree(&[
+            (
+                "src/lib.rs",
+                "mod a;\nmod b;\nmod c;\npub use c::{Thing, other as Alias};\n",
+            ),
+            ("src/a.rs", "use crate::b::B;\n"),
+            ("src/b.rs", "pub fn f() -> crate::Thing { todo() }\n"),
+            (
+                "src/c.rs",
+                "use crate::{a, d};\n#[cfg(test)]\nmod tests { use crate::b; }\n",
+            ),
+        ]);
+        let graph = module_graph(&dir.path().join("src")).unwrap();
+        assert_eq!(graph["b"], BTreeSet::from(["c".to_owned()]));
+        assert_eq!(graph["c"], BTreeSet::from(["a".to_owned()]));
+        assert_eq!(
+            find_circle(&graph).unwrap(),
+            ["a", "b", "c", "a"].map(String::from)
+        );
+        let mut graph = graph;
+        graph.get_mut("c").unwrap().clear();
+        assert_eq!(find_circle(&graph), None);
+    }
+}
