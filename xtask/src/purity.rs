@@ -4,15 +4,11 @@
 //!   `std::process`, `tokio` or `tokio_util`, or reads the clock (`Instant::now`,
 //!   `SystemTime::now`, `Utc::now`), outside test code. The dependency graph keeps tokio out
 //!   of the crate; this keeps the standard library's I/O out of it too.
-//! - No circle among a crate's top-level modules (`a` names `crate::b`, `b` names `crate::a`,
-//!   directly or through others) in `lsm-run` and `lsm-harness`: a module in a circle cannot be
-//!   read, tested or moved alone. A name the crate root re-exports (`crate::RunState`)
-//!   counts as the module it comes from.
+//!   (Module circles, in every crate, are `check-sources`' business: `sources.rs`.)
 //!
 //! Test code is left out: a file named `tests.rs` or under a `tests/` folder, and every item
 //! behind `#[cfg(test)]`. Comments are left out too (a doc comment may name anything).
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -20,9 +16,6 @@ use anyhow::{Context, Result};
 
 /// The crate whose sources must do no I/O, and where they are.
 pub const PURE_SOURCES: &str = "crates/run/src";
-
-/// The crates whose top-level modules must not import each other in a circle.
-pub const ACYCLIC_CRATES: &[&str] = &["crates/run/src", "crates/harness/src"];
 
 /// What a pure crate's code must not name, and why.
 const FORBIDDEN: &[(&str, &str)] = &[
@@ -264,162 +257,6 @@ pub fn check_pure(root: &Path, src: &Path) -> Result<Vec<Finding>> {
     Ok(findings)
 }
 
-/// Top-level module → the top-level modules it names through `crate::`.
-pub type ModuleGraph = BTreeMap<String, BTreeSet<String>>;
-
-/// The names `lib.rs` re-exports from its modules (`pub use budget::{RunBudget, gate};`),
-/// each with the module it comes from.
-fn root_exports(lib: &str) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let code = code_only(lib);
-    for statement in code.split(';') {
-        let Some(rest) = statement.trim().strip_prefix("pub use ") else {
-            continue;
-        };
-        let Some((module, items)) = rest.split_once("::") else {
-            continue;
-        };
-        let module = module.trim();
-        let items = match items.split_once('{') {
-            Some((_, group)) => group.trim_end().trim_end_matches('}'),
-            None => items,
-        };
-        for item in items.split(',') {
-            let item = item.split(" as ").last().unwrap_or(item);
-            let name = item.rsplit("::").next().unwrap_or(item).trim();
-            if !name.is_empty() {
-                out.insert(name.to_owned(), module.to_owned());
-            }
-        }
-    }
-    out
-}
-
-/// Every first segment after `crate::` in `code`: `crate::a::b` and `crate::{a, b::c}` name
-/// `a` (and `b`).
-fn crate_paths(code: &str) -> BTreeSet<String> {
-    let ident = |c: char| c.is_alphanumeric() || c == '_';
-    let first = |s: &str| {
-        s.trim()
-            .chars()
-            .take_while(|c| ident(*c))
-            .collect::<String>()
-    };
-    let mut found = BTreeSet::new();
-    for (at, m) in code.match_indices("crate::") {
-        if code[..at]
-            .chars()
-            .next_back()
-            .is_some_and(|c| ident(c) || c == '$')
-        {
-            continue;
-        }
-        let rest = &code[at + m.len()..];
-        if let Some(group) = rest.strip_prefix('{') {
-            let group = group.split('}').next().unwrap_or(group);
-            found.extend(group.split(',').map(first));
-        } else {
-            found.insert(first(rest));
-        }
-    }
-    found.retain(|n| !n.is_empty());
-    found
-}
-
-/// The module graph of the crate whose sources are `src`, test code left out.
-pub fn module_graph(src: &Path) -> Result<ModuleGraph> {
-    let lib = std::fs::read_to_string(src.join("lib.rs"))
-        .with_context(|| format!("cannot read {}", src.join("lib.rs").display()))?;
-    let exports = root_exports(&lib);
-    let mut graph = ModuleGraph::new();
-    for file in rust_files(src)? {
-        let rel = file.strip_prefix(src).unwrap_or(&file);
-        let Some(top) = rel.components().next() else {
-            continue;
-        };
-        let module = top.as_os_str().to_string_lossy();
-        let module = module.trim_end_matches(".rs").to_owned();
-        if is_test_file(rel) || module == "lib" {
-            continue;
-        }
-        let text = std::fs::read_to_string(&file)
-            .with_context(|| format!("cannot read {}", file.display()))?;
-        let code = without_test_items(&code_only(&text));
-        let edges = graph.entry(module.clone()).or_default();
-        for name in crate_paths(&code) {
-            let target = exports.get(&name).cloned().unwrap_or(name);
-            if target != module {
-                edges.insert(target);
-            }
-        }
-    }
-    let modules: BTreeSet<String> = graph.keys().cloned().collect();
-    for edges in graph.values_mut() {
-        edges.retain(|m| modules.contains(m));
-    }
-    Ok(graph)
-}
-
-/// A circle of `graph`, as `a -> b -> … -> a`, if there is one.
-pub fn find_circle(graph: &ModuleGraph) -> Option<Vec<String>> {
-    // Depth first, iteratively: `stack` is the path from the root being explored, each
-    // with the edges still to follow.
-    let mut done: BTreeSet<&str> = BTreeSet::new();
-    for start in graph.keys() {
-        if done.contains(start.as_str()) {
-            continue;
-        }
-        let mut stack: Vec<(&str, Vec<&str>)> = vec![(start.as_str(), successors(graph, start))];
-        while let Some((node, pending)) = stack.last_mut() {
-            let node = *node;
-            let Some(next) = pending.pop() else {
-                done.insert(node);
-                stack.pop();
-                continue;
-            };
-            if done.contains(next) {
-                continue;
-            }
-            if let Some(at) = stack.iter().position(|(n, _)| *n == next) {
-                let mut circle: Vec<String> =
-                    stack[at..].iter().map(|(n, _)| (*n).to_owned()).collect();
-                circle.push(next.to_owned());
-                return Some(circle);
-            }
-            stack.push((next, successors(graph, next)));
-        }
-    }
-    None
-}
-
-fn successors<'a>(graph: &'a ModuleGraph, node: &str) -> Vec<&'a str> {
-    let mut next: Vec<&str> = graph
-        .get(node)
-        .map(|e| e.iter().map(String::as_str).collect())
-        .unwrap_or_default();
-    // Popped from the end: explore in name order.
-    next.reverse();
-    next
-}
-
-/// No module circle in any of [`ACYCLIC_CRATES`].
-pub fn check_circles(root: &Path) -> Result<Vec<Finding>> {
-    let mut findings = Vec::new();
-    for dir in ACYCLIC_CRATES {
-        if let Some(circle) = find_circle(&module_graph(&root.join(dir))?) {
-            findings.push(Finding {
-                rule: "module circle",
-                message: format!(
-                    "the top-level modules of {dir} import each other in a circle: {}; move \
-                     what they share into a module below them",
-                    circle.join(" -> ")
-                ),
-            });
-        }
-    }
-    Ok(findings)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -495,40 +332,9 @@ mod tests {
     }
 
     #[test]
-    fn the_pure_crate_passes_rule_7_and_its_crates_have_no_module_circle() {
+    fn the_pure_crate_passes_rule_7() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
         let findings = check_pure(root, &root.join(PURE_SOURCES)).unwrap();
         assert_eq!(findings, Vec::new());
-        assert_eq!(check_circles(root).unwrap(), Vec::new());
-        // The graph is really read: the core names the state, the state does not name it.
-        let graph = module_graph(&root.join("crates/run/src")).unwrap();
-        assert!(graph["core"].contains("state"), "{graph:#?}");
-        assert!(!graph["state"].contains("core"), "{graph:#?}");
-    }
-
-    #[test]
-    fn a_circle_through_a_root_re_export_is_found() {
-        let dir = tree(&[
-            (
-                "src/lib.rs",
-                "mod a;\nmod b;\nmod c;\npub use c::{Thing, other as Alias};\n",
-            ),
-            ("src/a.rs", "use crate::b::B;\n"),
-            ("src/b.rs", "pub fn f() -> crate::Thing { todo() }\n"),
-            (
-                "src/c.rs",
-                "use crate::{a, d};\n#[cfg(test)]\nmod tests { use crate::b; }\n",
-            ),
-        ]);
-        let graph = module_graph(&dir.path().join("src")).unwrap();
-        assert_eq!(graph["b"], BTreeSet::from(["c".to_owned()]));
-        assert_eq!(graph["c"], BTreeSet::from(["a".to_owned()]));
-        assert_eq!(
-            find_circle(&graph).unwrap(),
-            ["a", "b", "c", "a"].map(String::from)
-        );
-        let mut graph = graph;
-        graph.get_mut("c").unwrap().clear();
-        assert_eq!(find_circle(&graph), None);
     }
 }
