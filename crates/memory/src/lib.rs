@@ -62,14 +62,15 @@ pub use backend::{
 pub use config::{MemoryConfig, MemoryConfigError};
 pub use error::MemoryError;
 pub use model::{
-    MAX_TAG_CHARS, MAX_TAGS, MAX_TEXT_BYTES, Memory, NewMemory, Scope, Status, normalize_tags,
+    Hit, ListFilter, MAX_TAG_CHARS, MAX_TAGS, MAX_TEXT_BYTES, Memory, NewMemory, PutOutcome, Reach,
+    Scope, SearchQuery, Status, normalize_tags,
 };
 pub use standing::{
     STANDING_HEADER, StandingOptions, estimate_tokens, format_block, token_budget_for,
 };
 pub use store::{
-    AGENT_DB_FILE, Clock, GLOBAL_DB_FILE, Hit, ListFilter, MemoryStore, PROJECT_DB_FILE,
-    PutOutcome, Reach, SearchQuery, StoreLayout, default_global_db,
+    AGENT_DB_FILE, Clock, GLOBAL_DB_FILE, MemoryStore, PROJECT_DB_FILE, StoreLayout,
+    default_global_db,
 };
 pub use tools::tools;
 

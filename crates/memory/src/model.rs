@@ -218,6 +218,82 @@ pub(crate) fn check_agent_name(name: &str) -> Result<(), MemoryError> {
     }
 }
 
+/// Whose memories an operation may see or touch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reach {
+    /// What an agent reaches: its own agent-scope memories, the project's and the global
+    /// ones.
+    Agent(String),
+    /// Everything: every agent's memories too (the person at the command line).
+    Everyone,
+}
+
+/// A search.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchQuery {
+    /// Free text; its words are matched (stemmed, any order, common words ignored). Empty:
+    /// every memory passing the filters, most recently updated first.
+    pub text: String,
+    /// Only memories carrying every one of these tags.
+    pub tags: Vec<String>,
+    /// Only these scopes (empty: all), searched in the order agent → project → global.
+    pub scopes: Vec<Scope>,
+    /// Only memories written by this agent.
+    pub owner: Option<String>,
+    /// Candidates too (agents never see them; people may).
+    pub include_candidates: bool,
+    /// At most this many results.
+    pub limit: usize,
+}
+
+impl SearchQuery {
+    /// Approved memories about `text`, every scope, up to `limit`.
+    pub fn new(text: impl Into<String>, limit: usize) -> Self {
+        SearchQuery {
+            text: text.into(),
+            tags: Vec::new(),
+            scopes: Vec::new(),
+            owner: None,
+            include_candidates: false,
+            limit,
+        }
+    }
+}
+
+/// One search result.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Hit {
+    /// The memory.
+    #[serde(flatten)]
+    pub memory: Memory,
+    /// Relevance (higher is better; 0 for a search without words).
+    pub score: f64,
+}
+
+/// A listing filter.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListFilter {
+    /// Only these scopes (empty: all).
+    pub scopes: Vec<Scope>,
+    /// Only memories written by this agent.
+    pub owner: Option<String>,
+    /// Only this status.
+    pub status: Option<Status>,
+}
+
+/// What a store's `put` did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PutOutcome {
+    /// The memory as stored.
+    pub memory: Memory,
+    /// `false` when the same text was already stored in that scope by that agent: the
+    /// existing memory was refreshed (tags merged, expiry and time updated, approval kept or
+    /// granted) instead of duplicated.
+    pub created: bool,
+    /// Whether this call made it approved (it was not approved before).
+    pub newly_approved: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,7 +25,10 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use crate::{DONE_ACTION, ToolDefinition};
+use crate::ToolDefinition;
+
+/// The action that ends the phase.
+pub const DONE_ACTION: &str = "DONE";
 
 /// Keywords kept from a tool's schema: what a grammar converter understands (everything
 /// else, such as `description`, `title`, `default` or `examples`, does not constrain the

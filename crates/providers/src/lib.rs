@@ -53,7 +53,7 @@ mod wire;
 
 pub use config::{ProviderConfig, process_env};
 pub use decision::{
-    DECISION_KEY_ORDER, decision_schema, decision_schema_text, grammar_ready_schema,
+    DECISION_KEY_ORDER, DONE_ACTION, decision_schema, decision_schema_text, grammar_ready_schema,
 };
 pub use endpoint::{HttpProvider, HttpSettings};
 pub use error::ProviderError;
@@ -70,7 +70,7 @@ pub use models::{
 };
 pub use protocol_prompt::{next_example, protocol_tool_list};
 pub use scripted::{ScriptedProvider, ScriptedResponse, ScriptedToolCall};
-pub use strict_json::{DONE_ACTION, StrictJsonProvider, from_protocol_answer, to_protocol_request};
+pub use strict_json::{StrictJsonProvider, from_protocol_answer, to_protocol_request};
 pub use windows::known_context_window;
 
 /// One model call. Implementations must be cheap to share (`Arc<dyn Provider>`).

@@ -17,15 +17,13 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
+use crate::decision::DONE_ACTION;
 use crate::protocol_prompt::{next_example, protocol_tool_list};
 use crate::wire::{AddressHasher, key, lock, shared_prefix};
 use crate::{
     CallObserver, LlmRequest, LlmResponse, Message, Pricing, Provider, ProviderError, Role,
     ToolCall, ToolDefinition,
 };
-
-/// The action that ends the phase.
-pub const DONE_ACTION: &str = "DONE";
 
 /// Wraps a provider so it speaks the strict-JSON protocol instead of native tool calls.
 #[derive(Debug)]

@@ -6,7 +6,22 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::RiskLevel;
-use crate::confine::ExecHelper;
+
+/// Which executable applies the OS sandbox (set by the composition root; never read from
+/// `lsm.toml`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ExecHelper {
+    /// The running program, provided it dispatches the helper by calling
+    /// [`crate::confine::run_helper_if_requested`] at the start of `main` (the `lsm` binary does). Without
+    /// that call confinement is unavailable.
+    #[default]
+    CurrentExe,
+    /// This executable, e.g. the `lsm-confine` binary of this crate.
+    Path(PathBuf),
+    /// Confinement is unavailable for this reason (what a host without the helper sees; the
+    /// tests of the refusal path use it).
+    Unavailable(String),
+}
 
 /// A rate limit: at most `calls` per `per_seconds`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

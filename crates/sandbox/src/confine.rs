@@ -46,25 +46,10 @@ pub use plan::Limits;
 pub(crate) use plan::Plan;
 
 use crate::SandboxConfig;
+pub use crate::config::ExecHelper;
 
 /// First argument that makes a program act as the confinement helper.
 pub const HELPER_ARG: &str = "__lsm-confine";
-
-/// Which executable applies the OS sandbox (set by the composition root; never read from
-/// `lsm.toml`).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum ExecHelper {
-    /// The running program, provided it dispatches the helper by calling
-    /// [`run_helper_if_requested`] at the start of `main` (the `lsm` binary does). Without
-    /// that call confinement is unavailable.
-    #[default]
-    CurrentExe,
-    /// This executable, e.g. the `lsm-confine` binary of this crate.
-    Path(PathBuf),
-    /// Confinement is unavailable for this reason (what a host without the helper sees; the
-    /// tests of the refusal path use it).
-    Unavailable(String),
-}
 
 /// How a checked command will run.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -104,6 +104,7 @@
 //! ```
 
 pub mod builtin;
+mod call;
 mod command;
 mod config;
 pub mod confine;
@@ -120,6 +121,7 @@ mod sandbox;
 mod tool;
 mod validate;
 
+pub use call::{Caller, PathAccess, PathArg, RiskLevel, ToolEvent, ToolEventKind, ToolOutput};
 pub use command::{CheckedCommand, Redirect};
 pub use config::{RateLimit, SandboxConfig, default_command_allowlist, default_command_denylist};
 pub use confine::{Confinement, ConfinementUnavailable, ExecHelper};
@@ -135,6 +137,4 @@ pub use redactor::{
 };
 pub use registry::ToolRegistry;
 pub use sandbox::{Execution, Inspection, Sandbox};
-pub use tool::{
-    Caller, PathAccess, PathArg, RiskLevel, Tool, ToolEvent, ToolEventKind, ToolOutput, schema_for,
-};
+pub use tool::{Tool, schema_for};
