@@ -54,7 +54,13 @@ pub fn agent_tools(
 struct KbModeGuard(lsm_tools_kb::ModeGuard);
 
 impl lsm_harness::ToolCallGuard for KbModeGuard {
-    fn check(&self, tool: &str, arguments: &serde_json::Value) -> Result<(), String> {
-        self.0.check(tool, arguments).map_err(|e| e.to_string())
+    fn check(
+        &self,
+        tool: &str,
+        arguments: &serde_json::Value,
+    ) -> Result<(), lsm_harness::GuardRefusal> {
+        self.0
+            .check(tool, arguments)
+            .map_err(|e| lsm_harness::GuardRefusal::new(e.to_string()))
     }
 }

@@ -225,22 +225,24 @@ impl CommandHook {
         })
     }
 
-    async fn run(&self, event: &HookEvent) -> Result<HookAnswer, String> {
+    async fn run(&self, event: &HookEvent) -> Result<HookAnswer, HookFailure> {
         let Some((argv0, args)) = self.config.command.split_first() else {
-            return Err("no command".into());
+            return Err(HookFailure::NoCommand);
         };
-        let program = self
-            .program(argv0)
-            .ok_or_else(|| format!("the program '{argv0}' was not found"))?;
+        let program = self.program(argv0).ok_or_else(|| HookFailure::NotFound {
+            program: argv0.clone(),
+        })?;
         let program_str = program
             .to_str()
-            .ok_or_else(|| format!("the program '{argv0}' has a non-UTF-8 path"))?
+            .ok_or_else(|| HookFailure::NonUtf8 {
+                program: argv0.clone(),
+            })?
             .to_string();
         let timeout = Duration::from_secs_f64(self.config.timeout_seconds);
         let mut command = match self
             .sandbox
             .confinement_for(&program)
-            .map_err(|e| e.to_string())?
+            .map_err(|e| HookFailure::Unconfinable(e.to_string()))?
         {
             Confinement::Confined(confined) => tokio::process::Command::from(confined.command(
                 &program_str,
@@ -265,10 +267,11 @@ impl CommandHook {
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
-        let mut child = command
-            .spawn()
-            .map_err(|e| format!("could not start '{argv0}': {e}"))?;
-        let input = serde_json::to_vec(event).map_err(|e| e.to_string())?;
+        let mut child = command.spawn().map_err(|source| HookFailure::Start {
+            program: argv0.clone(),
+            source: Arc::new(source),
+        })?;
+        let input = serde_json::to_vec(event).map_err(|e| HookFailure::Encode(Arc::new(e)))?;
         let output = tokio::time::timeout(timeout, async move {
             if let Some(mut stdin) = child.stdin.take() {
                 // A hook that does not read its stdin is not a failure.
@@ -278,13 +281,10 @@ impl CommandHook {
             child.wait_with_output().await
         })
         .await
-        .map_err(|_| {
-            format!(
-                "timed out after {} seconds (timeout_seconds) and was killed",
-                self.config.timeout_seconds
-            )
+        .map_err(|_| HookFailure::TimedOut {
+            seconds: self.config.timeout_seconds,
         })?
-        .map_err(|e| format!("waiting for it: {e}"))?;
+        .map_err(|e| HookFailure::Wait(Arc::new(e)))?;
         let stdout = String::from_utf8_lossy(&output.stdout);
         let stderr = String::from_utf8_lossy(&output.stderr);
         let parsed: HookOutput = if stdout.trim().is_empty() {
@@ -304,10 +304,74 @@ impl CommandHook {
                     .unwrap_or_else(|| stderr.to_string());
                 Ok(HookAnswer::Deny(bounded(&reason)))
             }
-            Some(code) => Err(format!("exited with status {code}: {}", bounded(&stderr))),
-            None => Err(format!("was killed by a signal: {}", bounded(&stderr))),
+            Some(code) => Err(HookFailure::Exited {
+                code,
+                stderr: bounded(&stderr),
+            }),
+            None => Err(HookFailure::Killed {
+                stderr: bounded(&stderr),
+            }),
         }
     }
+}
+
+/// Why a command hook gave no answer. The run records it as the hook's failure (`hook '…'
+/// <reason>`) and goes on as `fail_open` says: fix the command, or its settings in
+/// `[[hooks.…]]`.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum HookFailure {
+    /// `command = []`.
+    #[error("has no command")]
+    NoCommand,
+    /// The program is neither a path to a file nor on `PATH`.
+    #[error("names the program '{program}', which was not found")]
+    NotFound {
+        /// The program as configured.
+        program: String,
+    },
+    /// The program's path is not UTF-8, so the sandbox helper cannot be given it.
+    #[error("names the program '{program}', whose path is not UTF-8")]
+    NonUtf8 {
+        /// The program as configured.
+        program: String,
+    },
+    /// The OS sandbox hooks run in is unavailable, and running unconfined is not accepted.
+    #[error("cannot run: {0}")]
+    Unconfinable(String),
+    /// The program did not start.
+    #[error("could not start '{program}': {source}")]
+    Start {
+        /// The program as configured.
+        program: String,
+        /// Why.
+        source: Arc<std::io::Error>,
+    },
+    /// The event could not be written as JSON (a bug, not a property of the hook).
+    #[error("could not be given its event: {0}")]
+    Encode(Arc<serde_json::Error>),
+    /// The hook ran past `timeout_seconds`.
+    #[error("timed out after {seconds} seconds (timeout_seconds) and was killed")]
+    TimedOut {
+        /// The limit.
+        seconds: f64,
+    },
+    /// Waiting for the hook failed.
+    #[error("could not be waited for: {0}")]
+    Wait(Arc<std::io::Error>),
+    /// The hook exited with a status other than 0 (allow) or 2 (deny).
+    #[error("exited with status {code}: {stderr}")]
+    Exited {
+        /// Its exit status.
+        code: i32,
+        /// The start of its stderr.
+        stderr: String,
+    },
+    /// The hook was killed by a signal.
+    #[error("was killed by a signal: {stderr}")]
+    Killed {
+        /// The start of its stderr.
+        stderr: String,
+    },
 }
 
 #[async_trait::async_trait]

@@ -132,17 +132,18 @@ pub use factory::HarnessFactory;
 pub use handles::{EventSink, RecordHandle, RunHandle};
 pub use harness::{AgentHarness, RunReport, new_run_id};
 pub use hooks::{
-    CommandHook, CommandHookConfig, Hook, HookAnswer, HookEvent, HookPoint, HookRun, HooksConfig,
+    CommandHook, CommandHookConfig, Hook, HookAnswer, HookEvent, HookFailure, HookPoint, HookRun,
+    HooksConfig,
 };
 pub use journal::{Journal, parse_journal, read_journal};
 pub use lock::{LockState, RunLock, lock_state};
 pub use lsm_run::{
     ApprovalsDenials, BudgetExhausted, BudgetLimits, BudgetSnapshot, CallPermit, ContextState,
     ContextStrategy, ContextTracking, ContractReport, Coverage, CoverageItem,
-    DEFAULT_COMPLETION_RETRIES, EventEnvelope, Grant, HarnessConfig, JournalFsync, LabelTracking,
-    MemoryCounts, Predicate, RepairAction, RunBudget, RunEvent, RunLaunch, RunState, RunSummary,
-    RunUsage, SCHEMA_VERSION, SettingError, StallConfig, StopMode, TaskContract, TokenUsage,
-    ToolApprovalCounts, ToolCallGuard, WorkItem, WorkStatus, exhausted, gate,
+    DEFAULT_COMPLETION_RETRIES, EventEnvelope, Grant, GuardRefusal, HarnessConfig, JournalFsync,
+    LabelTracking, MemoryCounts, Predicate, RepairAction, RunBudget, RunEvent, RunLaunch, RunState,
+    RunSummary, RunUsage, SCHEMA_VERSION, SettingError, StallConfig, StopMode, TaskContract,
+    TokenUsage, ToolApprovalCounts, ToolCallGuard, WorkItem, WorkStatus, exhausted, gate,
 };
 pub use lsm_run::{
     BLOCK_TOOL, COMPLETE_TOOL, WORK_COMPLETE_TOOL, control_tool_names, is_control_tool,

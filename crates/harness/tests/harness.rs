@@ -811,9 +811,11 @@ async fn a_tool_outside_the_allowlist_is_refused_with_the_original_message() {
 struct NoRemote;
 
 impl lsm_harness::ToolCallGuard for NoRemote {
-    fn check(&self, tool: &str, arguments: &Value) -> Result<(), String> {
+    fn check(&self, tool: &str, arguments: &Value) -> Result<(), lsm_harness::GuardRefusal> {
         if tool == "tool_a" && arguments["text"] == "remote" {
-            Err("remote sources need allow_url_access".into())
+            Err(lsm_harness::GuardRefusal::new(
+                "remote sources need allow_url_access",
+            ))
         } else {
             Ok(())
         }

@@ -248,12 +248,11 @@ fn is_glob(s: &str) -> bool {
     s.contains(['*', '?', '['])
 }
 
-fn glob(pattern: &str) -> Result<globset::GlobMatcher, String> {
+fn glob(pattern: &str) -> Result<globset::GlobMatcher, globset::Error> {
     GlobBuilder::new(pattern)
         .literal_separator(false)
         .build()
         .map(|g| g.compile_matcher())
-        .map_err(|e| e.to_string())
 }
 
 /// Whether `arguments` match `wanted` (see [`Predicate::ToolSucceeded`]).

@@ -74,7 +74,7 @@ pub use control::{
 pub use core::Core;
 pub use error::SettingError;
 pub use event::{EventEnvelope, RepairAction, RunEvent, RunLaunch, SCHEMA_VERSION};
-pub use guard::ToolCallGuard;
+pub use guard::{GuardRefusal, ToolCallGuard};
 pub use hooks::{Hook, HookAnswer, HookEvent, HookPoint, HookRun};
 pub use stall::StallConfig;
 pub use state::RunState;

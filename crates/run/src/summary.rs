@@ -165,6 +165,10 @@ pub struct RunSummary {
     /// The work-item ledger at the end of the run (absent when the run kept none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub work_items: Vec<crate::work_items::WorkItem>,
+    /// What the run delivered: the artifacts of its done deliverable work items, in ledger
+    /// order (absent when there are none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deliverables: Vec<crate::work_items::Deliverable>,
     /// The task contract's coverage at the end of the run (absent without a contract).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contract: Option<ContractReport>,

@@ -9,9 +9,14 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 
-use crate::message::ToolDefinition;
+mod apply;
+mod artifact;
+mod definitions;
+
+pub use apply::{Applied, WorkItemAction, WorkItemError, apply_call};
+pub use artifact::{ArtifactError, clean_artifact_path};
+pub use definitions::definition;
 
 /// Adds an item.
 pub const WORK_ITEM_ADD: &str = "work_item_add";
@@ -83,6 +88,32 @@ pub enum Priority {
     Low,
 }
 
+/// What an item is for (seed 004 §4.1's roles). The role decides what becomes of the item's
+/// artifact: a deliverable's is listed in the run's final result; a control item's is the
+/// run's own working file, never a deliverable.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Part of what the task asked for (the default).
+    #[default]
+    Deliverable,
+    /// The run's own working material: a plan, notes, a checklist.
+    Control,
+    /// A check of other items' work: a review, a test run.
+    Check,
+}
+
+impl Role {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Deliverable => "deliverable",
+            Role::Control => "control",
+            Role::Check => "check",
+        }
+    }
+}
+
 /// One item of the ledger.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct WorkItem {
@@ -95,6 +126,10 @@ pub struct WorkItem {
     /// How urgent.
     #[serde(default)]
     pub priority: Priority,
+    /// What it is for (absent on the wire for a deliverable, and in ledgers written before
+    /// roles existed).
+    #[serde(default, skip_serializing_if = "is_deliverable")]
+    pub role: Role,
     /// The file it produced, if recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub artifact: Option<String>,
@@ -104,6 +139,10 @@ pub struct WorkItem {
     /// The last note: progress, why it is blocked, or what to revise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+}
+
+fn is_deliverable(role: &Role) -> bool {
+    *role == Role::Deliverable
 }
 
 impl WorkItem {
@@ -117,7 +156,7 @@ impl WorkItem {
         self.status == WorkStatus::Done && !self.needs_revision
     }
 
-    /// One line: `w2 [doing, high] Write the summary (artifact: summary.md)`.
+    /// One line: `w2 [doing, high, control] Write the plan (artifact: plan.md)`.
     pub fn line(&self) -> String {
         let mut tags = vec![self.status.as_str()];
         if self.priority != Priority::Normal {
@@ -126,6 +165,9 @@ impl WorkItem {
             } else {
                 "low"
             });
+        }
+        if self.role != Role::Deliverable {
+            tags.push(self.role.as_str());
         }
         if self.needs_revision {
             tags.push("needs revision");
@@ -138,191 +180,6 @@ impl WorkItem {
             line.push_str(&format!(" — {n}"));
         }
         line
-    }
-}
-
-/// What a work-item call did to the ledger.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum WorkItemAction {
-    /// A new item.
-    Added,
-    /// Status, title, priority or note changed.
-    Updated,
-    /// Its artifact was recorded.
-    ArtifactSet,
-    /// It was flagged for revision.
-    RevisionFlagged,
-}
-
-/// The outcome of one work-item call.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Applied {
-    /// The change, with the item as it is after it (`None` for a listing).
-    pub change: Option<(WorkItemAction, WorkItem)>,
-    /// What the model is told (JSON).
-    pub result: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AddArgs {
-    title: String,
-    #[serde(default)]
-    priority: Option<Priority>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct UpdateArgs {
-    id: String,
-    #[serde(default)]
-    status: Option<WorkStatus>,
-    #[serde(default)]
-    title: Option<String>,
-    #[serde(default)]
-    priority: Option<Priority>,
-    #[serde(default)]
-    note: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ListArgs {}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ArtifactArgs {
-    id: String,
-    path: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FlagArgs {
-    id: String,
-    reason: String,
-}
-
-fn args<T: serde::de::DeserializeOwned>(tool: &str, arguments: &Value) -> Result<T, String> {
-    let value = match arguments {
-        Value::Null => json!({}),
-        other => other.clone(),
-    };
-    serde_json::from_value(value).map_err(|e| format!("invalid arguments for {tool}: {e}"))
-}
-
-fn bounded(what: &str, text: &str, max: usize) -> Result<String, String> {
-    let t = text.trim();
-    if t.is_empty() {
-        Err(format!("{what} must not be empty"))
-    } else if t.chars().count() > max {
-        Err(format!("{what} is longer than {max} characters"))
-    } else {
-        Ok(t.to_string())
-    }
-}
-
-fn find<'a>(items: &'a [WorkItem], id: &str) -> Result<&'a WorkItem, String> {
-    items.iter().find(|i| i.id == id).ok_or_else(|| {
-        let ids: Vec<&str> = items.iter().map(|i| i.id.as_str()).collect();
-        if ids.is_empty() {
-            format!(
-                "there is no work item '{id}': the ledger is empty (add one with {WORK_ITEM_ADD})"
-            )
-        } else {
-            format!(
-                "there is no work item '{id}'; the items are {}",
-                ids.join(", ")
-            )
-        }
-    })
-}
-
-fn changed(action: WorkItemAction, item: WorkItem) -> Applied {
-    let result = json!({"ok": true, "action": action, "item": item}).to_string();
-    Applied {
-        change: Some((action, item)),
-        result,
-    }
-}
-
-/// Carry out the call of work-item tool `tool` with `arguments` on the ledger `items`
-/// (unchanged: the change is returned, for the fold to apply).
-///
-/// # Errors
-/// Arguments that do not fit the tool, an unknown id, a full ledger, an empty or overlong
-/// text: the message the model gets.
-pub fn apply_call(items: &[WorkItem], tool: &str, arguments: &Value) -> Result<Applied, String> {
-    match tool {
-        WORK_ITEM_ADD => {
-            let a: AddArgs = args(tool, arguments)?;
-            if items.len() >= MAX_ITEMS {
-                return Err(format!(
-                    "the ledger holds {MAX_ITEMS} items, its limit; update existing ones instead"
-                ));
-            }
-            let item = WorkItem {
-                id: format!("w{}", items.len() + 1),
-                title: bounded("title", &a.title, MAX_TITLE_CHARS)?,
-                status: WorkStatus::Todo,
-                priority: a.priority.unwrap_or_default(),
-                artifact: None,
-                needs_revision: false,
-                note: None,
-            };
-            Ok(changed(WorkItemAction::Added, item))
-        }
-        WORK_ITEM_UPDATE => {
-            let a: UpdateArgs = args(tool, arguments)?;
-            let mut item = find(items, &a.id)?.clone();
-            if a.status.is_none() && a.title.is_none() && a.priority.is_none() && a.note.is_none() {
-                return Err(format!(
-                    "{tool} needs at least one of status, title, priority, note"
-                ));
-            }
-            if let Some(status) = a.status {
-                item.status = status;
-                if status == WorkStatus::Done {
-                    item.needs_revision = false;
-                }
-            }
-            if let Some(title) = a.title {
-                item.title = bounded("title", &title, MAX_TITLE_CHARS)?;
-            }
-            if let Some(priority) = a.priority {
-                item.priority = priority;
-            }
-            if let Some(note) = a.note {
-                item.note = Some(bounded("note", &note, MAX_NOTE_CHARS)?);
-            }
-            Ok(changed(WorkItemAction::Updated, item))
-        }
-        WORK_ITEM_LIST => {
-            let _: ListArgs = args(tool, arguments)?;
-            let open = items.iter().filter(|i| i.is_open()).count();
-            Ok(Applied {
-                change: None,
-                result: json!({"items": items, "open": open, "total": items.len()}).to_string(),
-            })
-        }
-        WORK_ITEM_SET_ARTIFACT => {
-            let a: ArtifactArgs = args(tool, arguments)?;
-            let mut item = find(items, &a.id)?.clone();
-            item.artifact = Some(bounded("path", &a.path, MAX_NOTE_CHARS)?);
-            Ok(changed(WorkItemAction::ArtifactSet, item))
-        }
-        WORK_ITEM_FLAG_REVISION => {
-            let a: FlagArgs = args(tool, arguments)?;
-            let mut item = find(items, &a.id)?.clone();
-            item.note = Some(bounded("reason", &a.reason, MAX_NOTE_CHARS)?);
-            item.needs_revision = true;
-            if item.status == WorkStatus::Done {
-                item.status = WorkStatus::Todo;
-            }
-            Ok(changed(WorkItemAction::RevisionFlagged, item))
-        }
-        other => Err(format!("'{other}' is not a work-item tool")),
     }
 }
 
@@ -387,187 +244,32 @@ pub fn unfinished(items: &[WorkItem]) -> Vec<String> {
         .collect()
 }
 
-/// The definitions the model is offered.
-pub fn definition(tool: &str) -> Option<ToolDefinition> {
-    let status = json!({"type": "string", "enum": ["todo", "doing", "done", "blocked"]});
-    let priority = json!({"type": "string", "enum": ["high", "normal", "low"]});
-    let (description, parameters) = match tool {
-        WORK_ITEM_ADD => (
-            "Add an item to the run's work-item ledger (your plan). It starts as todo.",
-            json!({"type": "object",
-                   "properties": {"title": {"type": "string", "description": "What is to be done."},
-                                  "priority": priority},
-                   "required": ["title"], "additionalProperties": false}),
-        ),
-        WORK_ITEM_UPDATE => (
-            "Change a work item: its status (todo, doing, done, blocked), title, priority, or a note (say why when blocked).",
-            json!({"type": "object",
-                   "properties": {"id": {"type": "string", "description": "The item's id, e.g. w1."},
-                                  "status": status, "title": {"type": "string"},
-                                  "priority": priority, "note": {"type": "string"}},
-                   "required": ["id"], "additionalProperties": false}),
-        ),
-        WORK_ITEM_LIST => (
-            "List the run's work items with their status.",
-            json!({"type": "object", "properties": {}, "additionalProperties": false}),
-        ),
-        WORK_ITEM_SET_ARTIFACT => (
-            "Record the file a work item produced.",
-            json!({"type": "object",
-                   "properties": {"id": {"type": "string"},
-                                  "path": {"type": "string", "description": "The file's path."}},
-                   "required": ["id", "path"], "additionalProperties": false}),
-        ),
-        WORK_ITEM_FLAG_REVISION => (
-            "Flag a work item as needing revision, with the reason; a done item becomes todo again.",
-            json!({"type": "object",
-                   "properties": {"id": {"type": "string"}, "reason": {"type": "string"}},
-                   "required": ["id", "reason"], "additionalProperties": false}),
-        ),
-        _ => return None,
-    };
-    Some(ToolDefinition {
-        name: tool.to_string(),
-        description: description.to_string(),
-        parameters,
-    })
+/// A finished deliverable: a done item of role [`Role::Deliverable`] with an artifact.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Deliverable {
+    /// The item's id.
+    pub id: String,
+    /// What it was.
+    pub title: String,
+    /// The file it produced.
+    pub artifact: String,
+}
+
+/// The run's deliverables, in ledger order: the artifacts of its completed deliverable items
+/// (seed 004 §4.1, "deliverable extraction in final result").
+pub fn deliverables(items: &[WorkItem]) -> Vec<Deliverable> {
+    items
+        .iter()
+        .filter(|i| i.is_done() && i.role == Role::Deliverable)
+        .filter_map(|i| {
+            i.artifact.as_ref().map(|artifact| Deliverable {
+                id: i.id.clone(),
+                title: i.title.clone(),
+                artifact: artifact.clone(),
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn apply(items: &mut Vec<WorkItem>, tool: &str, args: Value) -> Result<Applied, String> {
-        let applied = apply_call(items, tool, &args)?;
-        if let Some((_, item)) = &applied.change {
-            upsert(items, item);
-        }
-        Ok(applied)
-    }
-
-    #[test]
-    fn items_are_added_updated_flagged_and_listed() {
-        let mut items = Vec::new();
-        apply(&mut items, WORK_ITEM_ADD, json!({"title": "Read notes.md"})).unwrap();
-        apply(
-            &mut items,
-            WORK_ITEM_ADD,
-            json!({"title": " Write summary.md ", "priority": "high"}),
-        )
-        .unwrap();
-        assert_eq!(items[1].id, "w2");
-        assert_eq!(items[1].title, "Write summary.md");
-        assert_eq!(items[1].priority, Priority::High);
-        apply(
-            &mut items,
-            WORK_ITEM_UPDATE,
-            json!({"id": "w1", "status": "done"}),
-        )
-        .unwrap();
-        apply(
-            &mut items,
-            WORK_ITEM_SET_ARTIFACT,
-            json!({"id": "w2", "path": "summary.md"}),
-        )
-        .unwrap();
-        assert_eq!(items[1].artifact.as_deref(), Some("summary.md"));
-        apply(
-            &mut items,
-            WORK_ITEM_UPDATE,
-            json!({"id": "w2", "status": "done"}),
-        )
-        .unwrap();
-        assert!(items.iter().all(WorkItem::is_done));
-        assert!(reminder(&items).is_none(), "nothing open, no reminder");
-        let flagged = apply(
-            &mut items,
-            WORK_ITEM_FLAG_REVISION,
-            json!({"id": "w2", "reason": "too long"}),
-        )
-        .unwrap();
-        assert_eq!(
-            flagged.change.map(|c| c.0),
-            Some(WorkItemAction::RevisionFlagged)
-        );
-        assert_eq!(items[1].status, WorkStatus::Todo);
-        assert!(items[1].needs_revision && items[1].is_open());
-        let listed = apply(&mut items, WORK_ITEM_LIST, Value::Null).unwrap();
-        assert!(listed.change.is_none());
-        let v: Value = serde_json::from_str(&listed.result).unwrap();
-        assert_eq!(
-            (v["open"].clone(), v["total"].clone()),
-            (json!(1), json!(2))
-        );
-        let r = reminder(&items).unwrap();
-        assert!(r.starts_with("[work items: 1 open of 2"), "{r}");
-        assert!(
-            r.find("w2").unwrap() < r.find("w1").unwrap(),
-            "open first: {r}"
-        );
-        assert_eq!(unfinished(&items).len(), 1);
-        // Marking it done again clears the flag.
-        apply(
-            &mut items,
-            WORK_ITEM_UPDATE,
-            json!({"id": "w2", "status": "done"}),
-        )
-        .unwrap();
-        assert!(!items[1].needs_revision);
-    }
-
-    #[test]
-    fn bad_calls_are_clear_errors_and_change_nothing() {
-        let mut items = Vec::new();
-        let e = apply(&mut items, WORK_ITEM_UPDATE, json!({"id": "w9"})).unwrap_err();
-        assert!(e.contains("ledger is empty"), "{e}");
-        apply(&mut items, WORK_ITEM_ADD, json!({"title": "x"})).unwrap();
-        let e = apply(
-            &mut items,
-            WORK_ITEM_UPDATE,
-            json!({"id": "w9", "status": "done"}),
-        )
-        .unwrap_err();
-        assert!(e.contains("the items are w1"), "{e}");
-        let e = apply(&mut items, WORK_ITEM_UPDATE, json!({"id": "w1"})).unwrap_err();
-        assert!(e.contains("at least one of"), "{e}");
-        let e = apply(&mut items, WORK_ITEM_ADD, json!({"title": "  "})).unwrap_err();
-        assert!(e.contains("must not be empty"), "{e}");
-        let e = apply(&mut items, WORK_ITEM_ADD, json!({"name": "x"})).unwrap_err();
-        assert!(e.contains("invalid arguments for work_item_add"), "{e}");
-        let e = apply(
-            &mut items,
-            WORK_ITEM_UPDATE,
-            json!({"id": "w1", "status": "finished"}),
-        )
-        .unwrap_err();
-        assert!(e.contains("finished"), "{e}");
-        let long = "x".repeat(MAX_TITLE_CHARS + 1);
-        assert!(apply(&mut items, WORK_ITEM_ADD, json!({"title": long})).is_err());
-        assert_eq!(items.len(), 1);
-        assert_eq!(items[0].status, WorkStatus::Todo);
-    }
-
-    #[test]
-    fn the_ledger_is_bounded() {
-        let mut items = Vec::new();
-        for k in 0..MAX_ITEMS {
-            apply(&mut items, WORK_ITEM_ADD, json!({"title": format!("t{k}")})).unwrap();
-        }
-        let e = apply(&mut items, WORK_ITEM_ADD, json!({"title": "one more"})).unwrap_err();
-        assert!(e.contains("limit"), "{e}");
-        let r = reminder(&items).unwrap();
-        assert!(r.contains("… 70 more"), "{r}");
-    }
-
-    #[test]
-    fn every_tool_has_a_definition_whose_required_arguments_exist() {
-        for tool in WORK_ITEM_TOOLS {
-            let d = definition(tool).unwrap();
-            let props = d.parameters["properties"].as_object().unwrap();
-            for r in d.parameters["required"].as_array().into_iter().flatten() {
-                assert!(props.contains_key(r.as_str().unwrap()), "{tool}: {r}");
-            }
-        }
-        assert!(definition("write_file").is_none());
-    }
-}
+mod tests;

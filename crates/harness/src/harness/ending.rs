@@ -122,6 +122,7 @@ impl AgentHarness {
             memory: self.state.memory,
             stop_mode: self.state.stop_mode,
             work_items: self.state.work_items.clone(),
+            deliverables: lsm_run::work_items::deliverables(&self.state.work_items),
             contract: self.state.contract.as_ref().map(|c| ContractReport {
                 description: c.description.clone(),
                 satisfied: self.state.coverage.as_ref().is_some_and(|v| v.satisfied),

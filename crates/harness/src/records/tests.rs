@@ -209,6 +209,7 @@ fn secrets_never_reach_the_transcript_or_the_summary() {
         memory: MemoryCounts::default(),
         stop_mode: crate::StopMode::Interactive,
         work_items: Vec::new(),
+        deliverables: Vec::new(),
         contract: Some(ContractReport {
             description: Some(format!("keep {key} out")),
             ..ContractReport::default()

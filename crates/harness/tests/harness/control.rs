@@ -105,10 +105,27 @@ async fn every_predicate_is_met_by_the_evidence_of_a_real_transcript() {
     let script = vec![
         call("work_item_add", json!({"title": "Write summary.md"})),
         call(
+            "work_item_add",
+            json!({"title": "Keep a plan", "role": "control"}),
+        ),
+        call(
             "write_file",
             json!({"path": "summary.md", "content": "# Summary\nShort.\n"}),
         ),
+        call(
+            "work_item_set_artifact",
+            json!({"id": "w1", "path": "`./summary.md`"}),
+        ),
+        call(
+            "work_item_set_artifact",
+            json!({"id": "w2", "path": "summary.md"}),
+        ),
+        call(
+            "work_item_set_artifact",
+            json!({"id": "w2", "path": "plan.md"}),
+        ),
         call("work_item_update", json!({"id": "w1", "status": "done"})),
+        call("work_item_update", json!({"id": "w2", "status": "done"})),
         call("work_complete", json!({"summary": "The summary written."})),
     ];
     let mut h = file_harness(
@@ -133,6 +150,14 @@ async fn every_predicate_is_met_by_the_evidence_of_a_real_transcript() {
     assert_eq!(summary["contract"]["satisfied"], true, "{summary:#}");
     assert_eq!(summary["contract"]["coverage"].as_array().unwrap().len(), 8);
     assert_eq!(summary["work_items"][0]["status"], "done");
+    // The final result lists the deliverable — its path cleaned — and not the control
+    // item's plan, which could not take the deliverable's file.
+    assert_eq!(
+        summary["deliverables"],
+        json!([{"id": "w1", "title": "Write summary.md", "artifact": "summary.md"}])
+    );
+    assert_eq!(summary["work_items"][1]["role"], "control");
+    assert_eq!(summary["work_items"][1]["artifact"], "plan.md");
 
     // The same verdict from the transcript alone: fold it and check again.
     let journal = read_journal(&run_dir.join("transcript.jsonl")).unwrap();

@@ -98,6 +98,7 @@ fn item(status: WorkStatus) -> WorkItem {
         title: "t".into(),
         status,
         priority: Priority::Normal,
+        role: Default::default(),
         artifact: None,
         needs_revision: false,
         note: None,

@@ -32,9 +32,9 @@ fn def(name: &str) -> ToolDefinition {
 struct NoSecrets;
 
 impl ToolCallGuard for NoSecrets {
-    fn check(&self, _tool: &str, arguments: &Value) -> Result<(), String> {
+    fn check(&self, _tool: &str, arguments: &Value) -> Result<(), crate::GuardRefusal> {
         match arguments.get("text").and_then(Value::as_str) {
-            Some("secret") => Err("no secrets".into()),
+            Some("secret") => Err(crate::GuardRefusal::new("no secrets")),
             _ => Ok(()),
         }
     }

@@ -167,7 +167,7 @@ impl Core {
                 }
                 emit(st, out, result(true, applied.result));
             }
-            Err(message) => emit(st, out, result(false, message)),
+            Err(refusal) => emit(st, out, result(false, refusal.to_string())),
         }
     }
 

@@ -116,6 +116,6 @@ fn the_committed_schema_is_the_generated_one() {
     assert!(
         committed == generated,
         "docs/run-event.schema.json differs from the RunEvent schema; regenerate it with \
-         LSM_UPDATE_SCHEMA=1 cargo test -p lsm-harness the_committed_schema"
+         LSM_UPDATE_SCHEMA=1 cargo test -p lsm-run the_committed_schema"
     );
 }
