@@ -467,7 +467,7 @@ fn described(e: &EventEnvelope) -> Option<String> {
             // Text and argument pieces would flood a log one line each.
             _ => return None,
         },
-        RunEvent::BudgetExhausted { reason, .. } => {
+        RunEvent::BudgetExhausted(lsm_harness::event::BudgetExhausted { reason, .. }) => {
             format!("budget exhausted ({reason}); no further LLM calls")
         }
         RunEvent::StopRequested { .. } => "stop requested".to_string(),

@@ -151,7 +151,9 @@ impl JournalWriter for PgJournal {
     ) -> Result<(), HarnessError> {
         let line = journal_text(line);
         let topic = match event {
-            RunEvent::RunStarted { topic, .. } => Some(topic.as_str()),
+            RunEvent::RunStarted(lsm_harness::event::RunStarted { topic, .. }) => {
+                Some(topic.as_str())
+            }
             _ => None,
         };
         self.runs
@@ -165,7 +167,9 @@ impl JournalWriter for PgJournal {
     fn append_lines(&mut self, lines: &[JournalLine<'_>], _sync: bool) -> Result<(), HarnessError> {
         // A step's lines in one statement and one commit.
         let topic = lines.iter().find_map(|l| match l.event {
-            RunEvent::RunStarted { topic, .. } => Some(topic.as_str()),
+            RunEvent::RunStarted(lsm_harness::event::RunStarted { topic, .. }) => {
+                Some(topic.as_str())
+            }
             _ => None,
         });
         let rows: Vec<(u64, String)> = lines
@@ -350,7 +354,7 @@ mod tests {
         );
         assert!(matches!(
             journal.events[0].event,
-            RunEvent::RunStarted { .. }
+            RunEvent::RunStarted(lsm_harness::event::RunStarted { .. })
         ));
         w2.append(3, &note(3), &line("run1", 3, &note(3)), true)
             .unwrap();

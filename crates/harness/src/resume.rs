@@ -52,7 +52,7 @@ impl StartedRun {
     /// The `run_started` line of `journal`, if it has one.
     pub fn of(journal: &[EventEnvelope]) -> Option<StartedRun> {
         journal.iter().find_map(|line| match &line.event {
-            RunEvent::RunStarted {
+            RunEvent::RunStarted(lsm_run::event::RunStarted {
                 agent,
                 topic,
                 tool_allowlist,
@@ -62,7 +62,7 @@ impl StartedRun {
                 max_cost_usd,
                 launch,
                 ..
-            } => Some(StartedRun {
+            }) => Some(StartedRun {
                 agent: agent.clone(),
                 topic: topic.clone(),
                 tool_allowlist: tool_allowlist.clone(),
@@ -209,7 +209,7 @@ impl ResumePoint {
                 // The compaction's summary call, answered or failed.
                 RunEvent::CompactionStep { usage: Some(_), .. }
                 | RunEvent::CompactionSummaryFailed { called: true, .. } => 1,
-                RunEvent::ToolUsage { llm_calls, .. } => *llm_calls,
+                RunEvent::ToolUsage(lsm_run::event::ToolUsage { llm_calls, .. }) => *llm_calls,
                 _ => 0,
             })
             .sum()

@@ -14,59 +14,21 @@ use serde_json::{Map, Value};
 
 mod names;
 mod parts;
+mod payloads;
 
 pub(crate) use names::without_reserved;
-pub use names::{event_schema, summarize};
+pub use names::{SCHEMA_VERSION, TOOL_SUMMARY_CHARS, event_schema, summarize};
 pub use parts::{
     Decision, EventEnvelope, PhaseMode, RepairAction, RunLaunch, ToolSideEffect, UnknownEvent,
 };
-
-/// The transcript format this release writes.
-pub const SCHEMA_VERSION: u32 = 2;
-
-/// Longest `summary` of a [`RunEvent::ToolResult`], in characters.
-pub const TOOL_SUMMARY_CHARS: usize = 200;
+pub use payloads::{BudgetExhausted, GuidanceAdded, HookDecision, RunStarted, ToolUsage};
 
 /// Everything a run records. See the module documentation for the wire form.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum RunEvent {
     /// The run's first line: who runs, on what, within which limits.
-    RunStarted {
-        /// The agent.
-        agent: String,
-        /// The task or topic as known when the run started.
-        topic: String,
-        /// The tools the agent may ever call.
-        tool_allowlist: Vec<String>,
-        /// Provider name.
-        provider: String,
-        /// Model.
-        model: String,
-        /// The run's token ceiling.
-        max_tokens_budget: u64,
-        /// The run's cost ceiling, if any.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        max_cost_usd: Option<f64>,
-        /// History trimming (`compact`, `fresh` or `full`).
-        context_window_strategy: crate::config::ContextStrategy,
-        /// How the run's owner started it, so that it can rebuild the run to resume it.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        launch: Option<RunLaunch>,
-        /// The tools whose calls are identified by some of their arguments only (stall
-        /// detection's fingerprint); a tool absent here is identified by all of them.
-        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-        call_identity: crate::stall::CallIdentity,
-        /// How strictly a phase that completes the task must prove it.
-        #[serde(default)]
-        stop_mode: crate::config::StopMode,
-        /// How often the completion checks may send the model back in one phase.
-        #[serde(default = "default_completion_retries")]
-        completion_retries: u32,
-        /// The run's task contract, if it has one.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        contract: Option<crate::contract::TaskContract>,
-    },
+    RunStarted(RunStarted),
     /// A process took the run over after its previous process died; written before anything
     /// else that process records. A model call requested and not answered is forgotten (it
     /// is requested again).
@@ -127,25 +89,7 @@ pub enum RunEvent {
     },
     /// A nested `AGENTS.md` given to the model just in time: appended to the result of the
     /// tool call that touched its folder; once per run per file.
-    GuidanceAdded {
-        /// Label.
-        label: String,
-        /// The call whose result it follows.
-        call_id: String,
-        /// That call's tool.
-        tool: String,
-        /// The file.
-        path: String,
-        /// The whole file's size in bytes.
-        bytes: u64,
-        /// The SHA-256 of the whole file, lower-case hex.
-        sha256: String,
-        /// Whether the text was cut to `[agents.context] max_instruction_bytes`.
-        #[serde(default)]
-        truncated: bool,
-        /// The text given to the model.
-        text: String,
-    },
+    GuidanceAdded(GuidanceAdded),
     /// A model call is about to be made.
     LlmRequest {
         /// Label.
@@ -235,22 +179,7 @@ pub enum RunEvent {
         data: Map<String, Value>,
     },
     /// No further model call fits in the budget.
-    BudgetExhausted {
-        /// Label.
-        label: String,
-        /// Which ceiling is reached.
-        reason: String,
-        /// The run's tokens so far.
-        tokens_used: u64,
-        /// The run's token ceiling.
-        max_tokens_budget: u64,
-        /// The run's cost so far.
-        cost_usd: Option<f64>,
-        /// The run's cost ceiling.
-        max_cost_usd: Option<f64>,
-        /// The refused prompt's estimate, when the refusal was about one prompt.
-        prompt_tokens_estimate: Option<u64>,
-    },
+    BudgetExhausted(BudgetExhausted),
     /// A tool call is about to run or be refused; written before anything happens
     /// (was `tool_call`).
     ToolCallStarted {
@@ -301,25 +230,7 @@ pub enum RunEvent {
         permission: Option<Decision>,
     },
     /// What a tool's own model calls charged to the run.
-    ToolUsage {
-        /// Label (`None` in tool-only mode).
-        label: Option<String>,
-        /// The tool.
-        tool: String,
-        /// Calls made.
-        llm_calls: u64,
-        /// Their tokens.
-        tokens: u64,
-        /// Their token breakdown.
-        #[serde(default)]
-        usage: Usage,
-        /// Their cost.
-        cost_usd: Option<f64>,
-        /// The run's tokens after the tool.
-        tokens_used: u64,
-        /// The run's cost after the tool.
-        total_cost_usd: Option<f64>,
-    },
+    ToolUsage(ToolUsage),
     /// A tool stored a memory. The tool's fields are kept as they are.
     MemoryWritten(ToolSideEffect),
     /// A memory became approved.
@@ -370,29 +281,7 @@ pub enum RunEvent {
     },
     /// Hooks were run at `hook` and this is what was decided (one event per moment, so a
     /// resumed run replays the decision without running the hooks again).
-    HookDecision {
-        /// The moment.
-        hook: crate::hooks::HookPoint,
-        /// Label (`None` outside a model phase).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        label: Option<String>,
-        /// The call (`pre_tool`, `post_tool`).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        call_id: Option<String>,
-        /// The tool (`pre_tool`, `post_tool`).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        tool: Option<String>,
-        /// `allow`, `deny` (`pre_tool`) or `block` (`agent_stop`).
-        decision: String,
-        /// Why it was denied or blocked.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        reason: Option<String>,
-        /// Notes added to the call's result (`post_tool`).
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        notes: Vec<String>,
-        /// Each hook run, in order.
-        runs: Vec<crate::hooks::HookRun>,
-    },
+    HookDecision(HookDecision),
     /// An `agent_stop` hook blocked the model's stop; the model is told why and continues.
     StopBlocked {
         /// Label.
@@ -703,10 +592,6 @@ pub enum RunEvent {
         /// The run's tokens.
         tokens_used: u64,
     },
-}
-
-fn default_completion_retries() -> u32 {
-    crate::config::DEFAULT_COMPLETION_RETRIES
 }
 
 #[cfg(test)]

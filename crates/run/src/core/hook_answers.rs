@@ -37,7 +37,7 @@ impl Core {
 
     /// The record of hooks that observe (`run_start`, `run_end`): what the driver journals.
     pub fn observed(&self, event: &HookEvent, runs: Vec<HookRun>) -> RunEvent {
-        RunEvent::HookDecision {
+        RunEvent::HookDecision(crate::event::HookDecision {
             hook: event.hook,
             label: None,
             call_id: None,
@@ -46,7 +46,7 @@ impl Core {
             reason: None,
             notes: Vec::new(),
             runs,
-        }
+        })
     }
 
     /// The hooks answered: record the decision, then act on it.
@@ -81,7 +81,7 @@ impl Core {
         emit(
             st,
             out,
-            RunEvent::HookDecision {
+            RunEvent::HookDecision(crate::event::HookDecision {
                 hook: point,
                 label: label.clone(),
                 call_id: event.call_id.clone(),
@@ -90,7 +90,7 @@ impl Core {
                 reason: refusal.clone(),
                 notes,
                 runs,
-            },
+            }),
         );
         match point {
             HookPoint::PreTool => {

@@ -95,7 +95,7 @@ impl Core {
         estimate: Option<u64>,
         env: &Env<'_>,
     ) -> RunEvent {
-        RunEvent::BudgetExhausted {
+        RunEvent::BudgetExhausted(crate::event::BudgetExhausted {
             label,
             reason,
             tokens_used: env.budget.spent_tokens,
@@ -103,7 +103,7 @@ impl Core {
             cost_usd: env.budget.spent_cost,
             max_cost_usd: self.config.limits.max_cost_usd,
             prompt_tokens_estimate: estimate,
-        }
+        })
     }
 
     /// The request of the current phase's next model call, from the state as it is (the

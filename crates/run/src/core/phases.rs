@@ -58,7 +58,7 @@ impl Core {
         emit(
             st,
             out,
-            RunEvent::RunStarted {
+            RunEvent::RunStarted(crate::event::RunStarted {
                 agent: c.agent.clone(),
                 topic: c.topic.clone(),
                 tool_allowlist: c.allowlist_order.clone(),
@@ -72,7 +72,7 @@ impl Core {
                 stop_mode: c.stop_mode,
                 completion_retries: c.completion_retries,
                 contract: c.contract.clone(),
-            },
+            }),
         );
         // The context providers' texts are journaled, so that a resumed run folds back
         // exactly what this one started with.

@@ -200,7 +200,7 @@ impl Core {
             emit(
                 st,
                 out,
-                RunEvent::ToolUsage {
+                RunEvent::ToolUsage(crate::event::ToolUsage {
                     label: label.clone(),
                     tool: tool.clone(),
                     llm_calls: s.llm_calls,
@@ -209,7 +209,7 @@ impl Core {
                     cost_usd: s.cost_usd,
                     tokens_used: s.totals.tokens_used,
                     total_cost_usd: s.totals.cost_usd,
-                },
+                }),
             );
         }
         let event = match run {
@@ -328,7 +328,7 @@ impl Core {
             emit(
                 st,
                 out,
-                RunEvent::GuidanceAdded {
+                RunEvent::GuidanceAdded(crate::event::GuidanceAdded {
                     label: current_label(st),
                     call_id: call_id.to_string(),
                     tool: tool.to_string(),
@@ -337,7 +337,7 @@ impl Core {
                     sha256: file.sha256,
                     truncated: file.truncated,
                     text: file.text,
-                },
+                }),
             );
         }
     }

@@ -4,29 +4,35 @@
 
 use super::*;
 
+/// The transcript format this release writes.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// Longest `summary` of a [`super::RunEvent::ToolResult`], in characters.
+pub const TOOL_SUMMARY_CHARS: usize = 200;
+
 impl RunEvent {
     /// The event's wire name (`"phase_started"`, …).
     pub fn name(&self) -> &'static str {
         match self {
-            RunEvent::RunStarted { .. } => "run_started",
+            RunEvent::RunStarted(crate::event::RunStarted { .. }) => "run_started",
             RunEvent::RunResumed { .. } => "run_resumed",
             RunEvent::ToolCallRepaired { .. } => "tool_call_repaired",
             RunEvent::PhaseStarted { .. } => "phase_started",
             RunEvent::StandingContext { .. } => "standing_context",
             RunEvent::ProjectInstructions { .. } => "project_instructions",
             RunEvent::EnvironmentContext { .. } => "environment_context",
-            RunEvent::GuidanceAdded { .. } => "guidance_added",
+            RunEvent::GuidanceAdded(crate::event::GuidanceAdded { .. }) => "guidance_added",
             RunEvent::LlmRequest { .. } => "llm_request",
             RunEvent::LlmResponse { .. } => "llm_response",
             RunEvent::LlmRetry { .. } => "llm_retry",
             RunEvent::LlmChainReset { .. } => "llm_chain_reset",
             RunEvent::LlmError { .. } => "llm_error",
             RunEvent::LlmStream { .. } => "llm_stream",
-            RunEvent::BudgetExhausted { .. } => "budget_exhausted",
+            RunEvent::BudgetExhausted(crate::event::BudgetExhausted { .. }) => "budget_exhausted",
             RunEvent::ToolCallStarted { .. } => "tool_call_started",
             RunEvent::ToolResult { .. } => "tool_result",
             RunEvent::ToolDenied { .. } => "tool_denied",
-            RunEvent::ToolUsage { .. } => "tool_usage",
+            RunEvent::ToolUsage(crate::event::ToolUsage { .. }) => "tool_usage",
             RunEvent::MemoryWritten(_) => "memory_written",
             RunEvent::MemoryApproved(_) => "memory_approved",
             RunEvent::MemoryRemoved(_) => "memory_removed",
@@ -37,7 +43,7 @@ impl RunEvent {
             RunEvent::InteractionResponse(_) => "interaction_response",
             RunEvent::Blocked { .. } => "blocked",
             RunEvent::StallNudge { .. } => "stall_nudge",
-            RunEvent::HookDecision { .. } => "hook_decision",
+            RunEvent::HookDecision(crate::event::HookDecision { .. }) => "hook_decision",
             RunEvent::StopBlocked { .. } => "stop_blocked",
             RunEvent::StopForced { .. } => "stop_forced",
             RunEvent::Stalled { .. } => "stalled",

@@ -7,14 +7,14 @@ impl RunState {
     /// events, …) are accepted and ignored.
     pub fn apply(&mut self, event: &RunEvent) {
         match event {
-            RunEvent::RunStarted {
+            RunEvent::RunStarted(crate::event::RunStarted {
                 context_window_strategy,
                 call_identity,
                 stop_mode,
                 completion_retries,
                 contract,
                 ..
-            } => {
+            }) => {
                 self.started = true;
                 self.strategy = *context_window_strategy;
                 self.call_identity.clone_from(call_identity);
@@ -102,12 +102,12 @@ impl RunState {
                 self.environment = Some(text.clone());
                 self.compose_run_context();
             }
-            RunEvent::GuidanceAdded {
+            RunEvent::GuidanceAdded(crate::event::GuidanceAdded {
                 call_id,
                 path,
                 text,
                 ..
-            } => self.guidance_added(call_id, path, text),
+            }) => self.guidance_added(call_id, path, text),
             RunEvent::LlmRequest { iteration, .. } => {
                 if let Some(pos) = self.current.as_mut() {
                     pos.iteration = *iteration;
@@ -309,12 +309,12 @@ impl RunState {
                 }
                 self.finish_call(call_id, tool, outcome);
             }
-            RunEvent::ToolUsage {
+            RunEvent::ToolUsage(crate::event::ToolUsage {
                 llm_calls,
                 usage,
                 cost_usd,
                 ..
-            } => self.usage.add(usage, *llm_calls, *cost_usd),
+            }) => self.usage.add(usage, *llm_calls, *cost_usd),
             RunEvent::MemoryWritten(_) => self.memory.written += 1,
             RunEvent::MemoryApproved(_) => self.memory.approved += 1,
             RunEvent::MemoryRemoved(_) => self.memory.removed += 1,
@@ -335,14 +335,14 @@ impl RunState {
                     ctx.history.push(Message::user(message.clone()).into());
                 }
             }
-            RunEvent::HookDecision {
+            RunEvent::HookDecision(crate::event::HookDecision {
                 hook,
                 call_id,
                 decision,
                 reason,
                 notes,
                 ..
-            } => self.hook_decided(*hook, call_id.as_deref(), decision, reason, notes),
+            }) => self.hook_decided(*hook, call_id.as_deref(), decision, reason, notes),
             RunEvent::StopBlocked {
                 blocks, message, ..
             } => {
@@ -471,7 +471,7 @@ impl RunState {
             RunEvent::LlmRetry { .. }
             | RunEvent::ToolCallRepaired { .. }
             | RunEvent::LlmStream { .. }
-            | RunEvent::BudgetExhausted { .. }
+            | RunEvent::BudgetExhausted(crate::event::BudgetExhausted { .. })
             | RunEvent::Stalled { .. }
             | RunEvent::StopForced { .. }
             | RunEvent::ContractUnmet { .. }

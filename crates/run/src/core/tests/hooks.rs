@@ -104,9 +104,9 @@ fn a_failing_pre_tool_hook_fails_closed_unless_configured_open() {
             runs_tool,
             "fail_open={fail_open}"
         );
-        let RunEvent::HookDecision {
+        let RunEvent::HookDecision(crate::event::HookDecision {
             decision, reason, ..
-        } = &s.events[0]
+        }) = &s.events[0]
         else {
             panic!()
         };
@@ -267,16 +267,18 @@ fn an_agent_stop_decision_recorded_before_a_crash_is_not_asked_again() {
     // The hooks allowed the stop; the process died before phase_ended.
     let decision = c.observed(&event, vec![run("allow", None, false)]);
     let decision = match decision {
-        RunEvent::HookDecision { hook, runs, .. } => RunEvent::HookDecision {
-            hook,
-            label: Some("__default__".into()),
-            call_id: None,
-            tool: None,
-            decision: "allow".into(),
-            reason: None,
-            notes: Vec::new(),
-            runs,
-        },
+        RunEvent::HookDecision(crate::event::HookDecision { hook, runs, .. }) => {
+            RunEvent::HookDecision(crate::event::HookDecision {
+                hook,
+                label: Some("__default__".into()),
+                call_id: None,
+                tool: None,
+                decision: "allow".into(),
+                reason: None,
+                notes: Vec::new(),
+                runs,
+            })
+        }
         other => other,
     };
     st.apply(&decision);
