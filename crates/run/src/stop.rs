@@ -18,9 +18,10 @@
 //!    `work_complete`), each of which may send it back to work. The first three are the
 //!    *completion checks*; they apply only in a phase that completes the task
 //!    (`PhaseRequest::completes_task`):
-//!    - work-complete enforcement ([`work_complete`]): in the `strict_automation` stop mode
-//!      the model must have declared the task complete with `work_complete` in this
-//!      iteration;
+//!    - work-complete enforcement ([`work_complete`]): the model must have declared the task
+//!      complete with `work_complete` in this iteration — in the `strict_automation` stop
+//!      mode always, in `interactive` whenever `work_complete` is offered (a text answer then
+//!      gets a bounded continuation prompt before it is accepted);
 //!    - task-contract verification ([`contract`]): the contract's coverage ledger, checked
 //!      against the run's evidence (asked for once per attempted stop);
 //!    - work-item completion ([`work_items`]): no work item left unfinished;
@@ -89,6 +90,9 @@ pub struct Completion {
     pub mode: StopMode,
     /// The model declared the task complete (`work_complete`) in this iteration.
     pub declared: bool,
+    /// `work_complete` is offered in this phase (always under `strict_automation`; under
+    /// `interactive` when the allowlist names it).
+    pub offered: bool,
     /// The task contract.
     pub contract: ContractState,
     /// The work items not finished, one line each.
@@ -279,10 +283,14 @@ pub fn stall(facts: &StopFacts<'_>) -> Option<Verdict> {
     }
 }
 
-/// Layer 3a: work-complete enforcement — in `strict_automation`, the model must have called
-/// `work_complete` in the iteration that ends the phase.
+/// Layer 3a: work-complete enforcement — the model must have called `work_complete` in the
+/// iteration that ends the phase: always in `strict_automation`, and in `interactive`
+/// whenever the tool is offered. A model that answers in text instead is sent back with a
+/// continuation prompt, at most `completion_retries` times in the phase (seed 004 §3.3's
+/// bounded continuation loop); then `interactive` accepts the answer.
 pub fn work_complete(c: &Completion) -> Check {
-    if c.mode != StopMode::StrictAutomation || c.declared {
+    let required = c.mode == StopMode::StrictAutomation || c.offered;
+    if !required || c.declared {
         Check::Met
     } else {
         Check::Unmet(

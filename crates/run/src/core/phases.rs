@@ -226,6 +226,7 @@ impl Core {
             completion: pos.request.completes_task.then(|| Completion {
                 mode: st.stop_mode,
                 declared: pos.work_complete_at == Some(pos.iteration),
+                offered: self.control_offered(WORK_COMPLETE_TOOL, &pos.request, st.stop_mode),
                 contract: match (&st.contract, &st.coverage) {
                     (None, _) => ContractState::Absent,
                     (Some(_), Some(coverage)) if pos.contract_checked_at == Some(pos.iteration) => {

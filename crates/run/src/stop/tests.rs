@@ -22,6 +22,7 @@ fn completion(mode: StopMode) -> Completion {
     Completion {
         mode,
         declared: false,
+        offered: mode == StopMode::StrictAutomation,
         contract: ContractState::Absent,
         unfinished_items: Vec::new(),
         objections: 0,

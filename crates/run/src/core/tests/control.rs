@@ -518,3 +518,83 @@ fn control_tools_cannot_be_called_in_tool_only_mode() {
     )));
     assert!(st.work_items.is_empty());
 }
+
+/// An `interactive` core whose allowlist names `work_complete`.
+fn interactive_with_work_complete() -> Core {
+    let mut cfg = core_config(100_000);
+    cfg.stop_mode = StopMode::Interactive;
+    cfg.allowlist.insert("work_complete".into());
+    Core::new(cfg)
+}
+
+#[test]
+fn interactive_mode_nudges_a_model_that_stops_without_declaring_completion_then_accepts() {
+    // Before, interactive mode accepted the first text answer: a model that stopped early
+    // was never asked to continue.
+    let c = interactive_with_work_complete();
+    let mut st = RunState::default();
+    let mut journal = Vec::new();
+    let s = start(&c, &mut st, task(), &env(0, false));
+    record(&mut journal, &s);
+    let s = c.step(&mut st, Input::Standing(None), &env(0, false));
+    record(&mut journal, &s);
+    assert!(tool_names(&s.effect).contains(&"work_complete".to_string()));
+    // Two text answers: each gets a continuation prompt (completion_retries = 2)…
+    for round in 1..=2 {
+        let s = c.step(&mut st, answer("Let me look further.", &[]), &env(0, false));
+        record(&mut journal, &s);
+        assert_eq!(
+            names(&s),
+            ["llm_response", "completion_objected"],
+            "{round}"
+        );
+        let RunEvent::CompletionObjected {
+            check,
+            message,
+            retries,
+            ..
+        } = &s.events[1]
+        else {
+            panic!()
+        };
+        assert_eq!((check.as_str(), *retries), ("work_complete", round));
+        assert!(message.contains("continue working"), "{message}");
+        assert!(message.contains(&format!("{round} of 2")), "{message}");
+        let s = c.step(&mut st, Input::Standing(None), &env(0, false));
+        record(&mut journal, &s);
+        assert!(matches!(s.effect, Effect::CallModel { .. }), "{s:?}");
+    }
+    // …and the third is accepted: interactive mode favours liveness, recording what it
+    // accepted unmet.
+    let s = c.step(&mut st, answer("Here is the summary.", &[]), &env(0, false));
+    record(&mut journal, &s);
+    let Effect::Finish(r) = &s.effect else {
+        panic!("{s:?}")
+    };
+    assert_eq!(r.stop_reason, StopReason::Done);
+    assert_eq!(r.final_text, "Here is the summary.");
+    assert!(
+        s.events
+            .iter()
+            .any(|e| matches!(e, RunEvent::PhaseEnded { .. })),
+        "{s:?}"
+    );
+    assert_fold(&st, &journal);
+}
+
+#[test]
+fn interactive_mode_without_work_complete_offered_accepts_the_first_answer() {
+    let c = control_core(StopMode::Interactive, None, false);
+    let mut st = RunState::default();
+    let s = to_first_call(&c, &mut st, task());
+    assert!(!tool_names(&s.effect).contains(&"work_complete".to_string()));
+    let s = c.step(
+        &mut st,
+        answer("Done: summary.md written.", &[]),
+        &env(0, false),
+    );
+    let Effect::Finish(r) = s.effect else {
+        panic!("{s:?}")
+    };
+    assert_eq!(r.stop_reason, StopReason::Done);
+}
