@@ -36,6 +36,24 @@ pub struct DependentRule {
     pub allowed: &'static [&'static str],
     /// Whether reaching it through other crates counts too, or only a direct dependency.
     pub transitive: bool,
+    /// With `transitive`: the crates through which any crate may reach it (a front end
+    /// reaches the harness through the composition root, `lsm-app`).
+    pub through: &'static [&'static str],
+    /// The rule in words, as printed before "but …".
+    pub summary: &'static str,
+}
+
+/// The front ends' rule: a crate that depends on [`FrontEndRule::root`] (a front end: the
+/// `lsm` binary, a web console) may depend directly on no `lsm-*` crate but the root and
+/// the crates of [`FrontEndRule::types`], whose types it still names.
+#[derive(Debug)]
+pub struct FrontEndRule {
+    /// The rule's label, as printed.
+    pub rule: &'static str,
+    /// The composition root.
+    pub root: &'static str,
+    /// The lower crates a front end may still name directly.
+    pub types: &'static [&'static str],
     /// The rule in words, as printed before "but …".
     pub summary: &'static str,
 }
@@ -64,34 +82,42 @@ pub const REACH_RULES: &[ReachRule] = &[
     },
 ];
 
-/// Rules 3 and 4: who may depend on a crate.
+/// The composition root: the one library that wires the concrete crates together.
+pub const ROOT: &str = "lsm-app";
+
+/// Rules 3 to 6: who may depend on a crate.
 pub const DEPENDENT_RULES: &[DependentRule] = &[
     // Rule 3: lsm-harness calls providers for agents, lsm-tools-kb for synthesis inside a
-    // tool; lsm-cli constructs the concrete providers it hands to them (rule 4).
+    // tool; the composition root constructs the concrete providers it hands to them.
     DependentRule {
         rule: "rule 3",
         krate: "lsm-providers",
-        allowed: &["lsm-harness", "lsm-tools-kb", "lsm-cli"],
+        allowed: &["lsm-harness", "lsm-tools-kb", ROOT],
         transitive: false,
-        summary: "only lsm-harness and lsm-tools-kb (and lsm-cli, which constructs providers) \
-                  may depend on lsm-providers",
+        through: &[],
+        summary: "only lsm-harness and lsm-tools-kb (and lsm-app, the composition root, which \
+                  constructs providers) may depend on lsm-providers",
     },
-    // Rule 4: only the composition root wires the harness in, and it is the only binary
-    // that links it.
+    // Rule 4: only the composition root wires the harness in; everything else (a front end,
+    // binary or not) reaches it only through the root.
     DependentRule {
         rule: "rule 4",
         krate: "lsm-harness",
-        allowed: &["lsm-cli"],
+        allowed: &[ROOT],
         transitive: true,
-        summary: "only lsm-cli may depend on lsm-harness",
+        through: &[ROOT],
+        summary: "only lsm-app (the composition root) may depend on lsm-harness; other crates \
+                  reach it only through lsm-app",
     },
-    // Rule 5: MCP servers are wired into runs by the composition root only.
+    // Rule 5: MCP servers are wired into runs, and served, by the composition root only.
     DependentRule {
         rule: "rule 5",
         krate: "lsm-mcp",
-        allowed: &["lsm-cli"],
+        allowed: &[ROOT],
         transitive: true,
-        summary: "only lsm-cli may depend on lsm-mcp",
+        through: &[ROOT],
+        summary: "only lsm-app (the composition root) may depend on lsm-mcp; other crates \
+                  reach it only through lsm-app",
     },
     // Rule 6: the shared test doubles are dev-dependencies only, so no double (an asker that
     // approves everything) can reach a shipped program.
@@ -100,15 +126,35 @@ pub const DEPENDENT_RULES: &[DependentRule] = &[
         krate: "lsm-test-support",
         allowed: &[],
         transitive: true,
+        through: &[],
         summary: "lsm-test-support is a dev-dependency only: no crate may depend on it",
     },
 ];
 
-/// Test and tooling crates: outside rules 3 and 4 ("only lsm-cli, and tests, wires concrete
-/// crates together"), unless they have a binary target: lsm-cli is the only binary that may
-/// wire concrete crates. `lsm-test-support` (the shared test doubles) is one: it builds
-/// scripted providers and sandboxes for tests, and rule 6 keeps it out of every normal
-/// dependency graph.
+/// Rule 7: front ends use the composition root. Today's `lsm` binary still names the types
+/// of these lower crates directly (the interaction requests it answers, the agents' cards it
+/// shows, the knowledge base and memory it lists, exit codes from stop reasons, the
+/// sandbox's confinement helper at start-up); never the harness, a provider or MCP.
+pub const FRONT_END_RULE: FrontEndRule = FrontEndRule {
+    rule: "rule 7",
+    root: ROOT,
+    types: &[
+        "lsm-phase",
+        "lsm-interaction",
+        "lsm-sandbox",
+        "lsm-agents",
+        "lsm-memory",
+        "lsm-tools-kb",
+    ],
+    summary: "a front end (a crate depending on lsm-app) may depend directly only on lsm-app \
+              and lsm-phase, lsm-interaction, lsm-sandbox, lsm-agents, lsm-memory, lsm-tools-kb",
+};
+
+/// Test and tooling crates: outside rules 3 to 6 ("only the composition root, and tests,
+/// wire concrete crates together"), unless they have a binary target: a program links the
+/// harness only through lsm-app. `lsm-test-support` (the shared test doubles) is one: it
+/// builds scripted providers and sandboxes for tests, and rule 6 keeps it out of every
+/// normal dependency graph.
 pub const TEST_CRATES: &[&str] = &["lsm-e2e", "lsm-test-support", "xtask"];
 
 /// Label of the rule that every `lsm-*` library crate lives under `crates/`.
@@ -128,7 +174,7 @@ pub const TABLE_RULE: &str = "rule table";
 /// One broken rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
-    /// The rule's label (`rule 1` … `rule 5`, [`LAYOUT_RULE`], [`TABLE_RULE`]).
+    /// The rule's label (`rule 1` … `rule 7`, [`LAYOUT_RULE`], [`TABLE_RULE`]).
     pub rule: &'static str,
     /// The crate that breaks the rule.
     pub krate: String,
@@ -159,15 +205,18 @@ pub fn check(graph: &Graph) -> Vec<Violation> {
     for rule in DEPENDENT_RULES {
         check_dependents(graph, rule, &mut out);
     }
+    check_front_ends(graph, &FRONT_END_RULE, &mut out);
     check_layout(graph, &mut out);
     out
 }
 
 fn check_table(graph: &Graph, out: &mut Vec<Violation>) {
+    let front = &FRONT_END_RULE;
     let named = REACH_RULES
         .iter()
         .map(|r| (r.rule, r.krate, r.allowed))
-        .chain(DEPENDENT_RULES.iter().map(|r| (r.rule, r.krate, r.allowed)));
+        .chain(DEPENDENT_RULES.iter().map(|r| (r.rule, r.krate, r.allowed)))
+        .chain(std::iter::once((front.rule, front.root, front.types)));
     for (rule, krate, allowed) in named {
         for name in std::iter::once(&krate).chain(allowed) {
             if graph.member(name).is_none() {
@@ -211,7 +260,7 @@ fn check_dependents(graph: &Graph, rule: &DependentRule, out: &mut Vec<Violation
             continue;
         }
         let path = if rule.transitive {
-            graph.reachable_from(name).remove(rule.krate)
+            reachable_avoiding(graph, name, rule.through).remove(rule.krate)
         } else {
             graph
                 .packages
@@ -236,6 +285,54 @@ fn check_dependents(graph: &Graph, rule: &DependentRule, out: &mut Vec<Violation
             ),
             path,
         });
+    }
+}
+
+/// Every package reachable from `start` without passing through `avoid` (never `start`
+/// itself), each with a shortest path: [`Graph::reachable_from`] on the graph without them.
+fn reachable_avoiding(
+    graph: &Graph,
+    start: &str,
+    avoid: &[&str],
+) -> std::collections::BTreeMap<String, Vec<String>> {
+    if avoid.is_empty() {
+        return graph.reachable_from(start);
+    }
+    let mut cut = graph.clone();
+    for name in avoid {
+        if *name != start
+            && let Some(pkg) = cut.packages.get_mut(*name)
+        {
+            pkg.deps.clear();
+        }
+    }
+    cut.reachable_from(start)
+        .into_iter()
+        .filter(|(reached, _)| !avoid.contains(&reached.as_str()))
+        .collect()
+}
+
+fn check_front_ends(graph: &Graph, rule: &FrontEndRule, out: &mut Vec<Violation>) {
+    for (name, member) in graph.members() {
+        let Some(pkg) = graph.packages.get(name) else {
+            continue;
+        };
+        if name == rule.root || !pkg.deps.contains(rule.root) {
+            continue;
+        }
+        if TEST_CRATES.contains(&name) && !member.has_bin {
+            continue;
+        }
+        for dep in &pkg.deps {
+            if is_lsm(dep) && dep != rule.root && !rule.types.contains(&dep.as_str()) {
+                out.push(Violation {
+                    rule: rule.rule,
+                    krate: name.to_owned(),
+                    path: vec![name.to_owned(), dep.clone()],
+                    message: format!("{}, but {name} depends on {dep}", rule.summary),
+                });
+            }
+        }
     }
 }
 
@@ -278,6 +375,7 @@ mod tests {
             ("lsm-memory", "crates/memory", true, false),
             ("lsm-agents", "crates/agents", true, false),
             ("lsm-mcp", "crates/mcp", true, true),
+            ("lsm-app", "crates/app", true, false),
             ("lsm-cli", "crates/cli", false, true),
             ("lsm-e2e", "tests", true, false),
             ("lsm-examples", "examples/library", true, false),
@@ -304,11 +402,17 @@ mod tests {
             ("lsm-agents", "lsm-phase"),
             ("lsm-mcp", "lsm-sandbox"),
             ("lsm-mcp", "rmcp"),
+            ("lsm-app", "lsm-phase"),
+            ("lsm-app", "lsm-mcp"),
+            ("lsm-app", "lsm-providers"),
+            ("lsm-app", "lsm-sandbox"),
+            ("lsm-app", "lsm-harness"),
+            ("lsm-app", "lsm-agents"),
+            ("lsm-app", "lsm-memory"),
+            ("lsm-app", "clap"),
+            ("lsm-cli", "lsm-app"),
             ("lsm-cli", "lsm-phase"),
-            ("lsm-cli", "lsm-mcp"),
-            ("lsm-cli", "lsm-providers"),
             ("lsm-cli", "lsm-sandbox"),
-            ("lsm-cli", "lsm-harness"),
             ("lsm-cli", "lsm-agents"),
             ("lsm-cli", "lsm-memory"),
             ("lsm-cli", "clap"),
@@ -366,7 +470,13 @@ mod tests {
         let mut g = good_graph();
         g.add_dep("lsm-memory", "lsm-harness");
         let v = check(&g);
-        assert_eq!(find(&v, "rule 4", "lsm-harness").krate, "lsm-memory");
+        let breaking: Vec<&str> = v
+            .iter()
+            .filter(|v| v.rule == "rule 4")
+            .map(|v| v.krate.as_str())
+            .collect();
+        // lsm-memory directly; the binary through it (not through the root).
+        assert_eq!(breaking, ["lsm-cli", "lsm-memory"], "{v:#?}");
     }
 
     #[test]
@@ -427,7 +537,8 @@ mod tests {
         assert_eq!(hit.krate, "lsm-agents");
         assert_eq!(
             hit.to_string(),
-            "rule 5: only lsm-cli may depend on lsm-mcp, but lsm-agents reaches lsm-mcp via \
+            "rule 5: only lsm-app (the composition root) may depend on lsm-mcp; other crates \
+             reach it only through lsm-app, but lsm-agents reaches lsm-mcp via \
              lsm-agents -> lsm-mcp"
         );
     }
@@ -527,19 +638,86 @@ mod tests {
         assert_eq!(hit.path, ["lsm-tools-kb", "lsm-harness"]);
         assert_eq!(
             hit.to_string(),
-            "rule 4: only lsm-cli may depend on lsm-harness, but lsm-tools-kb reaches \
-             lsm-harness via lsm-tools-kb -> lsm-harness"
+            "rule 4: only lsm-app (the composition root) may depend on lsm-harness; other \
+             crates reach it only through lsm-app, but lsm-tools-kb reaches lsm-harness via \
+             lsm-tools-kb -> lsm-harness"
         );
     }
 
     #[test]
     fn a_library_reaching_harness_transitively_breaks_rule_4() {
         let mut g = good_graph();
-        g.add_dep("lsm-interaction", "lsm-cli");
+        g.add_dep("lsm-interaction", "some-helper");
+        g.add_dep("some-helper", "lsm-harness");
         let v = check(&g);
         let hit = find(&v, "rule 4", "lsm-harness");
         assert_eq!(hit.krate, "lsm-interaction");
-        assert_eq!(hit.path, ["lsm-interaction", "lsm-cli", "lsm-harness"]);
+        assert_eq!(hit.path, ["lsm-interaction", "some-helper", "lsm-harness"]);
+    }
+
+    #[test]
+    fn a_new_front_end_uses_the_root_and_may_not_wire_the_harness_mcp_or_providers_itself() {
+        // A web console beside the binary, through lsm-app: it reaches the harness, MCP and
+        // the providers only through the root, which is allowed.
+        let mut g = good_graph();
+        g.add_member("lsm-web", "crates/web", false, true);
+        g.add_dep("lsm-web", "lsm-app");
+        g.add_dep("lsm-web", "lsm-interaction");
+        assert_eq!(check(&g), Vec::new());
+        // Depending on the harness itself: refused (rule 4), and not a type crate (rule 7).
+        g.add_dep("lsm-web", "lsm-harness");
+        let v = check(&g);
+        let hit = find(&v, "rule 4", "lsm-harness");
+        assert_eq!(hit.krate, "lsm-web");
+        assert_eq!(hit.path, ["lsm-web", "lsm-harness"]);
+        assert!(
+            hit.message.contains("lsm-web (a crate with a binary)"),
+            "{hit}"
+        );
+        assert_eq!(find(&v, "rule 7", "lsm-harness").krate, "lsm-web");
+        assert_eq!(v.len(), 2, "{v:#?}");
+        // Through another crate than the root: refused too.
+        let mut g = good_graph();
+        g.add_member("lsm-web", "crates/web", false, true);
+        g.add_dep("lsm-web", "lsm-app");
+        g.add_dep("lsm-web", "some-helper");
+        g.add_dep("some-helper", "lsm-mcp");
+        let v = check(&g);
+        assert_eq!(
+            find(&v, "rule 5", "lsm-mcp").path,
+            ["lsm-web", "some-helper", "lsm-mcp"]
+        );
+    }
+
+    #[test]
+    fn the_binary_naming_the_harness_mcp_a_provider_or_an_unlisted_crate_breaks_rule_7() {
+        for (other, also) in [
+            ("lsm-harness", Some("rule 4")),
+            ("lsm-mcp", Some("rule 5")),
+            ("lsm-providers", Some("rule 3")),
+            ("lsm-store-pg", None),
+        ] {
+            let mut g = good_graph();
+            g.add_member("lsm-store-pg", "crates/store-pg", true, false);
+            g.add_dep("lsm-app", "lsm-store-pg");
+            assert_eq!(check(&g), Vec::new());
+            g.add_dep("lsm-cli", other);
+            let v = check(&g);
+            let hit = find(&v, "rule 7", other);
+            assert_eq!(hit.krate, "lsm-cli");
+            assert_eq!(
+                hit.to_string(),
+                format!(
+                    "rule 7: a front end (a crate depending on lsm-app) may depend directly \
+                     only on lsm-app and lsm-phase, lsm-interaction, lsm-sandbox, lsm-agents, \
+                     lsm-memory, lsm-tools-kb, but lsm-cli depends on {other}"
+                )
+            );
+            if let Some(rule) = also {
+                assert_eq!(find(&v, rule, other).krate, "lsm-cli");
+            }
+            assert_eq!(v.len(), 1 + usize::from(also.is_some()), "{v:#?}");
+        }
     }
 
     #[test]
@@ -577,7 +755,8 @@ mod tests {
             .filter(|v| v.rule == "rule 6")
             .map(|v| v.krate.as_str())
             .collect();
-        // lsm-memory directly, lsm-cli through it (lsm-cli -> lsm-memory -> lsm-test-support).
+        // lsm-memory directly, lsm-app and lsm-cli through it (-> lsm-memory ->
+        // lsm-test-support).
         assert!(breaking.contains(&"lsm-memory"), "{v:#?}");
         assert!(breaking.contains(&"lsm-cli"), "{v:#?}");
         assert_eq!(find(&v, "rule 6", "lsm-test-support").rule, "rule 6");

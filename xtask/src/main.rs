@@ -4,8 +4,10 @@
 //! - `cargo xtask check-layers` enforces the crate layering of DESIGN.md ("Dependency rules")
 //!   on the resolved graph of normal dependencies from `cargo metadata`: `lsm-agents` reaches
 //!   only `lsm-phase`, `lsm-phase` reaches no `lsm-*` crate, only the harness and the KB tools
-//!   (and the composition root) depend on `lsm-providers`, only `lsm-cli` depends on
-//!   `lsm-harness`, and every `lsm-*` library lives under `crates/`. The layering is the
+//!   (and the composition root, `lsm-app`) depend on `lsm-providers`, only `lsm-app` depends
+//!   on `lsm-harness` and `lsm-mcp` (front ends reach them through it), a front end depends
+//!   on no other `lsm-*` crate than `lsm-app` and a short list of type crates, and every
+//!   `lsm-*` library lives under `crates/`. The layering is the
 //!   security model (an agent cannot name a provider, a tool or the harness), so a violation
 //!   fails CI. The rules are a table in `layers.rs`.
 //! - `cargo xtask check-docs` holds README.md, docs/ARCHITECTURE.md and docs/PERFORMANCE.md

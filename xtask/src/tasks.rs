@@ -53,7 +53,7 @@ pub fn check_layers(root: &Path) -> Result<()> {
     let violations = layers::check(&graph);
     if violations.is_empty() {
         eprintln!(
-            "xtask: [check-layers] ok: {} workspace crates follow rules 1-6 and the layout rule",
+            "xtask: [check-layers] ok: {} workspace crates follow rules 1-7 and the layout rule",
             graph.members().count()
         );
         return Ok(());
@@ -210,9 +210,11 @@ fn local_checks(root: &Path, totals: &mut TestTotals) -> Result<()> {
             "-p",
             "lsm-providers",
             "-p",
+            "lsm-app",
+            "-p",
             "lsm-cli",
             "--features",
-            "lsm-providers/local,lsm-cli/local",
+            "lsm-providers/local,lsm-app/local,lsm-cli/local",
             "--all-targets",
             "--",
             "-D",
@@ -226,9 +228,11 @@ fn local_checks(root: &Path, totals: &mut TestTotals) -> Result<()> {
             "-p",
             "lsm-providers",
             "-p",
+            "lsm-app",
+            "-p",
             "lsm-cli",
             "--features",
-            "lsm-providers/local,lsm-cli/local",
+            "lsm-providers/local,lsm-app/local,lsm-cli/local",
             "--lib",
             "--bins",
             "--test",
