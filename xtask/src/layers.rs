@@ -36,6 +36,24 @@ pub struct DependentRule {
     pub allowed: &'static [&'static str],
     /// Whether reaching it through other crates counts too, or only a direct dependency.
     pub transitive: bool,
+    /// With `transitive`: the crates through which any crate may reach it (a front end
+    /// reaches the harness through the composition root, `lsm-app`).
+    pub through: &'static [&'static str],
+    /// The rule in words, as printed before "but …".
+    pub summary: &'static str,
+}
+
+/// The front ends' rule: a crate that depends on [`FrontEndRule::root`] (a front end: the
+/// `lsm` binary, a web console) may depend directly on no `lsm-*` crate but the root and
+/// the crates of [`FrontEndRule::types`], whose types it still names.
+#[derive(Debug)]
+pub struct FrontEndRule {
+    /// The rule's label, as printed.
+    pub rule: &'static str,
+    /// The composition root.
+    pub root: &'static str,
+    /// The lower crates a front end may still name directly.
+    pub types: &'static [&'static str],
     /// The rule in words, as printed before "but …".
     pub summary: &'static str,
 }
@@ -97,34 +115,42 @@ pub const EXCLUDE_RULES: &[ExcludeRule] = &[ExcludeRule {
     summary: "lsm-run must not reach tokio or tokio-util",
 }];
 
-/// Rules 3 and 4: who may depend on a crate.
+/// The composition root: the one library that wires the concrete crates together.
+pub const ROOT: &str = "lsm-app";
+
+/// Rules 3 to 6: who may depend on a crate.
 pub const DEPENDENT_RULES: &[DependentRule] = &[
     // Rule 3: lsm-harness calls providers for agents, lsm-tools-kb for synthesis inside a
-    // tool; lsm-cli constructs the concrete providers it hands to them (rule 4).
+    // tool; the composition root constructs the concrete providers it hands to them.
     DependentRule {
         rule: "rule 3",
         krate: "lsm-providers",
-        allowed: &["lsm-harness", "lsm-tools-kb", "lsm-cli"],
+        allowed: &["lsm-harness", "lsm-tools-kb", ROOT],
         transitive: false,
-        summary: "only lsm-harness and lsm-tools-kb (and lsm-cli, which constructs providers) \
-                  may depend on lsm-providers",
+        through: &[],
+        summary: "only lsm-harness and lsm-tools-kb (and lsm-app, the composition root, which \
+                  constructs providers) may depend on lsm-providers",
     },
-    // Rule 4: only the composition root wires the harness in, and it is the only binary
-    // that links it.
+    // Rule 4: only the composition root wires the harness in; everything else (a front end,
+    // binary or not) reaches it only through the root.
     DependentRule {
         rule: "rule 4",
         krate: "lsm-harness",
-        allowed: &["lsm-cli"],
+        allowed: &[ROOT],
         transitive: true,
-        summary: "only lsm-cli may depend on lsm-harness",
+        through: &[ROOT],
+        summary: "only lsm-app (the composition root) may depend on lsm-harness; other crates \
+                  reach it only through lsm-app",
     },
-    // Rule 5: MCP servers are wired into runs by the composition root only.
+    // Rule 5: MCP servers are wired into runs, and served, by the composition root only.
     DependentRule {
         rule: "rule 5",
         krate: "lsm-mcp",
-        allowed: &["lsm-cli"],
+        allowed: &[ROOT],
         transitive: true,
-        summary: "only lsm-cli may depend on lsm-mcp",
+        through: &[ROOT],
+        summary: "only lsm-app (the composition root) may depend on lsm-mcp; other crates \
+                  reach it only through lsm-app",
     },
     // Rule 6: the shared test doubles are dev-dependencies only, so no double (an asker that
     // approves everything) can reach a shipped program.
@@ -133,15 +159,37 @@ pub const DEPENDENT_RULES: &[DependentRule] = &[
         krate: "lsm-test-support",
         allowed: &[],
         transitive: true,
+        through: &[],
         summary: "lsm-test-support is a dev-dependency only: no crate may depend on it",
     },
 ];
 
-/// Test and tooling crates: outside rules 3 and 4 ("only lsm-cli, and tests, wires concrete
-/// crates together"), unless they have a binary target: lsm-cli is the only binary that may
-/// wire concrete crates. `lsm-test-support` (the shared test doubles) is one: it builds
-/// scripted providers and sandboxes for tests, and rule 6 keeps it out of every normal
-/// dependency graph.
+/// Rule 8: front ends use the composition root. Today's `lsm` binary still names the types
+/// of these lower crates directly (the interaction requests it answers, the agents' cards it
+/// shows, the knowledge base and memory it lists, exit codes from stop reasons, the
+/// sandbox's confinement helper at start-up); never the harness, a provider or MCP.
+pub const FRONT_END_RULE: FrontEndRule = FrontEndRule {
+    rule: "rule 8",
+    root: ROOT,
+    types: &[
+        "lsm-phase",
+        "lsm-run",
+        "lsm-interaction",
+        "lsm-sandbox",
+        "lsm-agents",
+        "lsm-memory",
+        "lsm-tools-kb",
+    ],
+    summary: "a front end (a crate depending on lsm-app) may depend directly only on lsm-app \
+              and lsm-phase, lsm-run, lsm-interaction, lsm-sandbox, lsm-agents, lsm-memory, \
+              lsm-tools-kb",
+};
+
+/// Test and tooling crates: outside rules 3 to 6 ("only the composition root, and tests,
+/// wire concrete crates together"), unless they have a binary target: a program links the
+/// harness only through lsm-app. `lsm-test-support` (the shared test doubles) is one: it
+/// builds scripted providers and sandboxes for tests, and rule 6 keeps it out of every
+/// normal dependency graph.
 pub const TEST_CRATES: &[&str] = &["lsm-e2e", "lsm-test-support", "xtask"];
 
 /// Label of the rule that every `lsm-*` library crate lives under `crates/`.
@@ -161,7 +209,7 @@ pub const TABLE_RULE: &str = "rule table";
 /// One broken rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
-    /// The rule's label (`rule 1` … `rule 7`, [`LAYOUT_RULE`], [`TABLE_RULE`]).
+    /// The rule's label (`rule 1` … `rule 8`, [`LAYOUT_RULE`], [`TABLE_RULE`]).
     pub rule: &'static str,
     /// The crate that breaks the rule.
     pub krate: String,
@@ -195,16 +243,19 @@ pub fn check(graph: &Graph) -> Vec<Violation> {
     for rule in EXCLUDE_RULES {
         check_excluded(graph, rule, &mut out);
     }
+    check_front_ends(graph, &FRONT_END_RULE, &mut out);
     check_layout(graph, &mut out);
     out
 }
 
 fn check_table(graph: &Graph, out: &mut Vec<Violation>) {
+    let front = &FRONT_END_RULE;
     let named = REACH_RULES
         .iter()
         .map(|r| (r.rule, r.krate, r.allowed))
         .chain(DEPENDENT_RULES.iter().map(|r| (r.rule, r.krate, r.allowed)))
-        .chain(EXCLUDE_RULES.iter().map(|r| (r.rule, r.krate, &[][..])));
+        .chain(EXCLUDE_RULES.iter().map(|r| (r.rule, r.krate, &[][..])))
+        .chain(std::iter::once((front.rule, front.root, front.types)));
     for (rule, krate, allowed) in named {
         for name in std::iter::once(&krate).chain(allowed) {
             if graph.member(name).is_none() {
@@ -266,7 +317,7 @@ fn check_dependents(graph: &Graph, rule: &DependentRule, out: &mut Vec<Violation
             continue;
         }
         let path = if rule.transitive {
-            graph.reachable_from(name).remove(rule.krate)
+            reachable_avoiding(graph, name, rule.through).remove(rule.krate)
         } else {
             graph
                 .packages
@@ -291,6 +342,54 @@ fn check_dependents(graph: &Graph, rule: &DependentRule, out: &mut Vec<Violation
             ),
             path,
         });
+    }
+}
+
+/// Every package reachable from `start` without passing through `avoid` (never `start`
+/// itself), each with a shortest path: [`Graph::reachable_from`] on the graph without them.
+fn reachable_avoiding(
+    graph: &Graph,
+    start: &str,
+    avoid: &[&str],
+) -> std::collections::BTreeMap<String, Vec<String>> {
+    if avoid.is_empty() {
+        return graph.reachable_from(start);
+    }
+    let mut cut = graph.clone();
+    for name in avoid {
+        if *name != start
+            && let Some(pkg) = cut.packages.get_mut(*name)
+        {
+            pkg.deps.clear();
+        }
+    }
+    cut.reachable_from(start)
+        .into_iter()
+        .filter(|(reached, _)| !avoid.contains(&reached.as_str()))
+        .collect()
+}
+
+fn check_front_ends(graph: &Graph, rule: &FrontEndRule, out: &mut Vec<Violation>) {
+    for (name, member) in graph.members() {
+        let Some(pkg) = graph.packages.get(name) else {
+            continue;
+        };
+        if name == rule.root || !pkg.deps.contains(rule.root) {
+            continue;
+        }
+        if TEST_CRATES.contains(&name) && !member.has_bin {
+            continue;
+        }
+        for dep in &pkg.deps {
+            if is_lsm(dep) && dep != rule.root && !rule.types.contains(&dep.as_str()) {
+                out.push(Violation {
+                    rule: rule.rule,
+                    krate: name.to_owned(),
+                    path: vec![name.to_owned(), dep.clone()],
+                    message: format!("{}, but {name} depends on {dep}", rule.summary),
+                });
+            }
+        }
     }
 }
 

@@ -4,9 +4,11 @@
 //! - `cargo xtask check-layers` enforces the crate layering of DESIGN.md ("Dependency rules")
 //!   on the resolved graph of normal dependencies from `cargo metadata`: `lsm-agents` reaches
 //!   only `lsm-phase`, `lsm-phase` reaches no `lsm-*` crate, only the harness and the KB tools
-//!   (and the composition root) depend on `lsm-providers`, only `lsm-cli` depends on
-//!   `lsm-harness`, `lsm-run` (the pure core) reaches only `lsm-phase` and neither tokio nor
-//!   tokio-util, and every `lsm-*` library lives under `crates/`. The layering is the
+//!   (and the composition root, `lsm-app`) depend on `lsm-providers`, only `lsm-app` depends
+//!   on `lsm-harness` and `lsm-mcp` (front ends reach them through it), a front end depends
+//!   on no other `lsm-*` crate than `lsm-app` and a short list of type crates, `lsm-run`
+//!   (the pure core) reaches only `lsm-phase` and neither tokio nor tokio-util, and every
+//!   `lsm-*` library lives under `crates/`. The layering is the
 //!   security model (an agent cannot name a provider, a tool or the harness), so a violation
 //!   fails CI. The rules are a table in `layers.rs`. It also reads sources (`purity.rs`):
 //!   `lsm-run`'s code names no `std::fs`, `std::net`, `std::process`, tokio or clock outside

@@ -35,7 +35,7 @@ pub fn check_layers(root: &Path) -> Result<()> {
     let sources = purity::check_pure(root, &root.join(purity::PURE_SOURCES))?;
     if violations.is_empty() && sources.is_empty() {
         eprintln!(
-            "xtask: [check-layers] ok: {} workspace crates follow rules 1-7 and the layout \
+            "xtask: [check-layers] ok: {} workspace crates follow rules 1-8 and the layout \
              rule; lsm-run's sources do no I/O",
             graph.members().count(),
         );
@@ -199,9 +199,11 @@ fn local_checks(root: &Path, totals: &mut TestTotals) -> Result<()> {
             "-p",
             "lsm-providers",
             "-p",
+            "lsm-app",
+            "-p",
             "lsm-cli",
             "--features",
-            "lsm-providers/local,lsm-cli/local",
+            "lsm-providers/local,lsm-app/local,lsm-cli/local",
             "--all-targets",
             "--",
             "-D",
@@ -215,9 +217,11 @@ fn local_checks(root: &Path, totals: &mut TestTotals) -> Result<()> {
             "-p",
             "lsm-providers",
             "-p",
+            "lsm-app",
+            "-p",
             "lsm-cli",
             "--features",
-            "lsm-providers/local,lsm-cli/local",
+            "lsm-providers/local,lsm-app/local,lsm-cli/local",
             "--lib",
             "--bins",
             "--test",

@@ -1,6 +1,7 @@
-//! Exit codes. Documented in README.md; the e2e tests pin them.
+//! Exit codes (documented in README.md; the e2e tests pin them), and running a command on an
+//! async runtime with its error printed and mapped to one.
 
-use lsm_phase::StopReason;
+use lsm_phase::{RunOutcome, StopReason};
 
 /// The run finished (`done`).
 pub const OK: u8 = 0;
@@ -22,23 +23,6 @@ pub const STALLED: u8 = 7;
 /// in the `strict_automation` stop mode.
 pub const CONTRACT_UNMET: u8 = 8;
 
-/// A configuration or command-line error: exit code 2 ([`USAGE`]).
-#[derive(Debug)]
-pub struct ConfigError(pub String);
-
-impl std::fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
-/// A usage error with `msg`: the command line or the configuration is wrong (exit code 2).
-pub fn usage(msg: impl Into<String>) -> anyhow::Error {
-    ConfigError(msg.into()).into()
-}
-
 /// The multi-threaded tokio runtime a command runs on (`worker_threads`: all cores when
 /// `None`).
 ///
@@ -53,14 +37,14 @@ pub fn runtime(worker_threads: Option<usize>) -> std::io::Result<tokio::runtime:
 }
 
 /// Print `e` (redacted) as the command's error and return its exit code: [`USAGE`] for a
-/// [`ConfigError`] or when `is_usage` says so, [`ERROR`] for anything else.
+/// [`lsm_app::error::ConfigError`] or when `is_usage` says so, [`ERROR`] for anything else.
 pub fn report(e: &anyhow::Error, is_usage: impl Fn(&anyhow::Error) -> bool) -> u8 {
     // A server's or a tool's words may be part of the error: nothing in them drives the
     // terminal.
     let message = format!("{e:#}");
-    let message = crate::secrets::clean(&message);
-    eprintln!("error: {}", crate::text::terminal_text(&message));
-    if e.downcast_ref::<ConfigError>().is_some() || is_usage(e) {
+    let message = lsm_app::secrets::clean(&message);
+    eprintln!("error: {}", crate::terminal::text::terminal_text(&message));
+    if lsm_app::error::is_usage(e) || is_usage(e) {
         USAGE
     } else {
         ERROR
@@ -129,6 +113,20 @@ pub fn for_stop_reason(reason: StopReason) -> u8 {
         StopReason::MaxIterations => MAX_ITERATIONS,
         StopReason::Stalled => STALLED,
         StopReason::ContractUnmet => CONTRACT_UNMET,
+    }
+}
+
+/// The exit code of a finished run: 1 when the agent failed or the records are missing,
+/// otherwise the code of the last phase's stop reason.
+pub fn of_run(finished: &lsm_app::run::Finished) -> u8 {
+    let output = &finished.output;
+    match (
+        &finished.records_problem,
+        output.outcome,
+        output.stop_reason,
+    ) {
+        (Some(_), _, _) | (None, RunOutcome::Failed, _) => ERROR,
+        (None, _, reason) => for_stop_reason(reason.unwrap_or(StopReason::Done)),
     }
 }
 

@@ -1,5 +1,7 @@
-//! `lsm`: the command-line program. It is the composition root — the one place where the
-//! concrete crates (providers, sandbox, harness, agents) are wired together.
+//! `lsm`: the command-line program — the terminal front end of the engine, `lsm-app` (the
+//! composition root, where the concrete crates are wired together). Here: the commands
+//! ([`commands`]), what they show on the terminal ([`terminal`]), the TUI ([`tui`]), exit
+//! codes ([`exit`]) and the process's signals.
 //!
 //! # What this program must never do
 //!
@@ -16,55 +18,21 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-mod agent_defs;
-mod agent_files;
-mod agent_run;
-mod agent_view;
-mod agents_cmd;
-mod agents_config;
 mod broken_pipe;
-mod config;
+mod commands;
 mod exit;
-mod foreground;
-mod init_cmd;
-mod interaction_wiring;
-mod kb_cmd;
-mod kb_wiring;
-mod launch;
-mod legacy_runs;
-mod llm_cmd;
-mod mcp_cmd;
-mod mcp_wiring;
-mod memory_cmd;
-mod memory_pg;
-mod memory_wiring;
-#[cfg(test)]
-mod module_graph;
-mod output;
-mod progress;
-mod queue;
-mod retry_notice;
-mod run_agent_tool;
-mod run_many;
-mod run_sinks;
-mod run_store;
-mod run_wiring;
-mod runs_cmd;
-mod runtime;
-mod secrets;
 mod signals;
-mod text;
-mod tool_rows;
-mod tools_cmd;
+mod terminal;
 mod tui;
-mod wiring;
-mod workers;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use lsm_app::{config, secrets};
+
+use commands::{agent_run, agent_view, init, kb, llm, mcp, memory, run_many, runs, tools, worker};
 
 /// What `lsm` is for, first thing in `lsm -h`.
 const ABOUT: &str = "lsm runs LLM agents on your tasks and answers questions from your own \
@@ -123,31 +91,31 @@ enum Command {
     Agent(AgentCommand),
     /// List recorded runs and resume interrupted ones.
     #[command(subcommand)]
-    Runs(runs_cmd::RunsCommand),
+    Runs(runs::RunsCommand),
     /// Drive queued runs from the PostgreSQL store ([store] url), and take over the runs of
     /// workers that died.
-    Worker(queue::WorkerArgs),
+    Worker(worker::WorkerArgs),
     /// Inspect the tools agents can use.
     #[command(subcommand)]
     Tools(ToolsCommand),
     /// Inspect, approve and remove what agents remember across runs.
     #[command(subcommand)]
-    Memory(memory_cmd::MemoryCommand),
+    Memory(memory::MemoryCommand),
     /// A terminal UI: start runs, follow their logs, answer their requests.
     Tui(tui::TuiArgs),
     /// Check the configured LLM provider.
     #[command(subcommand)]
     Llm(LlmCommand),
     /// Add folders of documents to the knowledge base (incremental).
-    Ingest(kb_cmd::IngestArgs),
+    Ingest(kb::IngestArgs),
     /// Ask the knowledge base a question; the answer cites its sources.
-    Query(kb_cmd::QueryArgs),
+    Query(kb::QueryArgs),
     /// Inspect and maintain the knowledge base.
     #[command(subcommand)]
     Kb(KbCommand),
     /// Write a commented lsm.toml here (provider, model, key variable; asked, or from flags)
     /// and ping the model.
-    Init(init_cmd::InitArgs),
+    Init(init::InitArgs),
     /// Show the effective configuration and where each setting comes from.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -160,7 +128,7 @@ enum Command {
     /// Model Context Protocol: list the configured MCP servers and their tools, or serve
     /// lsm's own tools to other MCP clients.
     #[command(subcommand)]
-    Mcp(mcp_cmd::McpCommand),
+    Mcp(mcp::McpCommand),
 }
 
 #[derive(Debug, Args)]
@@ -186,15 +154,15 @@ enum ConfigCommand {
 #[derive(Debug, Subcommand)]
 enum LlmCommand {
     /// Make one tiny call and print provider, model, latency and usage (or why it failed).
-    Ping(llm_cmd::PingArgs),
+    Ping(llm::PingArgs),
 }
 
 #[derive(Debug, Subcommand)]
 enum KbCommand {
     /// Files, chunks, index size and embedder.
-    Stats(kb_cmd::StatsArgs),
+    Stats(kb::StatsArgs),
     /// Remove a file, or every file under a folder, from the index.
-    Rm(kb_cmd::RmArgs),
+    Rm(kb::RmArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -287,10 +255,10 @@ fn main() -> ExitCode {
     let cfg = &cfg;
     let code = match cli.command {
         Command::Tools(ToolsCommand::List(args)) => {
-            tools_cmd::list(cfg, args.agent.as_deref(), args.json)
+            tools::list(cfg, args.agent.as_deref(), args.json)
         }
-        Command::Config(ConfigCommand::Show(args)) => config_show(cfg, args.json),
-        Command::Init(args) => init_cmd::run(cfg, args),
+        Command::Config(ConfigCommand::Show(args)) => commands::config::show(cfg, args.json),
+        Command::Init(args) => init::run(cfg, args),
         Command::Completions(args) => {
             let mut command = <Cli as clap::CommandFactory>::command();
             let mut script = Vec::new();
@@ -310,22 +278,22 @@ fn main() -> ExitCode {
             }
         },
         // `--enqueue` stores the run for a worker instead of running it here.
-        Command::Agent(AgentCommand::Run(args)) if args.enqueue => queue::submit(cfg, *args),
+        Command::Agent(AgentCommand::Run(args)) if args.enqueue => worker::submit(cfg, *args),
         Command::Agent(AgentCommand::Run(args)) => agent_run::run(cfg, *args),
         Command::Agent(AgentCommand::RunMany(args)) => run_many::run(cfg, *args),
         Command::Agent(AgentCommand::List(args)) => agent_view::list(cfg, args.json),
         Command::Agent(AgentCommand::Show(args)) => agent_view::show(cfg, &args.name, args.json),
         Command::Agent(AgentCommand::Check(args)) => agent_view::check(cfg, &args.file, args.json),
-        Command::Runs(command) => runs_cmd::run(cfg, command),
-        Command::Worker(args) => queue::worker(cfg, args),
-        Command::Memory(command) => memory_cmd::run(cfg, command),
+        Command::Runs(command) => runs::run(cfg, command),
+        Command::Worker(args) => worker::worker(cfg, args),
+        Command::Memory(command) => memory::run(cfg, command),
         Command::Tui(args) => tui::run(cfg, args),
-        Command::Llm(LlmCommand::Ping(args)) => llm_cmd::ping(cfg, args),
-        Command::Ingest(args) => kb_cmd::ingest(cfg, args),
-        Command::Query(args) => kb_cmd::query(cfg, args),
-        Command::Kb(KbCommand::Stats(args)) => kb_cmd::stats(cfg, args),
-        Command::Kb(KbCommand::Rm(args)) => kb_cmd::rm(cfg, args),
-        Command::Mcp(command) => mcp_cmd::run(cfg, command),
+        Command::Llm(LlmCommand::Ping(args)) => llm::ping(cfg, args),
+        Command::Ingest(args) => kb::ingest(cfg, args),
+        Command::Query(args) => kb::query(cfg, args),
+        Command::Kb(KbCommand::Stats(args)) => kb::stats(cfg, args),
+        Command::Kb(KbCommand::Rm(args)) => kb::rm(cfg, args),
+        Command::Mcp(command) => mcp::run(cfg, command),
     };
     ExitCode::from(code)
 }
@@ -356,24 +324,6 @@ fn write_man_pages(dir: &std::path::Path) -> std::io::Result<usize> {
     Ok(written)
 }
 
-/// `lsm config show [--json]`.
-fn config_show(cfg: &config::ConfigArgs, json: bool) -> u8 {
-    exit::block_on_command(async move {
-        let config = cfg.load()?;
-        if json {
-            let text = serde_json::to_string_pretty(&config::show::json(&config))?;
-            crate::output::print_json(&secrets::clean_json_text(&text));
-        } else {
-            // Values are shown as TOML (escaped); a file's path in a comment is not.
-            print!(
-                "{}",
-                text::for_stdout(&secrets::clean(&config::show::text(&config)))
-            );
-        }
-        Ok(exit::OK)
-    })
-}
-
 /// How a log line's fields are written: tracing-subscriber makes its `message` safe for a
 /// terminal but writes every other field as it is, and fields carry outside text (a file's
 /// name, a server's words). Each is shown the way `lsm` shows such text everywhere.
@@ -381,13 +331,17 @@ fn log_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> {
     use tracing_subscriber::field::MakeExt;
     tracing_subscriber::fmt::format::debug_fn(|w, field, value| {
         if field.name() == "message" {
-            write!(w, "{}", crate::text::terminal_text(&format!("{value:?}")))
+            write!(
+                w,
+                "{}",
+                terminal::text::terminal_text(&format!("{value:?}"))
+            )
         } else {
             write!(
                 w,
                 "{}={}",
                 field.name(),
-                crate::text::one_line(format!("{value:?}"))
+                terminal::text::one_line(format!("{value:?}"))
             )
         }
     })

@@ -15,6 +15,7 @@ fn good_graph() -> Graph {
         ("lsm-memory", "crates/memory", true, false),
         ("lsm-agents", "crates/agents", true, false),
         ("lsm-mcp", "crates/mcp", true, true),
+        ("lsm-app", "crates/app", true, false),
         ("lsm-cli", "crates/cli", false, true),
         ("lsm-e2e", "tests", true, false),
         ("lsm-examples", "examples/library", true, false),
@@ -51,11 +52,17 @@ fn good_graph() -> Graph {
         ("lsm-agents", "lsm-phase"),
         ("lsm-mcp", "lsm-sandbox"),
         ("lsm-mcp", "rmcp"),
+        ("lsm-app", "lsm-phase"),
+        ("lsm-app", "lsm-mcp"),
+        ("lsm-app", "lsm-providers"),
+        ("lsm-app", "lsm-sandbox"),
+        ("lsm-app", "lsm-harness"),
+        ("lsm-app", "lsm-agents"),
+        ("lsm-app", "lsm-memory"),
+        ("lsm-app", "clap"),
+        ("lsm-cli", "lsm-app"),
         ("lsm-cli", "lsm-phase"),
-        ("lsm-cli", "lsm-mcp"),
-        ("lsm-cli", "lsm-providers"),
         ("lsm-cli", "lsm-sandbox"),
-        ("lsm-cli", "lsm-harness"),
         ("lsm-cli", "lsm-agents"),
         ("lsm-cli", "lsm-memory"),
         ("lsm-cli", "clap"),
@@ -113,7 +120,13 @@ fn the_memory_store_implementing_the_harness_trait_itself_breaks_rule_4() {
     let mut g = good_graph();
     g.add_dep("lsm-memory", "lsm-harness");
     let v = check(&g);
-    assert_eq!(find(&v, "rule 4", "lsm-harness").krate, "lsm-memory");
+    let breaking: Vec<&str> = v
+        .iter()
+        .filter(|v| v.rule == "rule 4")
+        .map(|v| v.krate.as_str())
+        .collect();
+    // lsm-memory directly; the binary through it (not through the root).
+    assert_eq!(breaking, ["lsm-cli", "lsm-memory"], "{v:#?}");
 }
 
 #[test]
@@ -179,8 +192,9 @@ fn agents_depending_on_mcp_breaks_rules_1_and_5() {
     assert_eq!(hit.krate, "lsm-agents");
     assert_eq!(
         hit.to_string(),
-        "rule 5: only lsm-cli may depend on lsm-mcp, but lsm-agents reaches lsm-mcp via \
-             lsm-agents -> lsm-mcp"
+        "rule 5: only lsm-app (the composition root) may depend on lsm-mcp; other crates \
+         reach it only through lsm-app, but lsm-agents reaches lsm-mcp via \
+         lsm-agents -> lsm-mcp"
     );
 }
 
@@ -282,19 +296,86 @@ fn a_library_depending_on_harness_breaks_rule_4() {
     assert_eq!(hit.path, ["lsm-tools-kb", "lsm-harness"]);
     assert_eq!(
         hit.to_string(),
-        "rule 4: only lsm-cli may depend on lsm-harness, but lsm-tools-kb reaches \
-             lsm-harness via lsm-tools-kb -> lsm-harness"
+        "rule 4: only lsm-app (the composition root) may depend on lsm-harness; other \
+         crates reach it only through lsm-app, but lsm-tools-kb reaches lsm-harness via \
+         lsm-tools-kb -> lsm-harness"
     );
 }
 
 #[test]
 fn a_library_reaching_harness_transitively_breaks_rule_4() {
     let mut g = good_graph();
-    g.add_dep("lsm-interaction", "lsm-cli");
+    g.add_dep("lsm-interaction", "some-helper");
+    g.add_dep("some-helper", "lsm-harness");
     let v = check(&g);
     let hit = find(&v, "rule 4", "lsm-harness");
     assert_eq!(hit.krate, "lsm-interaction");
-    assert_eq!(hit.path, ["lsm-interaction", "lsm-cli", "lsm-harness"]);
+    assert_eq!(hit.path, ["lsm-interaction", "some-helper", "lsm-harness"]);
+}
+
+#[test]
+fn a_new_front_end_uses_the_root_and_may_not_wire_the_harness_mcp_or_providers_itself() {
+    // A web console beside the binary, through lsm-app: it reaches the harness, MCP and
+    // the providers only through the root, which is allowed.
+    let mut g = good_graph();
+    g.add_member("lsm-web", "crates/web", false, true);
+    g.add_dep("lsm-web", "lsm-app");
+    g.add_dep("lsm-web", "lsm-interaction");
+    assert_eq!(check(&g), Vec::new());
+    // Depending on the harness itself: refused (rule 4), and not a type crate (rule 8).
+    g.add_dep("lsm-web", "lsm-harness");
+    let v = check(&g);
+    let hit = find(&v, "rule 4", "lsm-harness");
+    assert_eq!(hit.krate, "lsm-web");
+    assert_eq!(hit.path, ["lsm-web", "lsm-harness"]);
+    assert!(
+        hit.message.contains("lsm-web (a crate with a binary)"),
+        "{hit}"
+    );
+    assert_eq!(find(&v, "rule 8", "lsm-harness").krate, "lsm-web");
+    assert_eq!(v.len(), 2, "{v:#?}");
+    // Through another crate than the root: refused too.
+    let mut g = good_graph();
+    g.add_member("lsm-web", "crates/web", false, true);
+    g.add_dep("lsm-web", "lsm-app");
+    g.add_dep("lsm-web", "some-helper");
+    g.add_dep("some-helper", "lsm-mcp");
+    let v = check(&g);
+    assert_eq!(
+        find(&v, "rule 5", "lsm-mcp").path,
+        ["lsm-web", "some-helper", "lsm-mcp"]
+    );
+}
+
+#[test]
+fn the_binary_naming_the_harness_mcp_a_provider_or_an_unlisted_crate_breaks_rule_8() {
+    for (other, also) in [
+        ("lsm-harness", Some("rule 4")),
+        ("lsm-mcp", Some("rule 5")),
+        ("lsm-providers", Some("rule 3")),
+        ("lsm-store-pg", None),
+    ] {
+        let mut g = good_graph();
+        g.add_member("lsm-store-pg", "crates/store-pg", true, false);
+        g.add_dep("lsm-app", "lsm-store-pg");
+        assert_eq!(check(&g), Vec::new());
+        g.add_dep("lsm-cli", other);
+        let v = check(&g);
+        let hit = find(&v, "rule 8", other);
+        assert_eq!(hit.krate, "lsm-cli");
+        assert_eq!(
+            hit.to_string(),
+            format!(
+                "rule 8: a front end (a crate depending on lsm-app) may depend directly \
+                 only on lsm-app and lsm-phase, lsm-run, lsm-interaction, lsm-sandbox, \
+                 lsm-agents, lsm-memory, lsm-tools-kb, but lsm-cli depends on {other}"
+            )
+        );
+        if let Some(rule) = also {
+            assert_eq!(find(&v, rule, other).krate, "lsm-cli");
+        }
+        assert_eq!(v.len(), 1 + usize::from(also.is_some()), "{v:#?}");
+    }
 }
 
 #[test]
@@ -332,7 +413,8 @@ fn test_support_may_build_providers_and_sandboxes_but_nothing_may_depend_on_it()
         .filter(|v| v.rule == "rule 6")
         .map(|v| v.krate.as_str())
         .collect();
-    // lsm-memory directly, lsm-cli through it (lsm-cli -> lsm-memory -> lsm-test-support).
+    // lsm-memory directly, lsm-app and lsm-cli through it (-> lsm-memory ->
+    // lsm-test-support).
     assert!(breaking.contains(&"lsm-memory"), "{v:#?}");
     assert!(breaking.contains(&"lsm-cli"), "{v:#?}");
     assert_eq!(find(&v, "rule 6", "lsm-test-support").rule, "rule 6");

@@ -11,8 +11,8 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Wrap};
 
-use crate::runtime::{AgentRuntimeManager, LogSnapshot, ManagerError, RunInfo};
-use crate::text::clip;
+use crate::terminal::text::clip;
+use lsm_app::runtime::{AgentRuntimeManager, LogSnapshot, ManagerError, RunInfo};
 
 /// What the TUI needs from the runtime. [`AgentRuntimeManager`] is the real one.
 pub trait Runs {

@@ -19,7 +19,7 @@ use ratatui::crossterm::event::{self, Event, KeyEventKind};
 pub use app::{AgentChoice, App, Runs};
 
 use crate::exit;
-use crate::runtime::{AgentRuntimeManager, HarnessLauncher, ManagerConfig};
+use lsm_app::runtime::{AgentRuntimeManager, HarnessLauncher, ManagerConfig};
 
 /// Arguments of `lsm tui`.
 #[derive(Debug, Args)]
@@ -37,7 +37,7 @@ pub struct TuiArgs {
 const AGENT: &str = "general";
 
 /// Run the TUI until the person quits; returns the exit code.
-pub fn run(cfg: &crate::config::ConfigArgs, args: TuiArgs) -> u8 {
+pub fn run(cfg: &lsm_app::config::ConfigArgs, args: TuiArgs) -> u8 {
     let runtime = match exit::runtime(None) {
         Ok(rt) => rt,
         Err(e) => {
@@ -83,7 +83,7 @@ async fn wait_all<F: std::future::Future>(futures: impl IntoIterator<Item = F>) 
 }
 
 fn manager(
-    cfg: &crate::config::ConfigArgs,
+    cfg: &lsm_app::config::ConfigArgs,
     args: TuiArgs,
     handle: tokio::runtime::Handle,
 ) -> Result<(AgentRuntimeManager, Vec<AgentChoice>)> {
@@ -93,18 +93,19 @@ fn manager(
         config.agents.agents_folder = cwd.join(dir);
     }
     config.confine_to_working_dir_by_default(&cwd);
-    let flags = crate::wiring::ProviderFlags {
+    let flags = lsm_app::wiring::ProviderFlags {
         provider: args.provider,
         ..Default::default()
     };
     // Fail now, not at the first run, when the provider cannot be built.
-    let catalog = crate::agent_defs::catalog(&config)?;
+    let catalog = lsm_app::agent_defs::catalog(&config)?;
     let llm = config.llm.resolve(lsm_phase::LlmTier::Normal)?;
-    crate::wiring::build_provider(&llm, &flags, &cwd, &config.source_name())?;
+    lsm_app::wiring::build_provider(&llm, &flags, &cwd, &config.source_name())?;
     let manager_config = ManagerConfig {
         max_concurrent: config.agents.max_concurrent,
         log_stream_queue_limit: config.agents.log_stream_queue_limit,
         interaction: config.agents.interaction.clone(),
+        describe: crate::terminal::progress::describe,
     };
     let agents = AgentChoice::of(&catalog);
     let launcher = HarnessLauncher::new(config, catalog, flags, cwd);

@@ -11,7 +11,7 @@ use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::app::{App, Input, Runs};
-use crate::runtime::{LogSnapshot, ManagerError, RunEnd, RunInfo, RunStatus};
+use lsm_app::runtime::{LogSnapshot, ManagerError, RunEnd, RunInfo, RunStatus};
 
 #[derive(Default)]
 struct Fake {
@@ -119,7 +119,7 @@ fn log(lines: &[&str]) -> LogSnapshot {
         lines: lines
             .iter()
             .enumerate()
-            .map(|(i, t)| crate::runtime::LogLine {
+            .map(|(i, t)| lsm_app::runtime::LogLine {
                 seq: i as u64 + 1,
                 event: "note".into(),
                 text: (*t).into(),
@@ -350,17 +350,17 @@ fn screen_of_a_conductor_with_its_workers_nested_under_it() {
         let mut runs = fake.runs.borrow_mut();
         runs[0].agent = "conductor".into();
         runs[0].workers = vec![
-            crate::runtime::WorkerLine {
+            lsm_app::runtime::WorkerLine {
                 item_id: "a1".into(),
                 capability: "researcher".into(),
                 status: "done".into(),
             },
-            crate::runtime::WorkerLine {
+            lsm_app::runtime::WorkerLine {
                 item_id: "a2".into(),
                 capability: "researcher".into(),
                 status: "running".into(),
             },
-            crate::runtime::WorkerLine {
+            lsm_app::runtime::WorkerLine {
                 item_id: "a3".into(),
                 capability: "terminal".into(),
                 status: "blocked".into(),

@@ -1,0 +1,108 @@
+//! Resuming a run: find it under the agents folder, open (and lock) its journal, and fill
+//! the run's arguments in from what it recorded.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use lsm_harness::{HarnessError, ResumePoint};
+
+use super::RunRequest;
+use crate::error::usage;
+use crate::store::legacy;
+
+/// Find the run `run_id` under `root` and open it to be resumed (locking it).
+///
+/// # Errors
+/// A usage error when there is no such run, it is driven by a live process, or it has
+/// finished.
+pub fn open_run(root: &Path, run_id: &str) -> Result<ResumePoint> {
+    let Some(run_dir) = crate::store::run_folder(root, run_id) else {
+        return Err(usage(format!(
+            "no run '{run_id}' under {}; `lsm runs list` shows the runs",
+            root.display()
+        )));
+    };
+    if legacy::schema_version(&run_dir.join("transcript.jsonl"))
+        .is_some_and(|v| v < u64::from(lsm_harness::SCHEMA_VERSION))
+    {
+        return Err(usage(legacy::not_resumable(run_id)));
+    }
+    ResumePoint::open(&run_dir).map_err(|e| match e {
+        HarnessError::Locked { pid, .. } => usage(format!(
+            "run {run_id} is already being driven by process {}; a run is resumed by one process at a time",
+            pid.map_or_else(|| "(unknown)".to_string(), |p| p.to_string())
+        )),
+        other => usage(other.to_string()),
+    })
+}
+
+/// Find the run `run_id` in PostgreSQL and open it to be resumed (taking its lease); its
+/// folder is `<root>/<agent>/logs/<run_id>` on this machine.
+///
+/// # Errors
+/// A usage error when there is no such run, another process holds it, or it has finished.
+pub fn open_pg_run(pg: &lsm_store_pg::PgRuns, root: &Path, run_id: &str) -> Result<ResumePoint> {
+    let row = pg
+        .get_blocking(run_id)
+        .map_err(|e| usage(format!("[store] url: {e}")))?;
+    let Some(row) = row else {
+        return Err(usage(format!(
+            "no run '{run_id}' in the PostgreSQL store; `lsm runs list` shows the runs"
+        )));
+    };
+    let key = lsm_harness::RunKey {
+        run_id: run_id.to_string(),
+        agent: row.agent.clone(),
+        run_dir: root.join(&row.agent).join("logs").join(run_id),
+    };
+    ResumePoint::open_in(&crate::store::store_of(pg), &key).map_err(|e| usage(e.to_string()))
+}
+
+/// Fill `args` in from what the run recorded (agent, task or topic, provider, limits);
+/// returns the working directory the run was started in, when it was recorded.
+///
+/// # Errors
+/// When `args` names another agent than the run's.
+pub fn recorded(
+    args: &mut RunRequest,
+    point: &ResumePoint,
+    catalog: &lsm_agents::Catalog,
+) -> Result<Option<PathBuf>> {
+    let started = point.started();
+    if !args.name.is_empty() && args.name != started.agent {
+        return Err(usage(format!(
+            "run {} is a run of agent '{}', not '{}'",
+            point.run_id(),
+            started.agent,
+            args.name
+        )));
+    }
+    args.name.clone_from(&started.agent);
+    let takes_topic = catalog
+        .get(&started.agent)
+        .is_some_and(|d| d.spec.input == lsm_agents::TaskInput::Topic);
+    if takes_topic {
+        args.topic = Some(started.topic.clone());
+        args.task = None;
+    } else {
+        args.task = Some(started.topic.clone());
+        args.topic = None;
+    }
+    let launch = started.launch.clone().unwrap_or_default();
+    args.llm.provider = launch.provider_spec;
+    args.llm.model = launch.model;
+    args.llm.base_url = launch.base_url;
+    args.max_iterations = launch.max_iterations;
+    args.max_rounds = launch.max_rounds;
+    args.allow_tools = launch.extra_tools;
+    args.max_tokens_budget = Some(started.max_tokens_budget);
+    args.max_cost_usd = started.max_cost_usd;
+    // The run's own folder decides where its records are, whatever the configuration says.
+    args.agents_folder = point
+        .run_dir()
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+        .map(Path::to_path_buf);
+    Ok(launch.working_dir.map(PathBuf::from))
+}
