@@ -33,6 +33,9 @@ pub fn lsm_bin() -> &'static Path {
                 "lsm-cli",
                 "--bin",
                 "lsm",
+                // The crash tests abort runs at chosen journal lines: a test build only.
+                "--features",
+                "crash-points",
                 "--message-format=json-render-diagnostics",
             ])
             .current_dir(workspace_root())

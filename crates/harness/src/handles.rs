@@ -29,8 +29,9 @@ pub trait EventSink: Send + Sync {
     }
 
     /// `event` is about to be written as journal line `seq` (called before the write, under
-    /// the journal's lock; nothing by default). For observers that must act before a line
-    /// is durable, such as crash tests.
+    /// the journal's lock; nothing by default). For the crash tests: it exists only in builds
+    /// with the `crash-points` feature (test builds).
+    #[cfg(feature = "crash-points")]
     fn before_journal(&self, seq: u64, event: &RunEvent) {
         let _ = (seq, event);
     }
@@ -39,7 +40,9 @@ pub trait EventSink: Send + Sync {
     /// ([`EventSink::before_journal`] of line `n` called with every line before `n` already
     /// written, and [`EventSink::event`] of line `n` before line `n + 1` is written). Off by
     /// default: the lines one step commits are then written at once, after
-    /// `before_journal` of each and before `event` of each. Crash tests turn it on.
+    /// `before_journal` of each and before `event` of each. Crash tests turn it on; it exists
+    /// only in builds with the `crash-points` feature.
+    #[cfg(feature = "crash-points")]
     fn watches_each_line(&self) -> bool {
         false
     }
@@ -111,6 +114,7 @@ pub(crate) fn record_to(
 ) -> Result<EventEnvelope, HarnessError> {
     let written = {
         let mut recorder = lock_recorder(recorder);
+        #[cfg(feature = "crash-points")]
         if let Some(sink) = events
             && event.is_journaled()
         {
@@ -132,7 +136,11 @@ pub(crate) fn record_all(
     events: Option<&Arc<dyn EventSink>>,
     batch: Vec<RunEvent>,
 ) -> Result<(), HarnessError> {
-    if batch.len() < 2 || events.is_some_and(|sink| sink.watches_each_line()) {
+    #[cfg(feature = "crash-points")]
+    let one_at_a_time = events.is_some_and(|sink| sink.watches_each_line());
+    #[cfg(not(feature = "crash-points"))]
+    let one_at_a_time = false;
+    if batch.len() < 2 || one_at_a_time {
         for event in batch {
             record_to(recorder, events, event)?;
         }
@@ -140,6 +148,7 @@ pub(crate) fn record_all(
     }
     let written = {
         let mut recorder = lock_recorder(recorder);
+        #[cfg(feature = "crash-points")]
         if let Some(sink) = events {
             let first = recorder.next_seq();
             for (seq, event) in (first..).zip(&batch) {

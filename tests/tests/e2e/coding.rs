@@ -58,7 +58,8 @@ fn tool_results(dir: &Path, summary: &Value) -> Vec<String> {
 
 #[test]
 fn the_coder_preset_runs_the_tests_fixes_the_code_and_runs_them_again() {
-    let tests = "python3 -m unittest -q 2>&1 | tail -n 3; ls *.py | wc -l";
+    // `-B`: no bytecode cache, which a same-size edit in the same second would leave stale.
+    let tests = "python3 -B -m unittest -q 2>&1 | tail -n 3; ls *.py | wc -l";
     let dir = project(&[
         call("bash", json!({"command": tests})),
         call(
