@@ -92,16 +92,19 @@ pub fn find<'a>(catalog: &'a Catalog, name: &str) -> Result<&'a AgentDefinition>
     })
 }
 
-/// What `definition` asks of its run, applied to `config` before the command's flags (which
-/// override it): its stop mode, its work items, its contract (unless `[agents.contracts]`
-/// names one for the agent), and its iteration ceiling. Call [`cap_iterations`] again after
-/// the flags: the ceiling holds under `--max-iterations` too.
+/// What `definition` asks of its run, applied to `config` under the command's options
+/// ([`crate::config::Config::with_options`]), which win: its stop mode (unless an option
+/// set one), its work items, its contract (unless `[agents.contracts]` names one for the
+/// agent), and its iteration ceiling, which holds under `--max-iterations` too.
 ///
 /// # Errors
 /// The definition's contract file cannot be read.
 pub fn apply_settings(definition: &AgentDefinition, config: &mut Config) -> Result<()> {
     let settings = &definition.settings;
-    if let Some(mode) = settings.stop_mode {
+    let option = |key: &str| matches!(config.origin(key), crate::config::Source::Option { .. });
+    if let Some(mode) = settings.stop_mode
+        && !option("agents.stop_mode")
+    {
         config.agents.stop_mode = match mode {
             definition::StopMode::Interactive => lsm_harness::StopMode::Interactive,
             definition::StopMode::StrictAutomation => lsm_harness::StopMode::StrictAutomation,

@@ -91,24 +91,18 @@ fn run_args(args: Arguments, provider: Option<String>, configured_budget: u64) -
         name: args.agent,
         task: args.task,
         topic: args.topic,
-        max_rounds: None,
         llm: crate::wiring::ProviderFlags {
             provider,
             ..Default::default()
         },
-        agents_folder: None,
-        max_iterations: None,
-        max_tokens_budget: Some(
-            args.max_tokens_budget
-                .map_or(configured_budget, |asked| asked.min(configured_budget)),
-        ),
-        max_cost_usd: None,
-        resume: None,
-        yes: false,
-        allow_tools: Vec::new(),
-        stop_mode: None,
-        contract: None,
-        max_workers: None,
+        settings: run::RunSettings {
+            max_tokens_budget: Some(
+                args.max_tokens_budget
+                    .map_or(configured_budget, |asked| asked.min(configured_budget)),
+            ),
+            ..run::RunSettings::default()
+        },
+        ..RunRequest::default()
     }
 }
 
@@ -155,17 +149,18 @@ impl Tool for RunAgentTool {
             self.provider.clone(),
             self.config.agents.max_tokens_budget,
         );
-        let run = run::prepare(
-            self.config.clone(),
-            args,
+        let start = run::Start::new(
             tokio_util::sync::CancellationToken::new(),
             Arc::clone(&self.notify),
-        )
-        .map_err(|e| ToolError::InvalidArguments(format!("{e:#}")))?;
+        );
+        let run = run::prepare(args, &self.config, start)
+            .map_err(|e| ToolError::InvalidArguments(format!("{e:#}")))?
+            .watched_by(None)
+            .with_log_sink(Arc::new(run::TracingAgentLog));
         // Nobody answers: permission requests are denied at once and recorded as unattended.
-        let answering = run::answer::spawn_unattended(Arc::clone(&run.channel), false);
+        let answering = run::answer::spawn_unattended(Arc::clone(run.channel()), false);
         // A call the client abandons (its future dropped) stops the run at its next step.
-        let _stop_when_dropped = run.stop.clone().drop_guard();
+        let _stop_when_dropped = run.stop().clone().drop_guard();
         let finished = run.execute().await;
         answering.abort();
         let finished = finished.map_err(|e| ToolError::Failed(format!("{e:#}")))?;
@@ -224,15 +219,19 @@ mod tests {
             max_tokens_budget: budget,
         };
         assert_eq!(
-            run_args(args(Some(500)), None, 1000).max_tokens_budget,
+            run_args(args(Some(500)), None, 1000)
+                .settings
+                .max_tokens_budget,
             Some(500)
         );
         assert_eq!(
-            run_args(args(Some(5000)), None, 1000).max_tokens_budget,
+            run_args(args(Some(5000)), None, 1000)
+                .settings
+                .max_tokens_budget,
             Some(1000)
         );
         assert_eq!(
-            run_args(args(None), None, 1000).max_tokens_budget,
+            run_args(args(None), None, 1000).settings.max_tokens_budget,
             Some(1000)
         );
     }

@@ -1,130 +1,20 @@
-//! Runs in PostgreSQL that a worker starts: what a queued run is ([`QueuedRequest`]),
-//! storing one for a worker ([`submit`]: `lsm runs submit`, `lsm agent run --enqueue`), and
-//! the [`Worker`] of `lsm worker`, which claims queued runs (and runs whose driver died) and
-//! drives them with the durable core.
+//! Runs in PostgreSQL that a worker starts: storing a [`RunRequest`] for a worker
+//! ([`submit`]: `lsm runs submit`, `lsm agent run --enqueue`; the row's request is the
+//! request itself), and the [`Worker`] of `lsm worker`, which claims queued runs (and runs
+//! whose driver died) and drives them through the one [`run::prepare`].
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
-use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::error::usage;
 use crate::notice::{Notice, Notify};
-use crate::run::{self, RunRequest, StopModeArg};
-
-/// Everything a worker needs to start a submitted run as `lsm agent run` would have.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct QueuedRequest {
-    /// The agent.
-    pub agent: String,
-    /// `--task`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task: Option<String>,
-    /// `--topic`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub topic: Option<String>,
-    /// `--max-rounds`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_rounds: Option<u32>,
-    /// `--provider` (a script's path made absolute).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider: Option<String>,
-    /// `--model`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    /// `--base-url`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub base_url: Option<String>,
-    /// `--max-iterations`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_iterations: Option<u32>,
-    /// `--max-tokens-budget`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_tokens_budget: Option<u64>,
-    /// `--max-cost-usd`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_cost_usd: Option<f64>,
-    /// `--allow-tool`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub allow_tools: Vec<String>,
-    /// `--stop-mode`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stop_mode: Option<String>,
-    /// `--yes`: the worker approves its permission requests (else they are denied).
-    #[serde(default)]
-    pub yes: bool,
-    /// The submitter's working directory (the worker works there when it exists on its
-    /// machine, else in its own).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub working_dir: Option<String>,
-}
-
-impl QueuedRequest {
-    /// The request `args` make, submitted from `cwd`.
-    pub fn of(args: &RunRequest, cwd: &std::path::Path) -> QueuedRequest {
-        QueuedRequest {
-            agent: args.name.clone(),
-            task: args.task.clone(),
-            topic: args.topic.clone(),
-            max_rounds: args.max_rounds,
-            provider: args
-                .llm
-                .provider
-                .as_ref()
-                .map(|spec| match spec.strip_prefix("scripted:") {
-                    Some(file) => format!("scripted:{}", cwd.join(file).display()),
-                    None => spec.clone(),
-                }),
-            model: args.llm.model.clone(),
-            base_url: args.llm.base_url.clone(),
-            max_iterations: args.max_iterations,
-            max_tokens_budget: args.max_tokens_budget,
-            max_cost_usd: args.max_cost_usd,
-            allow_tools: args.allow_tools.clone(),
-            stop_mode: args.stop_mode.map(|m| match m {
-                StopModeArg::Interactive => "interactive".into(),
-                StopModeArg::StrictAutomation => "strict_automation".into(),
-            }),
-            yes: args.yes,
-            working_dir: Some(cwd.display().to_string()),
-        }
-    }
-
-    /// The run request it stands for.
-    pub fn args(&self) -> RunRequest {
-        RunRequest {
-            name: self.agent.clone(),
-            task: self.task.clone(),
-            topic: self.topic.clone(),
-            max_rounds: self.max_rounds,
-            llm: crate::wiring::ProviderFlags {
-                provider: self.provider.clone(),
-                model: self.model.clone(),
-                base_url: self.base_url.clone(),
-                ..crate::wiring::ProviderFlags::default()
-            },
-            agents_folder: None,
-            max_iterations: self.max_iterations,
-            max_tokens_budget: self.max_tokens_budget,
-            max_cost_usd: self.max_cost_usd,
-            resume: None,
-            yes: self.yes,
-            allow_tools: self.allow_tools.clone(),
-            stop_mode: match self.stop_mode.as_deref() {
-                Some("strict_automation") => Some(StopModeArg::StrictAutomation),
-                Some(_) => Some(StopModeArg::Interactive),
-                None => None,
-            },
-            contract: None,
-            max_workers: None,
-        }
-    }
-}
+use crate::run::{self, RunRequest, Start, Store};
 
 /// A run stored for a worker.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,7 +50,7 @@ pub async fn submit(config: &Config, args: &RunRequest) -> Result<Submitted> {
         return Err(usage("--enqueue starts a new run; it cannot take --resume"));
     }
     let cwd = std::env::current_dir()?;
-    let request = QueuedRequest::of(args, &cwd);
+    let request = args.clone().anchored(&cwd);
     let run_id = lsm_harness::new_run_id();
     pg.submit(
         &run_id,
@@ -214,7 +104,12 @@ impl Worker {
             crate::agent_defs::find(&catalog, a)?;
         }
         if let Some(dir) = &options.agents_folder {
-            config.agents.agents_folder = std::env::current_dir()?.join(dir);
+            let mut folder = crate::config::Options::new();
+            folder.set(
+                crate::config::Setting::AgentsFolder(dir.clone()),
+                "--agents-folder",
+            );
+            config = config.with_options(&folder, &std::env::current_dir()?)?;
         }
         let Some(pg) = crate::store::pg_runs(&config)? else {
             return Err(usage(
@@ -319,7 +214,7 @@ async fn drive(
     notify: Notify,
 ) {
     let run_id = row.run_id.clone();
-    let request: QueuedRequest = match serde_json::from_value(row.request.clone()) {
+    let mut request: RunRequest = match serde_json::from_value(row.request.clone()) {
         Ok(r) => r,
         Err(e) => {
             notify(Notice::UnreadableRequest {
@@ -334,11 +229,10 @@ async fn drive(
             return;
         }
     };
-    let mut args = request.args();
     let resuming = row.last_seq > 0;
     if resuming {
-        args.resume = Some(run_id.clone());
-        args.name = String::new();
+        request.resume = Some(run_id.clone());
+        request.name = String::new();
     }
     // The submitter's working directory when this machine has it, else the worker's own.
     let cwd = request
@@ -352,15 +246,14 @@ async fn drive(
         agent: row.agent.clone(),
         resuming: resuming.then_some((row.last_seq, row.attempts)),
     });
-    let prepared = run::prepare_with(
-        config,
-        args,
-        Some(pg.clone()),
-        Some(run_id.clone()),
-        cwd,
-        CancellationToken::new(),
-        Arc::clone(&notify),
-    );
+    let yes = request.yes;
+    let mut start = Start::new(CancellationToken::new(), Arc::clone(&notify))
+        .in_store(Store::Pg(pg.clone()))
+        .with_run_id(run_id.clone());
+    if let Some(dir) = cwd {
+        start = start.in_dir(dir);
+    }
+    let prepared = run::prepare(request, &config, start);
     let prepared = match prepared {
         Ok(run) => run,
         Err(e) => {
@@ -378,10 +271,13 @@ async fn drive(
             return;
         }
     };
-    if let Some(warning) = prepared.resumed.as_ref().and_then(|r| r.warning.clone()) {
+    if let Some(warning) = prepared.resumed().and_then(|r| r.warning.clone()) {
         notify(Notice::ResumeWarning(warning));
     }
-    let answering = run::answer::spawn_unattended(Arc::clone(&prepared.channel), request.yes);
+    let prepared = prepared
+        .watched_by(None)
+        .with_log_sink(Arc::new(run::TracingAgentLog));
+    let answering = run::answer::spawn_unattended(Arc::clone(prepared.channel()), yes);
     let finished = prepared.execute().await;
     answering.abort();
     match finished {

@@ -147,8 +147,9 @@ struct ManArgs {
 #[derive(Debug, Subcommand)]
 enum ConfigCommand {
     /// Every effective setting with its source: file:line, environment variable, flag or
-    /// default.
-    Show(ListArgs),
+    /// default; with a run's options (`--max-tokens-budget 5000`, …), the configuration such
+    /// a run gets, each option named as its setting's source.
+    Show(commands::config::ShowArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -257,7 +258,7 @@ fn main() -> ExitCode {
         Command::Tools(ToolsCommand::List(args)) => {
             tools::list(cfg, args.agent.as_deref(), args.json)
         }
-        Command::Config(ConfigCommand::Show(args)) => commands::config::show(cfg, args.json),
+        Command::Config(ConfigCommand::Show(args)) => commands::config::show(cfg, args),
         Command::Init(args) => init::run(cfg, args),
         Command::Completions(args) => {
             let mut command = <Cli as clap::CommandFactory>::command();

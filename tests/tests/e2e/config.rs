@@ -98,6 +98,65 @@ fn config_show_names_the_source_of_every_layer() {
 }
 
 #[test]
+fn a_runs_options_are_the_top_layer_and_config_show_names_them() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("lsm.toml"),
+        "[agents]\nmax_tokens_budget = 100\nstop_mode = \"interactive\"\n",
+    )
+    .unwrap();
+    // Over the file and `-c`: the option wins and is named as the source.
+    let out = run(lsm(dir.path()).args([
+        "-c",
+        "agents.max_tokens_budget=200",
+        "config",
+        "show",
+        "--json",
+        "--max-tokens-budget",
+        "300",
+        "--stop-mode",
+        "strict_automation",
+        "--agents-folder",
+        "records",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let shown = stdout_json(&out);
+    let budget = setting(&shown, "agents.max_tokens_budget");
+    assert_eq!(budget["value"], 300);
+    assert_eq!(budget["source"], "--max-tokens-budget");
+    assert_eq!(budget["origin"]["kind"], "option");
+    assert_eq!(budget["origin"]["flag"], "--max-tokens-budget");
+    assert_eq!(
+        setting(&shown, "agents.stop_mode")["value"],
+        "strict_automation"
+    );
+    let folder = setting(&shown, "agents.agents_folder");
+    assert_eq!(folder["source"], "--agents-folder");
+    assert!(
+        folder["value"].as_str().unwrap().ends_with("/records"),
+        "{folder}"
+    );
+    // The text form says it on the setting's line; a zero limit names the option.
+    let out = run(lsm(dir.path()).args(["config", "show", "--max-iterations", "7"]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("agents.max_iterations = "))
+        .unwrap();
+    assert!(
+        line.contains("= 7") && line.ends_with("# --max-iterations"),
+        "{line}"
+    );
+    let out = run(lsm(dir.path()).args(["config", "show", "--max-workers", "0"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--max-workers: conductor.max_workers must be at least 1"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn a_run_from_a_subfolder_records_under_the_project_and_bad_settings_name_their_source() {
     let (dir, script) = workspace_with_script(&[text("done")]);
     std::fs::write(

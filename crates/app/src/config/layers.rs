@@ -1,7 +1,8 @@
 //! Where settings come from, in order of precedence (later wins): the built-in defaults, the
 //! user file (`$XDG_CONFIG_HOME/lsm/config.toml`), the project file (the nearest `lsm.toml`
 //! from the working directory upward), `--config FILE`, `LSM_*` environment variables, and
-//! `-c key=value` flags. Each layer is a TOML table with the origin of every value in it
+//! `-c key=value` flags; a command that starts a run puts its own options on top
+//! ([`super::Options`]). Each layer is a TOML table with the origin of every value in it
 //! ([`Origins`]); relative paths are resolved per layer (a file's against its folder, the
 //! environment's and the flags' against the working directory), then the layers are merged.
 //! An error is blamed on the one value that causes it: its file and line, its variable or

@@ -13,6 +13,7 @@ mod agents;
 mod env;
 pub mod layers;
 mod llm;
+mod options;
 mod origins;
 mod paths;
 mod sections;
@@ -25,6 +26,7 @@ pub use layers::Inputs;
 pub use llm::{LlmConfig, ResolvedLlm, tier_name};
 #[cfg(test)]
 pub use llm::{LlmSettings, TierConfig};
+pub use options::{Options, Setting};
 pub use origins::{Origins, Source};
 pub use sections::{ConductorConfig, StoreConfig};
 
@@ -118,7 +120,12 @@ impl Config {
             _ => None,
         };
         match key.map(|k| self.origin(&format!("sandbox.{k}"))) {
-            Some(source @ (Source::File { .. } | Source::Env { .. } | Source::Flag { .. })) => {
+            Some(
+                source @ (Source::File { .. }
+                | Source::Env { .. }
+                | Source::Flag { .. }
+                | Source::Option { .. }),
+            ) => {
                 format!("{source}: invalid [sandbox] configuration: {e}")
             }
             _ => format!("invalid [sandbox] configuration: {e}"),

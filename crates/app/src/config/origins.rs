@@ -1,5 +1,5 @@
 //! Where each setting came from: [`Source`] (the default, a file and line, a variable, a
-//! flag) and [`Origins`], the source of every key path of a layer or of the merged whole.
+//! `-c` flag, a command's option) and [`Origins`], the source of every key path of a layer or of the merged whole.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -33,6 +33,12 @@ pub enum Source {
         /// The flag as given.
         flag: String,
     },
+    /// An option of the command that starts a run (`--max-tokens-budget 5000`): the top
+    /// layer, over `-c`.
+    Option {
+        /// The option's name (`--max-tokens-budget`).
+        flag: String,
+    },
 }
 
 impl Source {
@@ -48,6 +54,7 @@ impl std::fmt::Display for Source {
             Source::File { path, line } => write!(f, "{}:{line}", path.display()),
             Source::Env { var } => write!(f, "environment variable {var}"),
             Source::Flag { flag } => write!(f, "flag -c {flag}"),
+            Source::Option { flag } => f.write_str(flag),
         }
     }
 }

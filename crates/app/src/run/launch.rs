@@ -1,6 +1,5 @@
-//! The one function every agent run goes through — `lsm agent run`, `lsm runs resume`, the
-//! queue's worker, `run_agent`, the runtime manager (`lsm tui`, `run-many`) and the
-//! conductor's workers: the agent is built on an [`AgentContext`] over the run's harness
+//! Running a prepared run through the agent layer ([`execute`], reached only through
+//! `PreparedRun::execute`): the agent is built on an [`AgentContext`] over the run's harness
 //! factory, runs, and its summary comes back in memory through a [`RunHandle`].
 
 use std::path::PathBuf;
@@ -15,48 +14,48 @@ use lsm_phase::ExecutorFactory;
 use crate::error::usage;
 
 /// Everything one agent run is made of.
-pub struct AgentLaunch {
+pub(super) struct AgentLaunch {
     /// The agent: a built-in, or a definition file's.
-    pub definition: AgentDefinition,
+    pub(super) definition: AgentDefinition,
     /// Its task or topic.
-    pub objective: String,
+    pub(super) objective: String,
     /// The run's harness factory (a new run, or one resuming an interrupted run).
-    pub factory: HarnessFactory,
+    pub(super) factory: HarnessFactory,
     /// Root of the agents' workspaces.
-    pub agents_folder: PathBuf,
+    pub(super) agents_folder: PathBuf,
     /// Iteration limit of long phases.
-    pub max_iterations: u32,
+    pub(super) max_iterations: u32,
     /// Research refinement rounds (`None`: the default).
-    pub max_rounds: Option<u32>,
+    pub(super) max_rounds: Option<u32>,
     /// Worker runs a delegating agent runs at once.
-    pub max_workers: usize,
+    pub(super) max_workers: usize,
     /// Whether `ask_user` is registered.
-    pub ask_user_available: bool,
+    pub(super) ask_user_available: bool,
     /// Tools added to the agent's allowlist.
-    pub extra_tools: Vec<String>,
+    pub(super) extra_tools: Vec<String>,
     /// Where the agent's own log lines go.
-    pub log_sink: Option<Arc<dyn AgentLogSink>>,
+    pub(super) log_sink: Option<Arc<dyn AgentLogSink>>,
     /// The run's interaction channel, whose events go to the run's transcript.
-    pub interactions: Option<Arc<InteractionChannel>>,
+    pub(super) interactions: Option<Arc<InteractionChannel>>,
 }
 
 /// How a run ended: the agent's output and the harness's summary.
-pub struct Launched {
+struct Launched {
     /// What the agent returned.
-    pub output: AgentOutput,
+    output: AgentOutput,
     /// The run's summary, in memory (`None` when the run made no phase).
-    pub summary: Option<RunSummary>,
+    pub(super) summary: Option<RunSummary>,
     /// The run's log folder (`None` when the run made no phase).
-    pub run_dir: Option<PathBuf>,
+    pub(super) run_dir: Option<PathBuf>,
     /// Why the records could not be written, if they could not.
-    pub records_error: Option<String>,
+    pub(super) records_error: Option<String>,
 }
 
 /// Run `launch` to its end.
 ///
 /// # Errors
 /// When the agent is listed but cannot be built.
-pub async fn launch_agent(launch: AgentLaunch) -> Result<Launched> {
+async fn launch_agent(launch: AgentLaunch) -> Result<Launched> {
     let handle = RunHandle::new();
     let mut factory = launch.factory.with_run_handle(handle.clone());
     if let Some(channel) = launch.interactions {
@@ -156,7 +155,7 @@ pub struct Finished {
 ///
 /// # Errors
 /// When the agent cannot be built.
-pub async fn execute(launch: AgentLaunch) -> Result<Finished> {
+pub(super) async fn execute(launch: AgentLaunch) -> Result<Finished> {
     let launched = launch_agent(launch).await?;
     let output = launched.output;
     let records_problem = match (&launched.summary, launched.records_error) {

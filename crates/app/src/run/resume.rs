@@ -92,13 +92,13 @@ pub fn recorded(
     args.llm.provider = launch.provider_spec;
     args.llm.model = launch.model;
     args.llm.base_url = launch.base_url;
-    args.max_iterations = launch.max_iterations;
+    args.settings.max_iterations = launch.max_iterations;
     args.max_rounds = launch.max_rounds;
     args.allow_tools = launch.extra_tools;
-    args.max_tokens_budget = Some(started.max_tokens_budget);
-    args.max_cost_usd = started.max_cost_usd;
+    args.settings.max_tokens_budget = Some(started.max_tokens_budget);
+    args.settings.max_cost_usd = started.max_cost_usd;
     // The run's own folder decides where its records are, whatever the configuration says.
-    args.agents_folder = point
+    args.settings.agents_folder = point
         .run_dir()
         .parent()
         .and_then(Path::parent)

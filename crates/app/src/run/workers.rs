@@ -1,8 +1,7 @@
 //! Worker runs of a delegating agent (the conductor): the composition root's
 //! [`WorkerSpawner`]. A worker is an agent run of its own — its own harness, contexts,
-//! sandbox policy and transcript — built like any `lsm agent run` (the same wiring and launch
-//! path), on a child of the parent's budget and stop token, reporting its progress to the
-//! parent's records.
+//! sandbox policy and transcript — prepared like any run (the one [`prepare`]), on a child of
+//! the parent's budget and stop token, reporting its progress to the parent's records.
 //!
 //! - A capability names an agent: `researcher` and `terminal` by default, more in
 //!   `[conductor.capabilities]`.
@@ -17,30 +16,28 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use lsm_harness::workers::ended_outcome;
-use lsm_harness::{
-    EventEnvelope, EventSink, ResumePoint, WorkerJob, WorkerReporter, WorkerSpawner,
-};
+use lsm_harness::{EventEnvelope, EventSink, WorkerJob, WorkerReporter, WorkerSpawner};
 use lsm_phase::{StopReason, WorkerOutcome, WorkerRequest};
 
 use super::answer;
-use super::launch::{AgentLaunch, launch_agent};
+use super::prepare::{Start, Store, WorkerOf, prepare};
+use super::request::RunRequest;
 use crate::config::Config;
-use crate::wiring::{self, interaction as interaction_wiring, run as run_wiring};
+use crate::wiring::ProviderFlags;
 
-/// Starts the workers of one parent run.
-pub struct WorkerRuns {
+/// Starts the workers of one parent run, each through [`prepare`] like any run.
+pub(super) struct WorkerRuns {
     /// The parent run's configuration.
-    pub config: Config,
-    /// The parent's provider flags (`--provider`, `--model`, `--base-url`).
-    pub flags: wiring::ProviderFlags,
+    pub(super) config: Config,
+    /// The parent's request: its provider flags (`--provider`, `--model`, `--base-url`) and
+    /// `--yes` (approve the workers' permission requests) carry over.
+    pub(super) request: RunRequest,
     /// The working directory.
-    pub cwd: PathBuf,
-    /// `--yes`: approve the workers' permission requests.
-    pub auto_approve: bool,
+    pub(super) cwd: PathBuf,
     /// The parent's PostgreSQL run store (`[store] url`): the workers' journals go there too.
-    pub pg: Option<lsm_store_pg::PgRuns>,
+    pub(super) pg: Option<crate::store::PgRuns>,
     /// The agents a worker can run (the project's definitions included).
-    pub catalog: lsm_agents::Catalog,
+    pub(super) catalog: lsm_agents::Catalog,
 }
 
 /// A worker's events, passed on to its parent's watchers.
@@ -89,9 +86,10 @@ enum WorkerJobError {
         /// Why.
         source: std::io::Error,
     },
-    /// The worker's run could not be prepared (its settings, provider, channel or wiring).
+    /// The worker's run could not be prepared or did not finish (its settings, provider,
+    /// channel, wiring or records).
     #[error("{0:#}")]
-    Prepare(anyhow::Error),
+    Run(anyhow::Error),
 }
 
 impl WorkerRuns {
@@ -115,8 +113,8 @@ impl WorkerRuns {
                     known: known.join(", "),
                 }
             })?;
-        let spec = definition.spec.clone();
-        let point = match (&job.resume, &self.pg) {
+        let spec = &definition.spec;
+        let resume = match (&job.resume, &self.pg) {
             // In PostgreSQL: a worker whose journal has lines is continued from it.
             (Some(dir), Some(pg)) => {
                 let store = crate::store::store_of(pg);
@@ -128,18 +126,17 @@ impl WorkerRuns {
                     agent: spec.name.clone(),
                     run_dir: dir.clone(),
                 };
-                if let Some(journal) = store.read(&key)? {
+                match store.read(&key)? {
                     // A worker that ended on another machine: its end is in the database.
-                    if let Some(outcome) = lsm_harness::workers::ended_outcome_of(
+                    Some(journal) => match lsm_harness::workers::ended_outcome_of(
                         &request,
                         &journal.events,
                         &job.budget,
                     ) {
-                        return Ok(outcome);
-                    }
-                    Some(ResumePoint::open_in(&store, &key)?)
-                } else {
-                    None
+                        Some(outcome) => return Ok(outcome),
+                        None => Some(key.run_id),
+                    },
+                    None => None,
                 }
             }
             // A worker whose run never wrote a line (the parent died first) starts anew.
@@ -147,19 +144,17 @@ impl WorkerRuns {
                 if let Some(outcome) = ended_outcome(&request, dir, &job.budget) {
                     return Ok(outcome);
                 }
-                Some(ResumePoint::open(dir)?)
+                dir.file_name().map(|n| n.to_string_lossy().into_owned())
             }
             _ => None,
         };
-        let mut config = self.config.clone();
-        crate::agent_defs::apply_settings(&definition, &mut config)
-            .map_err(WorkerJobError::Prepare)?;
-        let mut sandbox = config.run_sandbox();
+        let mut sandbox = self.config.run_sandbox();
         let mut objective = request.objective.clone();
         if spec.name == "researcher" {
             // Its notes go into its own artifacts folder, nowhere else; it reads where the
             // run reads (relative paths still resolve against the run's working directory).
-            let artifacts = config
+            let artifacts = self
+                .config
                 .agents
                 .agents_folder
                 .join(&spec.name)
@@ -181,90 +176,77 @@ impl WorkerRuns {
             }
             // The agents folder holds the write root; the rest of it stays out of reach
             // because nothing outside the root is writable.
-            let agents = config.agents.agents_folder.clone();
+            let agents = self.config.agents.agents_folder.clone();
             sandbox.protected_paths.retain(|p| p != &agents);
             objective.push_str(&format!(
                 "\n(Write any notes under {}; nowhere else is writable.)",
                 artifacts.display()
             ));
         }
-        config.sandbox = sandbox;
-        let llm = crate::agent_defs::resolve_llm(&config, &definition)
-            .map_err(WorkerJobError::Prepare)?;
-        let mut flags = self.flags.clone();
-        let spec_of_parent = flags.provider.clone().or_else(|| llm.provider.clone());
+        let llm = crate::agent_defs::resolve_llm(&self.config, &definition)
+            .map_err(WorkerJobError::Run)?;
+        let mut llm_flags = ProviderFlags {
+            provider: self.request.llm.provider.clone(),
+            model: self.request.llm.model.clone(),
+            base_url: self.request.llm.base_url.clone(),
+            ..ProviderFlags::default()
+        };
+        let spec_of_parent = llm_flags.provider.clone().or_else(|| llm.provider.clone());
         if let Some(script) = spec_of_parent
             .as_deref()
             .and_then(|s| worker_script(s, &request.item_id))
         {
-            flags.provider = Some(script);
+            llm_flags.provider = Some(script);
         }
-        flags.script_start = point.as_ref().map_or(0, |p| {
-            usize::try_from(p.model_calls_made()).unwrap_or(usize::MAX)
-        });
-        let provider = wiring::build_provider(&llm, &flags, &self.cwd, &config.source_name())
-            .map_err(WorkerJobError::Prepare)?
-            .provider;
-        if config.agents.compaction.context_window.is_none() {
-            config.agents.compaction.context_window = llm.context_window_for(provider.model());
+        let mut allow_tools = Vec::new();
+        if spec.name == "terminal"
+            && !self
+                .config
+                .agents
+                .extra_tools_of(&spec.name)
+                .iter()
+                .any(|t| t == "bash")
+        {
+            allow_tools.push("bash".to_string());
         }
-        let channel = interaction_wiring::run_channel(&config.agents.interaction)
-            .map_err(WorkerJobError::Prepare)?;
-        let answering = answer::spawn_unattended(Arc::clone(&channel), self.auto_approve);
-        let mut extra_tools = config.agents.extra_tools_of(&spec.name);
-        if spec.name == "terminal" && !extra_tools.iter().any(|t| t == "bash") {
-            extra_tools.push("bash".into());
+        let worker_request = RunRequest {
+            llm: llm_flags,
+            yes: self.request.yes,
+            allow_tools,
+            resume,
+            ..RunRequest::default()
         }
-        let parts = run_wiring::build_run_with(
-            &config,
-            provider,
-            &channel,
-            job.stop.clone(),
-            Some(job.budget.clone()),
-        )
-        .map_err(WorkerJobError::Prepare)?;
-        let extra_tools = parts.expand_allowlist(extra_tools);
+        .of_agent(&spec.name, spec.input.as_str(), &objective);
+        let store = match &self.pg {
+            Some(pg) => Store::Pg(pg.clone()),
+            None => Store::Files,
+        };
+        let start = Start::new(job.stop.clone(), crate::notice::to_log())
+            .in_store(store)
+            .in_dir(self.cwd.clone())
+            .with_catalog(self.catalog.clone())
+            .for_worker(WorkerOf {
+                budget: job.budget.clone(),
+                sandbox,
+            });
+        let prepared = prepare(worker_request, &self.config, start).map_err(WorkerJobError::Run)?;
         let reporter = job.reporter.clone();
-        let recorded_objective = objective.clone();
-        let agent = spec.name.clone();
-        let mut factory = parts
-            .factory
+        let agent = prepared.agent().to_string();
+        let recorded_objective = prepared.request().objective().to_string();
+        let prepared = prepared
             .with_event_sink(Arc::new(ToParent(job.reporter.clone())))
-            .with_on_build(move |h| {
+            .on_start(move |h| {
                 reporter.started(h.run_id(), &agent, &h.run_dir(), &recorded_objective);
             });
-        if let Some(contract) = config.agents.contract_of(&spec.name) {
-            factory = factory.with_contract(contract);
-        }
-        if let Some(pg) = &self.pg {
-            factory = factory.with_store(crate::store::store_of(pg));
-        }
-        if let Some(point) = point {
-            factory = factory.resuming(point);
-        }
-        let max_rounds = definition.settings.max_rounds;
-        let launched = launch_agent(AgentLaunch {
-            definition,
-            objective,
-            factory,
-            agents_folder: config.agents.agents_folder.clone(),
-            max_iterations: config.agents.max_iterations,
-            max_rounds,
-            max_workers: config.conductor.max_workers,
-            ask_user_available: parts.ask_user_available,
-            extra_tools,
-            log_sink: None,
-            interactions: Some(Arc::clone(&channel)),
-        })
-        .await;
-        channel.shutdown("the worker run ended");
+        let answering = answer::spawn_unattended(Arc::clone(prepared.channel()), self.request.yes);
+        let finished = prepared.execute().await;
         answering.abort();
-        let launched = launched.map_err(WorkerJobError::Prepare)?;
-        let output = launched.output;
+        let finished = finished.map_err(WorkerJobError::Run)?;
+        let output = finished.output;
         Ok(WorkerOutcome {
             item_id: request.item_id,
             capability: request.capability,
-            worker_run_id: launched.summary.map(|s| s.run_id),
+            worker_run_id: finished.summary.map(|s| s.run_id),
             stop_reason: output.stop_reason.unwrap_or(StopReason::Error),
             report: output.report.unwrap_or_default(),
             error: output.error,

@@ -14,6 +14,8 @@ use lsm_interaction::{
 use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::run::RunRequest;
+
 pub use launcher::HarnessLauncher;
 pub use log_stream::{Describe, LogLine, LogSnapshot, LogStream, WorkerLine};
 
@@ -70,10 +72,8 @@ pub struct RunEnd {
 pub struct LaunchContext {
     /// The manager's id of the run.
     pub run_id: String,
-    /// The agent to run.
-    pub agent: String,
-    /// Its task.
-    pub task: String,
+    /// The run to start.
+    pub request: RunRequest,
     /// The run's interaction channel (the sandbox's permission asker, `ask_user`'s channel).
     pub channel: Arc<InteractionChannel>,
     /// Cancelled when the run is to stop.
@@ -95,7 +95,7 @@ impl LaunchContext {
 /// Runs one agent to its end. The manager's seam: [`HarnessLauncher`] is the real one.
 #[async_trait::async_trait]
 pub trait RunLauncher: Send + Sync {
-    /// Run `ctx.agent` on `ctx.task`, watching `ctx.stop`; always return how it ended.
+    /// Run `ctx.request`, watching `ctx.stop`; always return how it ended.
     async fn launch(&self, ctx: LaunchContext) -> RunEnd;
 }
 
@@ -218,13 +218,14 @@ impl AgentRuntimeManager {
         }
     }
 
-    /// Start `agent` on `task`: it runs at once if fewer than `max_concurrent` runs are
-    /// busy, otherwise it queues. Returns the run's id.
+    /// Start the run `request` asks for: it runs at once if fewer than `max_concurrent` runs
+    /// are busy, otherwise it queues. Returns the run's id.
     ///
     /// # Errors
     /// [`ManagerError::ShuttingDown`] after [`AgentRuntimeManager::shutdown`];
     /// [`ManagerError::Config`] when the interaction settings are invalid.
-    pub fn start(&self, agent: &str, task: &str) -> Result<String, ManagerError> {
+    pub fn start(&self, request: RunRequest) -> Result<String, ManagerError> {
+        let (agent, task) = (request.name.clone(), request.objective().to_string());
         let channel = InteractionChannel::new(&self.config.interaction)
             .map(Arc::new)
             .map_err(|e| ManagerError::Config(e.to_string()))?;
@@ -248,8 +249,8 @@ impl AgentRuntimeManager {
                 (
                     run_id.clone(),
                     Run {
-                        agent: agent.to_string(),
-                        task: task.to_string(),
+                        agent: agent.clone(),
+                        task,
                         channel: Arc::clone(&channel),
                         stop: stop.clone(),
                         log: Arc::clone(&log),
@@ -262,8 +263,7 @@ impl AgentRuntimeManager {
         };
         let ctx = LaunchContext {
             run_id: run_id.clone(),
-            agent: agent.to_string(),
-            task: task.to_string(),
+            request,
             channel,
             stop,
             log,
@@ -271,7 +271,7 @@ impl AgentRuntimeManager {
         };
         let slots = Arc::clone(&self.slots);
         let launcher = Arc::clone(&self.launcher);
-        tracing::info!(run_id = %run_id, agent, "run queued");
+        tracing::info!(run_id = %run_id, agent = %agent, "run queued");
         self.runtime.spawn(async move {
             let permit = tokio::select! {
                 biased;

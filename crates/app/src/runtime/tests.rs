@@ -62,6 +62,26 @@ impl RunLauncher for Controlled {
     }
 }
 
+/// A run of the general agent on `task`.
+fn general(task: &str) -> crate::run::RunRequest {
+    crate::run::RunRequest {
+        name: "general".into(),
+        task: Some(task.into()),
+        ..crate::run::RunRequest::default()
+    }
+}
+
+/// [`general`] on the script `harness_manager` wrote in `dir`.
+fn scripted(dir: &Path, task: &str) -> crate::run::RunRequest {
+    crate::run::RunRequest {
+        llm: crate::wiring::ProviderFlags {
+            provider: Some(format!("scripted:{}", dir.join("script.jsonl").display())),
+            ..Default::default()
+        },
+        ..general(task)
+    }
+}
+
 /// Every event as its name (how a front end shows them does not matter here).
 fn every_event(e: &lsm_harness::EventEnvelope) -> Option<String> {
     Some(e.event.name().to_string())
@@ -99,7 +119,7 @@ async fn runs_beyond_max_concurrent_wait_in_a_queue() {
     let launcher = Arc::new(Controlled::default());
     let m = manager(launcher.clone(), 2);
     let ids: Vec<String> = (0..3)
-        .map(|i| m.start("general", &format!("task {i}")).unwrap())
+        .map(|i| m.start(general(&format!("task {i}"))).unwrap())
         .collect();
     assert_eq!(ids, ["r1", "r2", "r3"]);
     settle().await;
@@ -120,8 +140,8 @@ async fn runs_beyond_max_concurrent_wait_in_a_queue() {
 async fn a_stopped_queued_run_never_starts() {
     let launcher = Arc::new(Controlled::default());
     let m = manager(launcher.clone(), 1);
-    m.start("general", "a").unwrap();
-    m.start("general", "b").unwrap();
+    m.start(general("a")).unwrap();
+    m.start(general("b")).unwrap();
     settle().await;
     m.stop("r2").unwrap();
     let r2 = m.wait("r2").await.unwrap();
@@ -141,7 +161,7 @@ async fn a_pending_request_shows_as_waiting_user_and_stop_releases_it_with_a_den
     let (tx, rx) = oneshot::channel();
     lock(&launcher.answers).insert("r1".into(), tx);
     let m = manager(launcher.clone(), 5);
-    m.start("general", "t").unwrap();
+    m.start(general("t")).unwrap();
     let mut pending = m.subscribe_pending("r1").unwrap();
     pending.wait_for(Option::is_some).await.unwrap();
     assert_eq!(m.get("r1").unwrap().status, RunStatus::WaitingUser);
@@ -163,8 +183,8 @@ async fn answers_are_routed_to_the_right_run_and_wrong_ids_are_refused() {
     lock(&launcher.answers).insert("r1".into(), tx1);
     lock(&launcher.answers).insert("r2".into(), tx2);
     let m = manager(launcher.clone(), 5);
-    m.start("general", "one").unwrap();
-    m.start("general", "two").unwrap();
+    m.start(general("one")).unwrap();
+    m.start(general("two")).unwrap();
     for id in ["r1", "r2"] {
         m.subscribe_pending(id)
             .unwrap()
@@ -201,8 +221,8 @@ async fn each_run_has_its_own_bounded_log() {
         launcher.clone(),
         tokio::runtime::Handle::current(),
     );
-    m.start("general", "a").unwrap();
-    m.start("general", "b").unwrap();
+    m.start(general("a")).unwrap();
+    m.start(general("b")).unwrap();
     settle().await;
     let log = m.log_stream("r1").unwrap();
     for i in 0..5 {
@@ -214,7 +234,7 @@ async fn each_run_has_its_own_bounded_log() {
     assert_eq!(s.lines.last().unwrap().text, "line 4");
     assert_eq!(m.logs("r2").unwrap().lines.len(), 1);
     m.shutdown("test over");
-    assert_eq!(m.start("general", "c"), Err(ManagerError::ShuttingDown));
+    assert_eq!(m.start(general("c")), Err(ManagerError::ShuttingDown));
     m.wait("r1").await.unwrap();
 }
 
@@ -234,15 +254,7 @@ fn harness_manager(
     config.agents.agents_folder = dir.join("Agents");
     config.sandbox = SandboxConfig::confined_to(&ws);
     config.agents.interaction = interaction.clone();
-    let launcher = HarnessLauncher::new(
-        config,
-        lsm_agents::Catalog::builtin(),
-        crate::wiring::ProviderFlags {
-            provider: Some(format!("scripted:{}", script_path.display())),
-            ..Default::default()
-        },
-        dir.to_path_buf(),
-    );
+    let launcher = HarnessLauncher::new(config, lsm_agents::Catalog::builtin(), dir.to_path_buf());
     AgentRuntimeManager::new(
         ManagerConfig {
             max_concurrent: 5,
@@ -285,7 +297,7 @@ fn names(t: &[Value]) -> Vec<&str> {
 async fn a_scripted_agent_asks_to_write_and_the_manager_approves() {
     let dir = tempfile::tempdir().unwrap();
     let m = harness_manager(dir.path(), &write_script(), InteractionConfig::default());
-    let run = m.start("general", "write out.md").unwrap();
+    let run = m.start(scripted(dir.path(), "write out.md")).unwrap();
     let mut pending = m.subscribe_pending(&run).unwrap();
     pending.wait_for(Option::is_some).await.unwrap();
     assert_eq!(m.get(&run).unwrap().status, RunStatus::WaitingUser);
@@ -343,7 +355,7 @@ async fn a_scripted_agent_asks_to_write_and_the_request_times_out_denied() {
     script[1] =
         json!({"text": "could not write", "usage": {"input_tokens": 10, "output_tokens": 5}});
     let m = harness_manager(dir.path(), &script, InteractionConfig::default());
-    let run = m.start("general", "write out.md").unwrap();
+    let run = m.start(scripted(dir.path(), "write out.md")).unwrap();
     m.subscribe_pending(&run)
         .unwrap()
         .wait_for(Option::is_some)
@@ -400,7 +412,7 @@ async fn ask_user_is_answered_through_the_manager() {
         json!({"text": "used it", "usage": {"input_tokens": 10, "output_tokens": 5}}),
     ];
     let m = harness_manager(dir.path(), &script, InteractionConfig::default());
-    let run = m.start("general", "ask").unwrap();
+    let run = m.start(scripted(dir.path(), "ask")).unwrap();
     m.subscribe_pending(&run)
         .unwrap()
         .wait_for(Option::is_some)

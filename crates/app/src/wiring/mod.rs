@@ -25,31 +25,40 @@ pub mod run;
 pub use notice::{Retry, RetryNotice, announcing};
 
 /// What the command line says about the provider (`--provider`, `--model`, `--base-url`,
-/// flattened into each command that takes them); each overrides the configuration.
-#[derive(Debug, Clone, Default, clap::Args)]
+/// flattened into each command that takes them); each overrides the configuration (the
+/// tier's settings: so they are not a layer of it).
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, clap::Args, serde::Serialize, serde::Deserialize,
+)]
+#[serde(default)]
 pub struct ProviderFlags {
     /// The LLM provider: openai | openai-responses | anthropic | compatible | local |
     /// scripted:<file.jsonl> (plays a recorded script). Default: [llm] provider of the tier.
     #[arg(long, value_name = "SPEC")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
 
     /// The model, as the provider names it (default: [llm] model of the tier); for the local
     /// provider, the GGUF file to load (default: [llm] model_path).
     #[arg(long, value_name = "NAME")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
 
     /// The API base URL, e.g. http://localhost:11434/v1 for Ollama (default: [llm] base_url
     /// of the tier).
     #[arg(long, value_name = "URL")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
 
     /// A script continues after this many responses (a resumed run's model calls so far).
     #[arg(skip)]
+    #[serde(skip)]
     pub script_start: usize,
 
     /// Whether the command has a `--model` flag (messages suggest it only then): set when
     /// the flags come from the command line.
     #[arg(skip = true)]
+    #[serde(skip)]
     pub model_flag: bool,
 }
 

@@ -18,7 +18,7 @@ use crate::config::Config;
 use crate::error::usage;
 
 /// A run's factory, and whether `ask_user` is among its tools.
-pub struct RunParts {
+pub(crate) struct RunParts {
     /// Builds the run's harness (add an event sink before use if wanted).
     pub factory: HarnessFactory,
     /// Whether `ask_user` is registered (so it joins every allowlist).
@@ -36,25 +36,13 @@ impl RunParts {
 }
 
 /// Wire one run of `config` on `provider`, asking `channel` whenever a person must decide.
-/// The factory is for this one run: its harness and the KB tools share the run's budget.
+/// The factory is for this one run: its harness and the KB tools share the run's budget —
+/// `budget` when given (a worker run draws on its parent's: a child of it), else one of the
+/// run's own. Called by `crate::run::prepare` only.
 ///
 /// # Errors
 /// When the sandbox configuration cannot be used (a usage error).
-pub fn build_run(
-    config: &Config,
-    provider: Arc<dyn Provider>,
-    channel: &Arc<InteractionChannel>,
-    stop: CancellationToken,
-) -> Result<RunParts> {
-    build_run_with(config, provider, channel, stop, None)
-}
-
-/// [`build_run`] on `budget` when given (a worker run draws on its parent's: a child of it),
-/// else on a budget of the run's own.
-///
-/// # Errors
-/// As [`build_run`].
-pub fn build_run_with(
+pub(crate) fn build_run(
     config: &Config,
     provider: Arc<dyn Provider>,
     channel: &Arc<InteractionChannel>,

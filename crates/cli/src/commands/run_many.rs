@@ -3,13 +3,12 @@
 //! running, the rest queued). Nobody answers the runs' requests: permission requests are
 //! denied, or approved with `--yes`. Each run keeps its own records, as `lsm agent run`'s.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Result;
 use clap::Args;
-
 use lsm_app::error::usage;
+use lsm_app::run::RunRequest;
 use lsm_app::runtime::{AgentRuntimeManager, HarnessLauncher, ManagerConfig, RunInfo, RunStatus};
 
 use crate::exit;
@@ -18,16 +17,9 @@ use crate::terminal::text::masked_line;
 /// `lsm agent run-many`.
 #[derive(Debug, Args)]
 pub struct RunManyArgs {
-    /// The agent to run (see `lsm agent list`).
-    pub name: String,
-
-    /// What each run should do (agents that take a task).
-    #[arg(long)]
-    pub task: Option<String>,
-
-    /// What each run should work on (agents that take a topic).
-    #[arg(long)]
-    pub topic: Option<String>,
+    /// The run, started `--count` times.
+    #[command(flatten)]
+    pub request: RunRequest,
 
     /// How many runs.
     #[arg(long, value_name = "N", default_value_t = 2)]
@@ -36,25 +28,6 @@ pub struct RunManyArgs {
     /// Runs at once; the rest wait for a free slot (default: [agents] max_concurrent).
     #[arg(long, value_name = "N")]
     pub max_concurrent: Option<usize>,
-
-    #[command(flatten)]
-    pub provider: lsm_app::wiring::ProviderFlags,
-
-    /// Root of the agents' workspaces and run records (default: [agents] agents_folder).
-    #[arg(long, value_name = "DIR")]
-    pub agents_folder: Option<PathBuf>,
-
-    /// Iteration limit of each run (default: [agents] max_iterations).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_iterations: Option<u32>,
-
-    /// Token ceiling of each run (default: [agents] max_tokens_budget).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub max_tokens_budget: Option<u64>,
-
-    /// Approve every permission request (otherwise they are denied: nobody is asked).
-    #[arg(long)]
-    pub yes: bool,
 
     /// Print the runs' results as one JSON array on stdout.
     #[arg(long)]
@@ -71,30 +44,13 @@ async fn run_async(cfg: &lsm_app::config::ConfigArgs, args: RunManyArgs) -> Resu
     if args.count == 0 {
         return Err(usage("--count must be at least 1"));
     }
-    let mut config = cfg.load()?;
-    let catalog = lsm_app::agent_defs::catalog(&config)?;
-    let definition = lsm_app::agent_defs::find(&catalog, &args.name)?;
-    let objective = lsm_app::run::objective(
-        definition,
-        args.task.as_deref(),
-        args.topic.as_deref(),
-        None,
-    )?;
-    let cwd = std::env::current_dir()?;
-    if let Some(dir) = &args.agents_folder {
-        config.agents.agents_folder = cwd.join(dir);
+    if args.request.resume.is_some() {
+        return Err(usage("run-many starts new runs; it cannot take --resume"));
     }
-    if let Some(n) = args.max_iterations {
-        config.agents.max_iterations = n;
-    }
-    if let Some(n) = args.max_tokens_budget {
-        config.agents.max_tokens_budget = n;
-    }
-    config.confine_to_working_dir_by_default(&cwd);
-    let flags = args.provider.clone();
+    let config = cfg.load()?;
     // Fail now, once, rather than in every run.
-    let llm = lsm_app::agent_defs::resolve_llm(&config, definition)?;
-    lsm_app::wiring::build_provider(&llm, &flags, &cwd, &config.source_name())?;
+    let catalog = lsm_app::run::check(&args.request, &config)?;
+    let cwd = std::env::current_dir()?;
     let max_concurrent = args.max_concurrent.unwrap_or(config.agents.max_concurrent);
     if max_concurrent == 0 {
         return Err(usage("--max-concurrent must be at least 1"));
@@ -106,16 +62,16 @@ async fn run_async(cfg: &lsm_app::config::ConfigArgs, args: RunManyArgs) -> Resu
             interaction: config.agents.interaction.clone(),
             describe: crate::terminal::progress::describe,
         },
-        Arc::new(HarnessLauncher::new(config, catalog.clone(), flags, cwd)),
+        Arc::new(HarnessLauncher::new(config, catalog, cwd)),
         tokio::runtime::Handle::current(),
     );
     let mut ids = Vec::with_capacity(args.count);
     let mut answerers = Vec::with_capacity(args.count);
     for _ in 0..args.count {
-        let id = manager.start(definition.name(), &objective)?;
+        let id = manager.start(args.request.clone())?;
         answerers.push(lsm_app::run::answer::spawn_unattended(
             manager.channel(&id)?,
-            args.yes,
+            args.request.yes,
         ));
         ids.push(id);
     }

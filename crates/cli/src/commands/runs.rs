@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use lsm_app::run::RunRequest;
+use lsm_app::run::{RunRequest, RunSettings};
 use lsm_app::store::list::{RunRow, Status, agents_folder, pg_rows, scan, store_error};
 
 use super::agent_run::{self, RunArgs};
@@ -231,7 +231,10 @@ async fn list(cfg: &lsm_app::config::ConfigArgs, args: ListArgs) -> Result<u8> {
 /// `lsm runs resume <run_id>`: the same path as `lsm agent run --resume`.
 fn resume(cfg: &lsm_app::config::ConfigArgs, args: ResumeArgs) -> u8 {
     let request = RunRequest {
-        agents_folder: args.agents_folder,
+        settings: RunSettings {
+            agents_folder: args.agents_folder,
+            ..RunSettings::default()
+        },
         resume: Some(args.run_id),
         yes: args.yes,
         // A resumed run keeps the provider, limits, stop mode and contract its journal

@@ -19,7 +19,7 @@ use crate::terminal::notices;
 pub fn submit(cfg: &lsm_app::config::ConfigArgs, args: RunArgs) -> u8 {
     exit::block_on_command(async move {
         let config = cfg.load()?;
-        let submitted = lsm_app::queue::submit(&config, &args.request()).await?;
+        let submitted = lsm_app::queue::submit(&config, &args.request).await?;
         if args.json {
             println!(
                 "{}",

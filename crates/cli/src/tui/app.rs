@@ -12,6 +12,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Wrap};
 
 use crate::terminal::text::clip;
+use lsm_app::run::RunRequest;
 use lsm_app::runtime::{AgentRuntimeManager, LogSnapshot, ManagerError, RunInfo};
 
 /// What the TUI needs from the runtime. [`AgentRuntimeManager`] is the real one.
@@ -43,11 +44,11 @@ pub trait Runs {
     /// # Errors
     /// As [`AgentRuntimeManager::stop`].
     fn stop(&self, run_id: &str) -> Result<(), ManagerError>;
-    /// Start an agent on a task.
+    /// Start the run `request` asks for.
     ///
     /// # Errors
     /// As [`AgentRuntimeManager::start`].
-    fn start(&self, agent: &str, task: &str) -> Result<String, ManagerError>;
+    fn start(&self, request: RunRequest) -> Result<String, ManagerError>;
 }
 
 impl Runs for AgentRuntimeManager {
@@ -75,8 +76,8 @@ impl Runs for AgentRuntimeManager {
     fn stop(&self, run_id: &str) -> Result<(), ManagerError> {
         AgentRuntimeManager::stop(self, run_id)
     }
-    fn start(&self, agent: &str, task: &str) -> Result<String, ManagerError> {
-        AgentRuntimeManager::start(self, agent, task)
+    fn start(&self, request: RunRequest) -> Result<String, ManagerError> {
+        AgentRuntimeManager::start(self, request)
     }
 }
 
@@ -137,6 +138,8 @@ pub struct App {
     agent: String,
     /// The agents `g` cycles through: the project's catalog (the built-ins by default).
     agents: Vec<AgentChoice>,
+    /// What every run started here starts from (the provider, the agents folder).
+    request: RunRequest,
     /// How far the log is scrolled back from its end, in screen lines (0: follow the end).
     scroll_back: usize,
     selected: usize,
@@ -153,6 +156,7 @@ impl App {
         App {
             agent: agent.to_string(),
             agents: AgentChoice::of(&lsm_agents::Catalog::builtin()),
+            request: RunRequest::default(),
             scroll_back: 0,
             selected: 0,
             input: Input::Keys,
@@ -180,6 +184,12 @@ impl App {
             .iter()
             .find(|a| a.name == self.agent)
             .map_or("task", |a| a.input)
+    }
+
+    /// Every run starts from `request` (its agent and task are the TUI's).
+    pub fn with_request(mut self, request: RunRequest) -> Self {
+        self.request = request;
+        self
     }
 
     /// `g` cycles through `agents` (the project's and the user's definitions included).
@@ -352,7 +362,13 @@ impl App {
                     self.message = "a run needs a task".into();
                     return;
                 }
-                self.message = match runs.start(&self.agent, task) {
+                let input = self
+                    .agents
+                    .iter()
+                    .find(|a| a.name == self.agent)
+                    .map_or("task", |a| a.input);
+                let request = self.request.clone().of_agent(&self.agent, input, task);
+                self.message = match runs.start(request) {
                     Ok(id) => {
                         let count = runs.list().len();
                         self.selected = count.saturating_sub(1);

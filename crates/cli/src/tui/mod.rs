@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use clap::Args;
+use lsm_app::run::RunRequest;
 use ratatui::crossterm::event::{self, Event, KeyEventKind};
 
 pub use app::{AgentChoice, App, Runs};
@@ -45,7 +46,7 @@ pub fn run(cfg: &lsm_app::config::ConfigArgs, args: TuiArgs) -> u8 {
             return exit::ERROR;
         }
     };
-    let (manager, agents) = match manager(cfg, args, runtime.handle().clone()) {
+    let (manager, agents, base) = match manager(cfg, args, runtime.handle().clone()) {
         Ok(m) => m,
         Err(e) => return exit::report(&e, |_| false),
     };
@@ -56,7 +57,7 @@ pub fn run(cfg: &lsm_app::config::ConfigArgs, args: TuiArgs) -> u8 {
             return exit::ERROR;
         }
     };
-    let result = event_loop(&mut terminal, &manager, agents);
+    let result = event_loop(&mut terminal, &manager, agents, base);
     let _ = ratatui::try_restore();
     manager.shutdown("the TUI was closed");
     // Let stopped runs write their summaries before the process ends.
@@ -82,25 +83,31 @@ async fn wait_all<F: std::future::Future>(futures: impl IntoIterator<Item = F>) 
     }
 }
 
+/// The manager of the TUI's runs, the agents it can start, and the request every run
+/// starts from (the TUI's `--provider` and `--agents-folder`).
 fn manager(
     cfg: &lsm_app::config::ConfigArgs,
     args: TuiArgs,
     handle: tokio::runtime::Handle,
-) -> Result<(AgentRuntimeManager, Vec<AgentChoice>)> {
-    let mut config = cfg.load()?;
+) -> Result<(AgentRuntimeManager, Vec<AgentChoice>, RunRequest)> {
+    let config = cfg.load()?;
     let cwd = std::env::current_dir()?;
-    if let Some(dir) = args.agents_folder {
-        config.agents.agents_folder = cwd.join(dir);
-    }
-    config.confine_to_working_dir_by_default(&cwd);
-    let flags = lsm_app::wiring::ProviderFlags {
-        provider: args.provider,
-        ..Default::default()
+    let base = RunRequest {
+        llm: lsm_app::wiring::ProviderFlags {
+            provider: args.provider,
+            ..Default::default()
+        },
+        settings: lsm_app::run::RunSettings {
+            agents_folder: args.agents_folder,
+            ..Default::default()
+        },
+        ..RunRequest::default()
     };
+    let folder = config.with_options(&base.options(), &cwd)?;
     // Fail now, not at the first run, when the provider cannot be built.
-    let catalog = lsm_app::agent_defs::catalog(&config)?;
+    let catalog = lsm_app::agent_defs::catalog(&folder)?;
     let llm = config.llm.resolve(lsm_phase::LlmTier::Normal)?;
-    lsm_app::wiring::build_provider(&llm, &flags, &cwd, &config.source_name())?;
+    lsm_app::wiring::build_provider(&llm, &base.llm, &cwd, &config.source_name())?;
     let manager_config = ManagerConfig {
         max_concurrent: config.agents.max_concurrent,
         log_stream_queue_limit: config.agents.log_stream_queue_limit,
@@ -108,10 +115,11 @@ fn manager(
         describe: crate::terminal::progress::describe,
     };
     let agents = AgentChoice::of(&catalog);
-    let launcher = HarnessLauncher::new(config, catalog, flags, cwd);
+    let launcher = HarnessLauncher::new(config, catalog, cwd);
     Ok((
         AgentRuntimeManager::new(manager_config, Arc::new(launcher), handle),
         agents,
+        base,
     ))
 }
 
@@ -119,8 +127,9 @@ fn event_loop(
     terminal: &mut ratatui::DefaultTerminal,
     runs: &AgentRuntimeManager,
     agents: Vec<AgentChoice>,
+    base: RunRequest,
 ) -> std::io::Result<()> {
-    let mut app = App::new(AGENT).with_agents(agents);
+    let mut app = App::new(AGENT).with_agents(agents).with_request(base);
     while !app.quit {
         app.tick(terminal, runs)?;
         if event::poll(Duration::from_millis(100))?

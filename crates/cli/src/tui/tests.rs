@@ -21,7 +21,7 @@ struct Fake {
     acks: RefCell<Vec<(String, String)>>,
     responses: RefCell<Vec<(String, String, Decision, String)>>,
     stops: RefCell<Vec<String>>,
-    starts: RefCell<Vec<(String, String)>>,
+    starts: RefCell<Vec<lsm_app::run::RunRequest>>,
 }
 
 impl Runs for Fake {
@@ -60,12 +60,12 @@ impl Runs for Fake {
         self.stops.borrow_mut().push(run_id.into());
         Ok(())
     }
-    fn start(&self, agent: &str, task: &str) -> Result<String, ManagerError> {
-        self.starts.borrow_mut().push((agent.into(), task.into()));
+    fn start(&self, request: lsm_app::run::RunRequest) -> Result<String, ManagerError> {
         let id = format!("r{}", self.runs.borrow().len() + 1);
         self.runs
             .borrow_mut()
-            .push(run(&id, task, RunStatus::Queued));
+            .push(run(&id, request.objective(), RunStatus::Queued));
+        self.starts.borrow_mut().push(request);
         Ok(id)
     }
 }
@@ -281,10 +281,12 @@ fn t_starts_the_agent_with_the_typed_task_and_s_stops_the_selected_run() {
         app.on_key(key(c), &fake);
     }
     app.on_key(code(KeyCode::Enter), &fake);
-    assert_eq!(
-        *fake.starts.borrow(),
-        [("general".to_string(), "tidy up".to_string())]
-    );
+    let started = |i: usize| {
+        let r = &fake.starts.borrow()[i];
+        (r.name.clone(), r.task.clone(), r.topic.clone())
+    };
+    assert_eq!(fake.starts.borrow().len(), 1);
+    assert_eq!(started(0), ("general".into(), Some("tidy up".into()), None));
     app.on_key(key('s'), &fake);
     assert_eq!(*fake.stops.borrow(), ["r1"]);
     // Esc leaves typing without starting anything; q quits.
@@ -445,10 +447,16 @@ fn any_agent_can_be_started_with_its_task_or_topic() {
         "{typing}"
     );
     app.on_key(code(KeyCode::Enter), &fake);
-    assert_eq!(
-        fake.starts.borrow().as_slice(),
-        [("research".to_string(), "soil carbon".to_string())]
-    );
+    {
+        let starts = fake.starts.borrow();
+        assert_eq!(starts.len(), 1);
+        assert_eq!(starts[0].name, "research");
+        assert_eq!(
+            (starts[0].task.as_deref(), starts[0].topic.as_deref()),
+            (None, Some("soil carbon")),
+            "a topic agent is given a topic"
+        );
+    }
     // Every agent is reachable, and the list wraps around.
     let mut seen = std::collections::BTreeSet::new();
     for _ in 0..lsm_agents::definition::builtin().len() {
