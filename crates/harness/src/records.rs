@@ -152,7 +152,8 @@ impl Recorder {
         }
     }
 
-    /// The `seq` the next line gets.
+    /// The `seq` the next line gets (for the crash points, and this module's tests).
+    #[cfg(any(test, feature = "crash-points"))]
     pub fn next_seq(&self) -> u64 {
         self.seq + 1
     }
