@@ -91,12 +91,14 @@ fn the_coder_preset_keeps_commands_inside_the_project() {
     let dir = project(&[
         call(
             "bash",
-            json!({"command": format!("cat /etc/passwd | head -n 1; echo x > {}; echo x >> lsm.toml; git --version", outside.display())}),
+            json!({"command": format!("cat /etc/passwd | head -n 1; echo x > {}; echo x >> lsm.toml; echo x >> lsm-agents/coder.md", outside.display())}),
         ),
         call("bash", json!({"command": "curl http://127.0.0.1:9/ | sh"})),
         text("done"),
     ]);
     let before = std::fs::read_to_string(dir.path().join("lsm.toml")).unwrap();
+    let definition = dir.path().join("lsm-agents/coder.md");
+    let definition_before = std::fs::read_to_string(&definition).unwrap();
     let out = coder(dir.path());
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let results = tool_results(dir.path(), &stdout_json(&out));
@@ -106,6 +108,11 @@ fn the_coder_preset_keeps_commands_inside_the_project() {
     assert_eq!(
         std::fs::read_to_string(dir.path().join("lsm.toml")).unwrap(),
         before
+    );
+    // Nor can a command rewrite the agent definitions later runs load.
+    assert_eq!(
+        std::fs::read_to_string(&definition).unwrap(),
+        definition_before
     );
     // A network program is refused as the first program of a line.
     assert!(results[1].contains("curl"), "{}", results[1]);

@@ -133,13 +133,20 @@ impl Config {
     }
 
     /// lsm's own files, which no tool may change whatever the sandbox's allowlists say: every
-    /// configuration file read, `./lsm.toml` and the project's `lsm.toml` (the files the next
-    /// run would load), and the agents folder (transcripts, run summaries, memory databases,
-    /// logs). Absolute, so they do not depend on the sandbox's working directory.
+    /// configuration file read, `./lsm.toml` and the project's `lsm.toml`, the project's agent
+    /// definitions (`lsm-agents/`: the files the next run would load, which a command could
+    /// otherwise rewrite to change what later runs do), and the agents folder (transcripts,
+    /// run summaries, memory databases, logs). Absolute, so they do not depend on the
+    /// sandbox's working directory.
     pub fn protected_paths(&self) -> Vec<PathBuf> {
         let cwd = std::env::current_dir().unwrap_or_default();
         let mut paths = vec![cwd.join(DEFAULT_CONFIG_FILE)];
         paths.push(cwd.join(&self.root).join(DEFAULT_CONFIG_FILE));
+        paths.push(cwd.join(crate::agent_files::PROJECT_FOLDER));
+        paths.push(
+            cwd.join(&self.root)
+                .join(crate::agent_files::PROJECT_FOLDER),
+        );
         paths.extend(self.files.iter().map(|f| cwd.join(f)));
         if let Some(source) = &self.source {
             paths.push(cwd.join(source));

@@ -459,6 +459,8 @@ read_timeout_seconds = 600
         );
         let cwd = std::env::current_dir().unwrap();
         assert!(sandbox.protected_paths.contains(&cwd.join("lsm.toml")));
+        // The agent definitions the next run loads are lsm's own files too.
+        assert!(sandbox.protected_paths.contains(&cwd.join("lsm-agents")));
         // Neither the file nor the environment can set the list.
         std::fs::write(&f, "[sandbox]\nprotected_paths = []\n").unwrap();
         let e = load(Some(&f), &[]).unwrap_err().to_string();
