@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use anyhow::Result;
+use crate::error::Result;
 use lsm_agents::definition::{self, AgentDefinition, DefinitionSource};
 use lsm_agents::{Catalog, DefinitionError};
 use serde_json::{Value, json};

@@ -15,8 +15,9 @@
 //!   person should see is returned, or passed to a callback or an event sink the front end
 //!   supplies. Diagnostics go to `tracing`.
 //! - Depend on a front end (the `lsm` binary, a web console): they depend on it.
-//! - Decide an exit code: errors are values ([`error::ConfigError`] marks "bad configuration
-//!   or command line; nothing ran"), and a run's end is its stop reason.
+//! - Decide an exit code: errors are typed values ([`error::AppError`]; its `Config` variant,
+//!   [`error::ConfigError`], marks "bad configuration or command line; nothing ran"), and a
+//!   run's end is its stop reason.
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::Result;
+use crate::error::Result;
 use lsm_phase::LlmTier;
 use lsm_providers::{CallOptions, LlmRequest, LlmResponse, Message, ProviderError};
 

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use std::sync::Arc;
 
-use anyhow::Result;
+use crate::error::Result;
 pub use lsm_mcp::SandboxServer;
 use lsm_sandbox::{RiskLevel, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
 

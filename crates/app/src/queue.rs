@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Result;
+use crate::error::Result;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 

@@ -36,6 +36,17 @@ pub fn runtime(worker_threads: Option<usize>) -> std::io::Result<tokio::runtime:
     builder.enable_all().build()
 }
 
+/// A configuration or command-line error ([`lsm_app::error::ConfigError`]): exit code
+/// [`USAGE`].
+pub fn usage(msg: impl Into<String>) -> anyhow::Error {
+    lsm_app::error::ConfigError(msg.into()).into()
+}
+
+/// Whether `e` is, or wraps, a configuration or command-line error.
+pub fn is_usage(e: &anyhow::Error) -> bool {
+    e.chain().any(lsm_app::error::is_usage)
+}
+
 /// Print `e` (redacted) as the command's error and return its exit code: [`USAGE`] for a
 /// [`lsm_app::error::ConfigError`] or when `is_usage` says so, [`ERROR`] for anything else.
 pub fn report(e: &anyhow::Error, is_usage: impl Fn(&anyhow::Error) -> bool) -> u8 {
@@ -44,7 +55,7 @@ pub fn report(e: &anyhow::Error, is_usage: impl Fn(&anyhow::Error) -> bool) -> u
     let message = format!("{e:#}");
     let message = lsm_app::secrets::clean(&message);
     eprintln!("error: {}", crate::terminal::text::terminal_text(&message));
-    if lsm_app::error::is_usage(e) || is_usage(e) {
+    if self::is_usage(e) || is_usage(e) {
         USAGE
     } else {
         ERROR

@@ -109,7 +109,7 @@ const RUNTIME_KEYS: [&str; 5] = [
 /// # Errors
 /// A usage error naming the file: unreadable, not TOML of a contract, or a contract that
 /// cannot be checked.
-pub fn read_contract(path: &std::path::Path) -> anyhow::Result<TaskContract> {
+pub fn read_contract(path: &std::path::Path) -> crate::error::Result<TaskContract> {
     let shown = path.display();
     let text = std::fs::read_to_string(path).map_err(|e| {
         crate::error::usage(format!("--contract {shown}: cannot read the file: {e}"))

@@ -1,7 +1,7 @@
 //! Settings from the environment: `LSM_<SECTION>_<KEY>` variables (nested tables and tiers
 //! included), values read as TOML, and `[llm.tiers.<tier>]` lifted into place.
 
-use anyhow::{Result, bail};
+use crate::error::Result;
 
 use crate::error::usage as config_error;
 
@@ -46,18 +46,18 @@ pub(super) fn lift_llm_tiers(table: &mut toml::Table) -> Result<()> {
         return Ok(());
     };
     let toml::Value::Table(tiers) = tiers else {
-        bail!(config_error(
-            "[llm.tiers] must be a table of tiers (quick, normal, complex)"
+        return Err(config_error(
+            "[llm.tiers] must be a table of tiers (quick, normal, complex)",
         ));
     };
     for (name, value) in tiers {
         if !TIERS.contains(&name.as_str()) {
-            bail!(config_error(format!(
+            return Err(config_error(format!(
                 "[llm.tiers.{name}] is not a tier: use quick, normal or complex"
             )));
         }
         if llm.contains_key(&name) {
-            bail!(config_error(format!(
+            return Err(config_error(format!(
                 "the tier {name} is given twice, as [llm.{name}] and [llm.tiers.{name}]: keep one"
             )));
         }
@@ -79,7 +79,7 @@ fn subtable<'a>(table: &'a mut toml::Table, key: &str, name: &str) -> Result<&'a
         .or_insert_with(|| toml::Value::Table(toml::Table::new()));
     match entry {
         toml::Value::Table(t) => Ok(t),
-        _ => bail!(config_error(format!("{name} is not a table"))),
+        _ => Err(config_error(format!("{name} is not a table"))),
     }
 }
 
@@ -105,7 +105,7 @@ pub(super) fn apply_env_overrides(
                 .and_then(|k| k.strip_prefix('_'))
                 .map(|k| (*s, k.to_string()))
         }) else {
-            bail!(config_error(format!(
+            return Err(config_error(format!(
                 "environment variable {name} does not name a setting: use LSM_<SECTION>_<KEY> with a section among {}",
                 SECTIONS.join(", ")
             )));

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use crate::error::Result;
 
 use super::origins::{Origins, Source, TableLines};
 use super::paths::{default_paths, resolve_table_paths};

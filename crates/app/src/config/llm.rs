@@ -7,7 +7,7 @@ use std::ops::{Deref, DerefMut};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Result, bail};
+use crate::error::Result;
 use lsm_phase::LlmTier;
 use lsm_providers::{HttpSettings, Pricing};
 use serde::{Deserialize, Serialize};
@@ -233,7 +233,7 @@ fn seconds(value: Option<f64>, default: Duration, key: &str, section: &str) -> R
     match value {
         None => Ok(default),
         Some(v) if v.is_finite() && v > 0.0 => Ok(Duration::from_secs_f64(v)),
-        Some(v) => bail!(config_error(format!(
+        Some(v) => Err(config_error(format!(
             "{section} {key} = {v} must be a positive number of seconds"
         ))),
     }

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use crate::error::{Context, Result};
 use lsm_memory::MemoryConfig;
 use lsm_sandbox::SandboxConfig;
 use lsm_tools_kb::KbConfig;

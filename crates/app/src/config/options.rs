@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use crate::error::Result;
 use lsm_harness::StopMode;
 
 use super::{Config, Source, config_error};

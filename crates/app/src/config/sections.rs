@@ -1,7 +1,7 @@
 //! Sections of `lsm.toml` read here whose types serve other parts: `[conductor]`, and
 //! `[agents.memory]` (lsm-memory's `MemoryConfig`), split off the `[agents]` table.
 
-use anyhow::Result;
+use crate::error::Result;
 use lsm_memory::MemoryConfig;
 
 use crate::error::ConfigError;

@@ -1,7 +1,6 @@
 //! The configuration's tests: the environment's overrides, the `[llm]` tiers, the layers.
 
 use super::*;
-use crate::error::ConfigError;
 use env::settings_env;
 use lsm_phase::LlmTier;
 use std::time::Duration;
@@ -636,7 +635,7 @@ mod layer_tests {
             "[agents]\nmax_iterations = 3\n\n[agents.memory]\nlimt = 3\n",
         );
         let e = layers::load(&inputs(&s, false, &[], &[])).unwrap_err();
-        assert!(e.downcast_ref::<ConfigError>().is_some());
+        assert!(crate::error::is_usage(&e));
         let e = e.to_string();
         assert!(e.contains("config.toml:5") && e.contains("limt"), "{e}");
 

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use crate::error::{Context, Result};
 use lsm_agents::{AgentContext, AgentDefinition, AgentLogSink, AgentOutput, TaskInput};
 use lsm_harness::{HarnessFactory, RunHandle, RunSummary};
 use lsm_interaction::InteractionChannel;
@@ -79,7 +79,7 @@ async fn launch_agent(launch: AgentLaunch) -> Result<Launched> {
     }
     let name = launch.definition.name().to_string();
     let mut agent = lsm_agents::Catalog::agent_of(launch.definition, ctx)
-        .with_context(|| format!("agent '{name}' is listed but cannot be built"))?;
+        .ok_or_else(|| crate::error::AppError::AgentUnbuildable { name: name.clone() })?;
     let output = agent.run(&launch.objective).await;
     // The executor is finished by `run`; dropping the agent drops what is left of it.
     drop(agent);

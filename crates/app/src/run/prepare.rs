@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::Result;
+use crate::error::Result;
 use lsm_agents::{AgentLogSink, Catalog};
 use lsm_harness::{AgentHarness, EventSink, RunBudget};
 use lsm_interaction::InteractionChannel;

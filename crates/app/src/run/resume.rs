@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use crate::error::Result;
 use lsm_harness::{HarnessError, ResumePoint};
 
 use super::RunRequest;

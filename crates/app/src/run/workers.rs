@@ -89,7 +89,7 @@ enum WorkerJobError {
     /// The worker's run could not be prepared or did not finish (its settings, provider,
     /// channel, wiring or records).
     #[error("{0:#}")]
-    Run(anyhow::Error),
+    Run(crate::error::AppError),
 }
 
 impl WorkerRuns {

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use crate::error::Result;
 use lsm_harness::{EventEnvelope, LockState, RunEvent, StartedRun};
 use serde_json::Value;
 
@@ -59,7 +59,7 @@ pub struct RunRow {
 }
 
 /// A PostgreSQL store error, as a usage error naming the setting.
-pub fn store_error(e: lsm_store_pg::StoreError) -> anyhow::Error {
+pub fn store_error(e: lsm_store_pg::StoreError) -> crate::error::AppError {
     usage(format!("[store] url: {e}"))
 }
 

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::Result;
+use crate::error::Result;
 use lsm_harness::{
     HarnessError, Journal, JournalLine, JournalWriter, RunEvent, RunKey, RunStore, parse_journal,
 };

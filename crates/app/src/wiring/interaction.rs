@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use anyhow::Result;
+use crate::error::Result;
 use lsm_harness::{AgentHarness, RecordHandle};
 use lsm_interaction::{
     AskUserTool, InteractionChannel, InteractionConfig, InteractionEvent, InteractionObserver,

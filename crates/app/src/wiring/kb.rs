@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use anyhow::Result;
+use crate::error::Result;
 use lsm_tools_kb::{KnowledgeBase, ModePolicy, Pipeline};
 
 use crate::config::Config;

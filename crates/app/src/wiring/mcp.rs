@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use anyhow::Result;
+use crate::error::Result;
 use lsm_mcp::McpClients;
 pub use lsm_mcp::{ServerState, ServerStatus};
 use lsm_sandbox::{Tool, ToolRegistry};

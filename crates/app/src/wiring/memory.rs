@@ -26,7 +26,7 @@ pub fn backend(
 pub fn configured_backend(
     config: &crate::config::Config,
     agents_folder: &Path,
-) -> anyhow::Result<Arc<dyn MemoryBackend>> {
+) -> crate::error::Result<Arc<dyn MemoryBackend>> {
     // With `[store] url`: PostgreSQL, on the process's one pool (shared with the run store).
     let pg = match config.store.settings() {
         Some(settings) => {

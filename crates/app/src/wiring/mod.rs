@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::Result;
+use crate::error::Result;
 use lsm_providers::{
     Provider, ProviderConfig, ProviderError, ProviderKind, ScriptedProvider, process_env,
 };
@@ -240,7 +240,6 @@ const LOCAL_BUILD: &str = "cargo build --release -p lsm-cli --features local";
 mod tests {
     use super::*;
     use crate::config::{LlmConfig, LlmSettings};
-    use crate::error::ConfigError;
     use lsm_phase::LlmTier;
 
     fn local_llm(model_path: Option<&str>) -> ResolvedLlm {
@@ -255,7 +254,7 @@ mod tests {
         config.resolve(LlmTier::Normal).unwrap()
     }
 
-    fn build_error(llm: &ResolvedLlm, flags: &ProviderFlags) -> anyhow::Error {
+    fn build_error(llm: &ResolvedLlm, flags: &ProviderFlags) -> crate::error::AppError {
         match build_provider(llm, flags, Path::new("."), "lsm.toml") {
             Ok(_) => panic!("the provider was built"),
             Err(e) => e,
@@ -266,10 +265,7 @@ mod tests {
     #[test]
     fn local_in_a_build_without_the_feature_is_a_usage_error_saying_how_to_build_it() {
         let e = build_error(&local_llm(Some("/m.gguf")), &ProviderFlags::default());
-        assert!(
-            e.downcast_ref::<ConfigError>().is_some(),
-            "exit code 2: {e}"
-        );
+        assert!(crate::error::is_usage(&e), "exit code 2: {e}");
         let text = e.to_string();
         assert!(text.contains("built without the local provider"), "{text}");
         assert!(
@@ -286,10 +282,7 @@ mod tests {
             ..ProviderFlags::default()
         };
         let e = build_error(&local_llm(Some("/elsewhere.gguf")), &flags);
-        assert!(
-            e.downcast_ref::<ConfigError>().is_some(),
-            "exit code 2: {e}"
-        );
+        assert!(crate::error::is_usage(&e), "exit code 2: {e}");
         let text = e.to_string();
         assert!(
             text.contains("/nonexistent/model.gguf") && text.contains("cargo xtask fetch-model"),

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use anyhow::Result;
+use crate::error::Result;
 use lsm_harness::{BudgetLimits, HarnessFactory, RunBudget};
 use lsm_interaction::InteractionChannel;
 use lsm_providers::Provider;

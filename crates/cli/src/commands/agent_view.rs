@@ -24,8 +24,8 @@ fn load(cfg: &lsm_app::config::ConfigArgs) -> Result<(Config, lsm_agents::Catalo
         );
         exit::USAGE
     };
-    let config = cfg.load().map_err(fail)?;
-    let catalog = lsm_app::agent_defs::catalog(&config).map_err(fail)?;
+    let config = cfg.load().map_err(|e| fail(e.into()))?;
+    let catalog = lsm_app::agent_defs::catalog(&config).map_err(|e| fail(e.into()))?;
     Ok((config, catalog))
 }
 
@@ -306,7 +306,7 @@ fn phase_line(p: &PhaseDefinition) -> String {
 /// `lsm agent check FILE [--json]`: the validation a run does, on one file: exit 0 when it
 /// is a valid definition under this configuration, 2 with the file and line when not.
 pub fn check(cfg: &lsm_app::config::ConfigArgs, file: &Path, as_json: bool) -> u8 {
-    let result = cfg.load().and_then(|config| {
+    let result = cfg.load().map_err(anyhow::Error::from).and_then(|config| {
         let def = lsm_app::agent_files::read(
             file,
             DefinitionSource::Project {

@@ -10,8 +10,8 @@ use clap::Args;
 use lsm_phase::LlmTier;
 
 use crate::exit;
+use crate::exit::usage;
 use lsm_app::config::{ConfigArgs, DEFAULT_CONFIG_FILE};
-use lsm_app::error::usage;
 use lsm_app::wiring::{self, ProviderFlags};
 
 /// Arguments of `lsm init`.
@@ -286,7 +286,7 @@ mod tests {
         assert_eq!(a.model.as_deref(), Some("gpt-4o-mini"));
         assert_eq!(a.api_key_env.as_deref(), Some("OPENAI_API_KEY"));
         let e = answers(&args(None), &mut None).unwrap_err();
-        assert!(e.downcast_ref::<lsm_app::error::ConfigError>().is_some());
+        assert!(crate::exit::is_usage(&e));
         assert!(e.to_string().contains("--provider"), "{e}");
         let e = answers(&args(Some("gpt")), &mut None).unwrap_err();
         assert!(e.to_string().contains("not a provider"), "{e}");

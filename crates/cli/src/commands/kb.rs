@@ -4,11 +4,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use crate::exit::usage;
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use lsm_app::config::Config;
-use lsm_app::error::usage;
 use lsm_tools_kb::{
     FileOutcome, Filters, IngestOptions, IngestProgress, IngestReport, KbError, KnowledgeBase,
     ModeSpec, QueryRequest, QueryResponse,
@@ -89,8 +89,16 @@ pub struct RmArgs {
 fn finish(result: Result<u8>) -> u8 {
     result.unwrap_or_else(|e| {
         exit::report(&e, |e| {
+            let kb = e.chain().find_map(|cause| {
+                cause.downcast_ref::<KbError>().or_else(|| {
+                    match cause.downcast_ref::<lsm_app::error::AppError>() {
+                        Some(lsm_app::error::AppError::Kb(kb)) => Some(kb),
+                        _ => None,
+                    }
+                })
+            });
             matches!(
-                e.downcast_ref::<KbError>(),
+                kb,
                 Some(
                     KbError::NoIndex { .. }
                         | KbError::EmbedderMismatch { .. }
@@ -107,7 +115,7 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 fn load_config(cfg: &lsm_app::config::ConfigArgs) -> Result<Config> {
-    cfg.load()
+    Ok(cfg.load()?)
 }
 
 /// A progress bar on stderr (drawn only on a terminal) that counts the chunks embedded —

@@ -15,8 +15,8 @@ use lsm_memory::{
 use serde_json::json;
 
 use crate::exit;
+use crate::exit::usage;
 use crate::terminal::text::clip;
-use lsm_app::error::usage;
 
 /// `lsm memory …`.
 #[derive(Debug, Subcommand)]
@@ -102,7 +102,10 @@ fn store(cfg: &lsm_app::config::ConfigArgs, common: &CommonArgs) -> Result<Arc<d
         Some(dir) => std::env::current_dir()?.join(dir),
         None => config.agents.agents_folder.clone(),
     };
-    lsm_app::wiring::memory::configured_backend(&config, &agents_folder)
+    Ok(lsm_app::wiring::memory::configured_backend(
+        &config,
+        &agents_folder,
+    )?)
 }
 
 fn check_agent(agent: Option<&String>) -> Result<()> {

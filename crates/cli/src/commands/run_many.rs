@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 
+use crate::exit::usage;
 use anyhow::Result;
 use clap::Args;
-use lsm_app::error::usage;
 use lsm_app::run::RunRequest;
 use lsm_app::runtime::{AgentRuntimeManager, HarnessLauncher, ManagerConfig, RunInfo, RunStatus};
 

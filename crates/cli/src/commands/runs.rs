@@ -112,7 +112,7 @@ pub fn run(cfg: &lsm_app::config::ConfigArgs, command: RunsCommand) -> u8 {
 fn pg_required(cfg: &lsm_app::config::ConfigArgs, command: &str) -> Result<lsm_app::store::PgRuns> {
     let config = cfg.load()?;
     lsm_app::store::pg_runs(&config)?.ok_or_else(|| {
-        lsm_app::error::usage(format!(
+        crate::exit::usage(format!(
             "`lsm runs {command}` works on the PostgreSQL store: set [store] url (or \
              LSM_STORE_URL) to postgres://USER@HOST:PORT/DATABASE"
         ))
@@ -133,7 +133,7 @@ async fn cancel(cfg: &lsm_app::config::ConfigArgs, args: RunIdArgs) -> Result<u8
             println!("run {} had already ended ({status})", args.run_id);
         }
         CancelOutcome::NotFound => {
-            return Err(lsm_app::error::usage(format!(
+            return Err(crate::exit::usage(format!(
                 "no run '{}' in the PostgreSQL store",
                 args.run_id
             )));
@@ -146,7 +146,7 @@ async fn follow(cfg: &lsm_app::config::ConfigArgs, args: FollowArgs) -> Result<u
     use std::io::Write;
     let pg = pg_required(cfg, "follow")?;
     if pg.get(&args.run_id).await.map_err(store_error)?.is_none() {
-        return Err(lsm_app::error::usage(format!(
+        return Err(crate::exit::usage(format!(
             "no run '{}' in the PostgreSQL store",
             args.run_id
         )));
