@@ -14,7 +14,8 @@
 //!   connected group of modules.
 //! - **Typed errors.** Outside their tests, library crates return no `Result<_, String>`: an
 //!   error is a `thiserror` type whose variants say what went wrong and how to recover. The
-//!   binary (`crates/cli`) and xtask, which may use `anyhow`, are exempt.
+//!   binary (`crates/cli`) and xtask, which may use `anyhow`, are exempt; no other crate
+//!   under `crates/` has `anyhow` among its normal dependencies.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -36,6 +37,8 @@ pub enum Finding {
     Circle { src: String, modules: Vec<String> },
     /// A library function returning `Result<_, String>` (line numbers 1-based).
     StringError { file: String, line: usize },
+    /// A library crate with `anyhow` among its normal dependencies.
+    Anyhow { manifest: String },
 }
 
 impl std::fmt::Display for Finding {
@@ -51,6 +54,11 @@ impl std::fmt::Display for Finding {
                 "{src}: the modules {} import each other in a circle; move what they share \
                  into a module below them",
                 modules.join(", ")
+            ),
+            Finding::Anyhow { manifest } => write!(
+                f,
+                "{manifest}: a library depends on anyhow; give its errors thiserror types (only \
+                 the binary and xtask use anyhow)"
             ),
             Finding::StringError { file, line } => write!(
                 f,
@@ -378,6 +386,24 @@ pub fn circles(graph: &Graph) -> Vec<Vec<String>> {
     groups
 }
 
+/// Whether the manifest `text` names `anyhow` in its `[dependencies]` table.
+pub fn depends_on_anyhow(text: &str) -> bool {
+    let mut in_dependencies = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_dependencies = line == "[dependencies]";
+        } else if in_dependencies
+            && (line.starts_with("anyhow ")
+                || line.starts_with("anyhow.")
+                || line.starts_with("anyhow="))
+        {
+            return true;
+        }
+    }
+    false
+}
+
 /// The `src/` folders checked: every crate under `crates/`, xtask and the library examples.
 fn source_folders(root: &Path) -> Result<Vec<PathBuf>> {
     let mut folders = Vec::new();
@@ -407,6 +433,22 @@ fn source_folders(root: &Path) -> Result<Vec<PathBuf>> {
 pub fn findings(root: &Path) -> Result<Vec<Finding>> {
     let mut out = Vec::new();
     for src in source_folders(root)? {
+        let shown_src = src.strip_prefix(root).unwrap_or(&src).to_path_buf();
+        let is_library = shown_src.starts_with("crates")
+            && !STRING_ERRORS_ALLOWED
+                .iter()
+                .any(|allowed| shown_src == Path::new(allowed));
+        if let Some(crate_dir) = src.parent().filter(|_| is_library) {
+            let manifest = crate_dir.join("Cargo.toml");
+            if let Ok(text) = std::fs::read_to_string(&manifest)
+                && depends_on_anyhow(&text)
+            {
+                let shown = manifest.strip_prefix(root).unwrap_or(&manifest);
+                out.push(Finding::Anyhow {
+                    manifest: shown.display().to_string(),
+                });
+            }
+        }
         let (graph, long) = scan(root, &src)?;
         out.extend(long);
         let shown = src.strip_prefix(root).unwrap_or(&src).display().to_string();
@@ -421,7 +463,7 @@ pub fn findings(root: &Path) -> Result<Vec<Finding>> {
 }
 
 /// Fail when a file is too long, modules import each other in a circle, or a library returns
-/// `Result<_, String>`.
+/// `Result<_, String>` or depends on anyhow.
 ///
 /// # Errors
 /// Each finding, one a line.
@@ -430,7 +472,7 @@ pub fn check_sources(root: &Path) -> Result<()> {
     if found.is_empty() {
         eprintln!(
             "xtask: [sources] no file over {MAX_LINES} lines, no import circle between modules, \
-             no Result<_, String> in a library"
+             no Result<_, String> nor anyhow in a library"
         );
         return Ok(());
     }
@@ -441,149 +483,4 @@ pub fn check_sources(root: &Path) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn graph(edges: &[(&str, &str)]) -> Graph {
-        let mut graph = Graph::new();
-        for (from, to) in edges {
-            graph
-                .entry((*from).into())
-                .or_default()
-                .insert((*to).into());
-            graph.entry((*to).into()).or_default();
-        }
-        graph
-    }
-
-    fn path(p: &str) -> Vec<String> {
-        p.split("::").map(str::to_owned).collect()
-    }
-
-    #[test]
-    fn imports_are_read_from_use_lines_nested_groups_inline_paths_and_super() {
-        let text = "use crate::config::Config;\nuse crate::{exit, wiring::{a, b}, text};\n\
-                    // crate::commented\nfn f() { crate::secrets::clean(\"\"); \
-                    my_crate::not_ours(); $crate::macro_path(); }\nuse super::root_sibling;";
-        let names: Vec<String> = named_modules(text, &path("top")).into_iter().collect();
-        assert_eq!(
-            names,
-            [
-                "config",
-                "exit",
-                "root_sibling",
-                "secrets",
-                "text",
-                "wiring"
-            ]
-        );
-        // One level down, `super::` stays inside the module; two levels up leaves it.
-        let inner = "use super::x;\nuse super::super::other::y;";
-        let names: Vec<String> = named_modules(inner, &path("top::inner"))
-            .into_iter()
-            .collect();
-        assert_eq!(names, ["other"]);
-    }
-
-    #[test]
-    fn code_in_the_trailing_test_module_counts_as_lines_but_is_not_an_import() {
-        let text = "use crate::a;\nfn f() {}\n#[cfg(test)]\nmod tests {\n    use crate::b;\n}\n";
-        assert_eq!(counted_lines(text), 6);
-        let names: Vec<String> = named_modules(text, &path("m")).into_iter().collect();
-        assert_eq!(names, ["a"]);
-    }
-
-    #[test]
-    fn a_result_with_a_string_error_is_found_but_not_in_comments_tests_or_other_types() {
-        let text = "fn a() -> Result<(), String> {}\n\
-                    fn b() -> Result<Vec<(u8, String)>, MyError> {}\n\
-                    // fn c() -> Result<(), String>\n\
-                    fn d() -> std::result::Result<HashMap<&'static str, String>, String> {}\n\
-                    fn e() -> MyResult<u8, String> {}\n\
-                    #[cfg(test)]\nmod tests {\n    fn t() -> Result<(), String> {}\n}\n";
-        assert_eq!(string_error_lines(text), vec![1, 4]);
-    }
-
-    #[test]
-    fn every_circle_is_found_as_one_group() {
-        let g = graph(&[
-            ("a", "b"),
-            ("b", "c"),
-            ("c", "a"),
-            ("c", "d"),
-            ("e", "f"),
-            ("f", "e"),
-        ]);
-        assert_eq!(
-            circles(&g),
-            vec![vec!["a", "b", "c"], vec!["e", "f"]]
-                .into_iter()
-                .map(|g| g.into_iter().map(String::from).collect::<Vec<_>>())
-                .collect::<Vec<_>>()
-        );
-        let acyclic = graph(&[("a", "b"), ("b", "c"), ("a", "c")]);
-        assert!(circles(&acyclic).is_empty());
-    }
-
-    #[test]
-    fn a_crate_with_a_circle_and_a_long_file_fails_and_says_where() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        let src = root.join("crates/demo/src");
-        std::fs::create_dir_all(src.join("b")).unwrap();
-        std::fs::write(src.join("lib.rs"), "mod a;\nmod b;\n").unwrap();
-        std::fs::write(src.join("a.rs"), "use crate::b::Thing;\n").unwrap();
-        std::fs::write(src.join("b/mod.rs"), "mod inner;\n").unwrap();
-        // b reaches a through a name the root re-exports.
-        std::fs::write(
-            src.join("lib.rs"),
-            "mod a;\nmod b;\npub use a::{Other, x as Alias};\n",
-        )
-        .unwrap();
-        std::fs::write(
-            src.join("b/inner.rs"),
-            "fn f() -> crate::Other { todo() }\n",
-        )
-        .unwrap();
-        let long = "fn f() {}\n".repeat(MAX_LINES + 1);
-        std::fs::write(src.join("long.rs"), &long).unwrap();
-        // A test file may be long.
-        std::fs::write(src.join("tests.rs"), &long).unwrap();
-        std::fs::write(
-            src.join("tested.rs"),
-            "fn f() {}\n#[cfg(test)]\nmod tests;\n",
-        )
-        .unwrap();
-        std::fs::write(
-            src.join("errors.rs"),
-            "pub fn f() -> Result<(), String> {}\n",
-        )
-        .unwrap();
-
-        let found = findings(root).unwrap();
-        assert_eq!(
-            found,
-            vec![
-                Finding::StringError {
-                    file: "crates/demo/src/errors.rs".into(),
-                    line: 1
-                },
-                Finding::TooLong {
-                    file: "crates/demo/src/long.rs".into(),
-                    lines: MAX_LINES + 1
-                },
-                Finding::Circle {
-                    src: "crates/demo/src".into(),
-                    modules: vec!["a".into(), "b".into()]
-                },
-            ]
-        );
-        assert!(check_sources(root).is_err());
-
-        std::fs::write(src.join("b/inner.rs"), "pub struct Other;\n").unwrap();
-        std::fs::write(src.join("long.rs"), "fn f() {}\n").unwrap();
-        std::fs::write(src.join("errors.rs"), "pub fn f() -> Result<(), E> {}\n").unwrap();
-        assert!(findings(root).unwrap().is_empty());
-        assert!(check_sources(root).is_ok());
-    }
-}
+mod tests;
