@@ -10,9 +10,11 @@
 //! behind `#[cfg(test)]`. Comments are left out too (a doc comment may name anything).
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result};
+
+use crate::sources::{is_test_file, rust_files};
 
 /// The crate whose sources must do no I/O, and where they are.
 pub const PURE_SOURCES: &str = "crates/run/src";
@@ -42,32 +44,6 @@ impl fmt::Display for Finding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.rule, self.message)
     }
-}
-
-/// Every `.rs` file under `dir`, sorted.
-fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(at) = pending.pop() {
-        let entries =
-            std::fs::read_dir(&at).with_context(|| format!("cannot list {}", at.display()))?;
-        for entry in entries {
-            let path = entry?.path();
-            if path.is_dir() {
-                pending.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
-/// Whether the file at `rel` (relative to `src`) holds tests only.
-fn is_test_file(rel: &Path) -> bool {
-    rel.components()
-        .any(|c| c.as_os_str() == "tests" || c.as_os_str() == "tests.rs")
 }
 
 /// The code of `text`: its comments (doc comments included) removed and the contents of its

@@ -71,7 +71,7 @@ impl std::fmt::Display for Finding {
 
 /// Whether `rel` (relative to a `src/` folder) is a test file, not counted by the size rule
 /// and not part of the import graph.
-fn is_test_file(rel: &Path) -> bool {
+pub fn is_test_file(rel: &Path) -> bool {
     rel.components().any(|c| c.as_os_str() == "tests")
         || rel
             .file_name()
@@ -269,26 +269,33 @@ fn root_exports(lib: &str) -> BTreeMap<String, String> {
     out
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    let entries =
-        std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))?;
-    for entry in entries {
-        let path = entry?.path();
-        if path.is_dir() {
-            rust_files(&path, out)?;
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
+/// Every `.rs` file under `dir`, sorted.
+///
+/// # Errors
+/// A folder that cannot be listed.
+pub fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(at) = pending.pop() {
+        let entries =
+            std::fs::read_dir(&at).with_context(|| format!("cannot list {}", at.display()))?;
+        for entry in entries {
+            let path = entry?.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
         }
     }
     out.sort();
-    Ok(())
+    Ok(out)
 }
 
 /// The import graph of the top-level modules of one `src/` folder, and the files in it over
 /// the size limit or with a `Result<_, String>` (named relative to `root`).
 pub fn scan(root: &Path, src: &Path) -> Result<(Graph, Vec<Finding>)> {
-    let mut files = Vec::new();
-    rust_files(src, &mut files)?;
+    let files = rust_files(src)?;
     let mut graph = Graph::new();
     let mut long = Vec::new();
     // A name the crate root re-exports (`crate::RunState`) counts as the module it comes from.
