@@ -20,7 +20,8 @@ use lsm_run::budget::{Grant, RunBudget};
 use lsm_run::contexts::label_name;
 use lsm_run::contract::{Coverage, FileFact, TaskContract};
 use lsm_run::core::{
-    Core, CoreConfig, Effect, Env, Input, Step, ToolEffect, ToolFailure, ToolRun, ToolSpend,
+    Core, CoreConfig, Effect, Env, Input, Step, ToolDone, ToolEffect, ToolFailure, ToolInvocation,
+    ToolRun, ToolSpend,
 };
 use lsm_run::event::{Decision, RepairAction, RunEvent, RunLaunch, SCHEMA_VERSION};
 use lsm_run::guard::ToolCallGuard;

@@ -2439,6 +2439,9 @@ mod workers;
 #[path = "harness/context.rs"]
 mod context;
 
+#[path = "harness/parallel.rs"]
+mod parallel;
+
 /// Counts the journal's lines on disk each time a line is about to be written.
 struct LineWatcher {
     each_line: bool,

@@ -69,6 +69,9 @@ impl StopMode {
 /// Default number of times the completion checks may send the model back in one phase.
 pub const DEFAULT_COMPLETION_RETRIES: u32 = 2;
 
+/// Default number of read-only calls of one answer that run at the same time.
+pub const DEFAULT_MAX_PARALLEL_TOOLS: usize = 4;
+
 /// Everything the harness needs to know besides its provider and sandbox.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -115,6 +118,9 @@ pub struct HarnessConfig {
     /// The context providers (`[agents.context]`): project instructions, the environment
     /// block, nested instructions just in time.
     pub context: crate::context::ContextConfig,
+    /// How many read-only calls of one answer run at the same time (a writing or executing
+    /// call runs alone, after the calls before it). 1: every call runs alone.
+    pub max_parallel_tools: usize,
 }
 
 impl Default for HarnessConfig {
@@ -136,6 +142,7 @@ impl Default for HarnessConfig {
             work_items: false,
             compaction: crate::compaction::CompactionConfig::default(),
             context: crate::context::ContextConfig::default(),
+            max_parallel_tools: DEFAULT_MAX_PARALLEL_TOOLS,
         }
     }
 }

@@ -36,7 +36,8 @@ use crate::work_items::{self, WORK_ITEM_TOOLS};
 mod exchange;
 
 pub use exchange::{
-    CoreConfig, Effect, Env, Input, Step, ToolEffect, ToolFailure, ToolRun, ToolSpend,
+    CoreConfig, Effect, Env, Input, Step, ToolDone, ToolEffect, ToolFailure, ToolInvocation,
+    ToolRun, ToolSpend,
 };
 
 /// The loop's decisions. See the module documentation.
@@ -294,6 +295,7 @@ impl Core {
                 spend,
                 guidance,
             } => self.tool_done(st, run, spend, guidance, env, out),
+            Input::ToolsDone(done) => self.tools_done(st, done, env, out),
             Input::RecordFailed(message) => finish_error(st, message, out),
             Input::HooksAnswered { event, runs } => self.hooks_answered(st, event, runs, env, out),
             Input::FilesChecked(files) => {

@@ -74,8 +74,12 @@ pub struct PhasePosition {
     pub tool_calls: Vec<ToolCallRecord>,
     /// The rest of the current batch of calls: asked for, not started.
     pub batch: VecDeque<ToolCall>,
-    /// The call started and not finished, if any.
+    /// The call started and not finished, if any (the first, when several run at once).
     pub pending: Option<PendingCall>,
+    /// The other calls of a group started together (read-only calls run concurrently,
+    /// `[agents] max_parallel_tools`), in the answer's order; empty while `pending` is `None`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parallel: Vec<PendingCall>,
     /// Where the current iteration's calls begin in `tool_calls`.
     #[serde(default)]
     pub iteration_start: usize,

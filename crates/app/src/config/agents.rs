@@ -159,6 +159,7 @@ impl<'de> Deserialize<'de> for AgentsConfig {
             ("max_iterations", u64::from(harness.max_iterations)),
             ("max_tokens_budget", harness.max_tokens_budget),
             ("max_output_tokens", harness.max_output_tokens.unwrap_or(1)),
+            ("max_parallel_tools", harness.max_parallel_tools as u64),
         ] {
             if value == 0 {
                 return Err(D::Error::custom(format!(
@@ -285,6 +286,8 @@ mod tests {
         assert!(e.contains("timeout_secs"), "{e}");
         let e = parse("[interaction]\ntimeout_seconds = 0").unwrap_err();
         assert!(e.contains("timeout_seconds"), "{e}");
+        let e = parse("max_parallel_tools = 0").unwrap_err();
+        assert!(e.contains("max_parallel_tools must be at least 1"), "{e}");
         let e = parse("max_concurrent = 0").unwrap_err();
         assert!(e.contains("max_concurrent"), "{e}");
         let e = parse("log_stream_queue_limit = 0").unwrap_err();

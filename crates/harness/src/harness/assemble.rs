@@ -131,6 +131,19 @@ impl AgentHarness {
             .filter(|t| t.risk() != lsm_sandbox::RiskLevel::ReadOnly)
             .map(|t| t.name().to_string())
             .collect();
+        // Calls of these tools may run at the same time as others of one answer: read-only,
+        // and run without asking a person (two questions at once would wait on each other).
+        let concurrent_tools = sandbox
+            .registry()
+            .iter()
+            .filter(|t| {
+                t.risk() == lsm_sandbox::RiskLevel::ReadOnly
+                    && !sandbox
+                        .config()
+                        .asks_permission(t.name(), t.risk(), t.needs_permission())
+            })
+            .map(|t| t.name().to_string())
+            .collect();
         let mut started_at = Utc::now();
         // A new run's folder and id, or the interrupted run's with its journal and state.
         let (run_dir, run_id, state, takeover) = match point {
@@ -211,6 +224,8 @@ impl AgentHarness {
             standing_memory: memory.is_some(),
             // None until the driver loads them for a new run (`with_project_root`).
             run_context: lsm_run::context::RunContext::default(),
+            concurrent_tools,
+            max_parallel_tools: config.max_parallel_tools,
         });
         let harness = AgentHarness {
             identity,

@@ -47,9 +47,16 @@ impl AgentHarness {
                     tool,
                     arguments,
                 } => {
-                    let input = self.run_tool(&tool, &arguments).await;
-                    self.with_guidance(input, &tool, &arguments).await
+                    let before = self.budget.usage();
+                    let run = self.execute_tool(&tool, &arguments).await;
+                    let guidance = self.guidance_for(&run, &tool, &arguments).await;
+                    Input::ToolDone {
+                        run,
+                        spend: self.spent_since(&before),
+                        guidance,
+                    }
                 }
+                Effect::RunTools(calls) => self.run_tools(calls).await,
                 Effect::RunHooks(mut event) => {
                     event.run_id.clone_from(&self.run_id);
                     let runs = run_hooks(&self.core.config().hooks, &event).await;
@@ -139,20 +146,38 @@ impl AgentHarness {
         })
     }
 
-    /// One tool call through the sandbox, raced against the stop token.
-    pub(super) async fn run_tool(&mut self, name: &str, arguments: &Value) -> Input {
-        let sandbox = Arc::clone(&self.sandbox);
-        let stop = self.stop.clone();
-        let caller = Caller::new(self.identity.name.clone(), self.run_id.clone());
+    /// The calls of a concurrent group, run at the same time (each raced against the stop
+    /// token), answered in the group's order. What their own model calls spent is charged
+    /// to the last one: they share the run's ledger, so no call's own share is known.
+    pub(super) async fn run_tools(&self, calls: Vec<ToolInvocation>) -> Input {
         let before = self.budget.usage();
-        let execution = tokio::select! {
-            biased;
-            () = stop.cancelled() => None,
-            e = sandbox.execute_as(&caller, name, arguments) => Some(e),
-        };
-        // What the tool's own LLM calls (through a BudgetedProvider) charged to the run.
+        let runs = futures::future::join_all(calls.iter().map(|call| async move {
+            let run = self.execute_tool(&call.tool, &call.arguments).await;
+            let guidance = self.guidance_for(&run, &call.tool, &call.arguments).await;
+            (run, guidance)
+        }))
+        .await;
+        let mut spend = self.spent_since(&before);
+        let last = calls.len().saturating_sub(1);
+        let done = calls
+            .into_iter()
+            .zip(runs)
+            .enumerate()
+            .map(|(i, (call, (run, guidance)))| ToolDone {
+                call_id: call.call_id,
+                run,
+                spend: if i == last { spend.take() } else { None },
+                guidance,
+            })
+            .collect();
+        Input::ToolsDone(done)
+    }
+
+    /// What the tools' own LLM calls (through a BudgetedProvider) charged to the run since
+    /// the ledger read `before`.
+    fn spent_since(&self, before: &lsm_run::state::RunUsage) -> Option<ToolSpend> {
         let after = self.budget.usage();
-        let spend = (after.llm_calls > before.llm_calls).then(|| ToolSpend {
+        (after.llm_calls > before.llm_calls).then(|| ToolSpend {
             llm_calls: after.llm_calls - before.llm_calls,
             usage: lsm_providers::Usage {
                 input_tokens: after.input_tokens.saturating_sub(before.input_tokens),
@@ -166,8 +191,20 @@ impl AgentHarness {
                 .cost_usd
                 .map(|total| total - before.cost_usd.unwrap_or(0.0)),
             totals: after,
-        });
-        let run = match execution {
+        })
+    }
+
+    /// One tool call through the sandbox, raced against the stop token.
+    pub(super) async fn execute_tool(&self, name: &str, arguments: &Value) -> ToolRun {
+        let sandbox = Arc::clone(&self.sandbox);
+        let stop = self.stop.clone();
+        let caller = Caller::new(self.identity.name.clone(), self.run_id.clone());
+        let execution = tokio::select! {
+            biased;
+            () = stop.cancelled() => None,
+            e = sandbox.execute_as(&caller, name, arguments) => Some(e),
+        };
+        match execution {
             None => ToolRun::Interrupted,
             Some(execution) => {
                 let now = now_stamp();
@@ -197,11 +234,6 @@ impl AgentHarness {
                         .collect(),
                 }
             }
-        };
-        Input::ToolDone {
-            run,
-            spend,
-            guidance: Vec::new(),
         }
     }
 

@@ -65,19 +65,16 @@ impl AgentHarness {
         }
     }
 
-    /// `input` (a finished tool call) with the nested instruction files that apply to the
-    /// paths the call of `tool` with `arguments` touched, when the run has nested
-    /// instructions and the call ran in a model phase (not refused, not interrupted).
-    pub(super) async fn with_guidance(&self, input: Input, tool: &str, arguments: &Value) -> Input {
-        let Input::ToolDone {
-            run,
-            spend,
-            guidance: _,
-        } = input
-        else {
-            return input;
-        };
-        let ran = matches!(&run, ToolRun::Ran { outcome, .. } if outcome.as_ref().err().is_none_or(|f| !f.denial));
+    /// The nested instruction files that apply to the paths the call of `tool` with
+    /// `arguments` touched, when the run has nested instructions and the call ran (`run`:
+    /// not refused, not interrupted) in a model phase.
+    pub(super) async fn guidance_for(
+        &self,
+        run: &ToolRun,
+        tool: &str,
+        arguments: &Value,
+    ) -> Vec<lsm_run::context::InstructionFile> {
+        let ran = matches!(run, ToolRun::Ran { outcome, .. } if outcome.as_ref().err().is_none_or(|f| !f.denial));
         let model_phase = self
             .state
             .current
@@ -93,7 +90,7 @@ impl AgentHarness {
             }
             _ => Vec::new(),
         };
-        let found = match (&self.project_root, paths.is_empty()) {
+        match (&self.project_root, paths.is_empty()) {
             (Some(root), false) => {
                 let sandbox = Arc::clone(&self.sandbox);
                 let root = root.clone();
@@ -109,11 +106,6 @@ impl AgentHarness {
                 })
             }
             _ => Vec::new(),
-        };
-        Input::ToolDone {
-            run,
-            spend,
-            guidance: found,
         }
     }
 }

@@ -76,6 +76,12 @@ pub struct CoreConfig {
     /// The standing texts of the run's context providers, recorded when the run starts
     /// (empty: none; a resumed run has the recorded ones and ignores these).
     pub run_context: crate::context::RunContext,
+    /// The tools whose calls may run at the same time as other calls of one answer:
+    /// read-only ones the sandbox runs without asking permission (the driver knows which).
+    pub concurrent_tools: HashSet<String>,
+    /// How many calls of one answer may run at once (`[agents] max_parallel_tools`; 1 runs
+    /// every call alone).
+    pub max_parallel_tools: usize,
 }
 
 impl std::fmt::Debug for CoreConfig {
@@ -191,6 +197,8 @@ pub enum Input {
         /// gives the model those the run has not been given yet).
         guidance: Vec<crate::context::InstructionFile>,
     },
+    /// The calls of an [`Effect::RunTools`] ended, in its order.
+    ToolsDone(Vec<ToolDone>),
     /// The driver could not record the last events: the phase ends as `error`.
     RecordFailed(String),
     /// What the driver found at the paths of an [`Effect::CheckFiles`], in its order.
@@ -228,6 +236,9 @@ pub enum Effect {
         /// Its arguments.
         arguments: Value,
     },
+    /// Run these calls (all started, all read-only) at the same time through the sandbox
+    /// and answer with [`Input::ToolsDone`], in this order.
+    RunTools(Vec<ToolInvocation>),
     /// Run the hooks that match `event` (the driver fills in its `run_id`) and answer
     /// with [`Input::HooksAnswered`].
     RunHooks(HookEvent),
@@ -236,6 +247,31 @@ pub enum Effect {
     CheckFiles(Vec<String>),
     /// The phase is over.
     Finish(PhaseResult),
+}
+
+/// One call of an [`Effect::RunTools`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolInvocation {
+    /// Its id.
+    pub call_id: String,
+    /// The tool.
+    pub tool: String,
+    /// Its arguments.
+    pub arguments: Value,
+}
+
+/// How one call of an [`Effect::RunTools`] ended (as [`Input::ToolDone`] for one call).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDone {
+    /// The call's id.
+    pub call_id: String,
+    /// What it did.
+    pub run: ToolRun,
+    /// What its own model calls spent (the driver may charge a group's spending to its
+    /// last call: concurrent calls share the run's ledger).
+    pub spend: Option<ToolSpend>,
+    /// Nested instruction files that apply to the paths it touched.
+    pub guidance: Vec<crate::context::InstructionFile>,
 }
 
 /// The events of one step and what comes next.

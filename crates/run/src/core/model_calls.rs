@@ -31,6 +31,22 @@ impl Core {
                 } else {
                     None
                 };
+                let group = self.concurrent_group(&pos.batch, tool_names.as_deref());
+                if group.len() > 1 {
+                    for call in &group {
+                        emit(
+                            st,
+                            out,
+                            RunEvent::ToolCallStarted {
+                                label: label.clone(),
+                                call_id: call.call_id.clone(),
+                                tool: call.tool.clone(),
+                                arguments: call.arguments.clone(),
+                            },
+                        );
+                    }
+                    return Effect::RunTools(group);
+                }
                 emit(
                     st,
                     out,
@@ -311,6 +327,41 @@ impl Core {
             return self.iteration_end(st, Signal::Done, env, out);
         }
         self.advance(st, env, out)
+    }
+
+    /// The calls at the front of `batch` that may run together: read-only calls the
+    /// sandbox runs without asking ([`CoreConfig::concurrent_tools`]), not refused, that no
+    /// hook watches, up to `max_parallel_tools`. Fewer than two: the front call runs alone.
+    /// A call of another kind is a barrier: the group ends before it.
+    fn concurrent_group(
+        &self,
+        batch: &std::collections::VecDeque<crate::message::ToolCall>,
+        tool_names: Option<&[String]>,
+    ) -> Vec<ToolInvocation> {
+        let c = &self.config;
+        if c.max_parallel_tools < 2 {
+            return Vec::new();
+        }
+        let mut group: Vec<ToolInvocation> = Vec::new();
+        for call in batch.iter().take(c.max_parallel_tools) {
+            let eligible = c.concurrent_tools.contains(&call.name)
+                && !is_control_tool(&call.name)
+                && !group.iter().any(|g| g.call_id == call.id)
+                && !self.hooks_match(HookPoint::PreTool, Some(&call.name))
+                && !self.hooks_match(HookPoint::PostTool, Some(&call.name))
+                && self
+                    .refusal(&call.name, &call.arguments, tool_names)
+                    .is_none();
+            if !eligible {
+                break;
+            }
+            group.push(ToolInvocation {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                arguments: call.arguments.clone(),
+            });
+        }
+        group
     }
 }
 

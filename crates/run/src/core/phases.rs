@@ -2,6 +2,7 @@
 //! iteration (the stop decision and its objections), and how a phase ends.
 
 use super::*;
+use crate::state::PendingCall;
 
 impl Core {
     pub(super) fn start(
@@ -119,6 +120,12 @@ impl Core {
                 .unwrap_or_else(|| self.advance(st, env, out));
         };
         let label = (pos.mode == PhaseMode::Llm).then(|| label_name(pos.label()).to_string());
+        if !pos.parallel.is_empty() {
+            let group: Vec<PendingCall> = std::iter::once(pending)
+                .chain(pos.parallel.iter().cloned())
+                .collect();
+            return self.repair_group(st, group, label, repair, env, out);
+        }
         emit(
             st,
             out,
@@ -147,20 +154,51 @@ impl Core {
                 arguments: pending.arguments,
             },
             RepairAction::ReportInterrupted => {
-                emit(
-                    st,
-                    out,
-                    RunEvent::ToolResult {
-                        label,
-                        call_id: pending.call_id,
-                        tool: pending.tool,
-                        success: false,
-                        content: INTERRUPTED_CALL.to_string(),
-                        summary: summarize(INTERRUPTED_CALL),
-                        artifacts: Vec::new(),
-                        permission: None,
-                    },
-                );
+                emit(st, out, interrupted(label, pending));
+                self.advance(st, env, out)
+            }
+        }
+    }
+
+    /// A concurrent group of read-only calls the previous process started and did not finish:
+    /// each is repaired with `repair`, in the answer's order. Run again, they run together
+    /// again (no hook watched them when they started).
+    fn repair_group(
+        &self,
+        st: &mut RunState,
+        group: Vec<PendingCall>,
+        label: Option<String>,
+        repair: RepairAction,
+        env: &Env<'_>,
+        out: &mut Vec<RunEvent>,
+    ) -> Effect {
+        for call in &group {
+            emit(
+                st,
+                out,
+                RunEvent::ToolCallRepaired {
+                    label: label.clone(),
+                    call_id: call.call_id.clone(),
+                    tool: call.tool.clone(),
+                    action: repair,
+                },
+            );
+        }
+        match repair {
+            RepairAction::RunAgain => Effect::RunTools(
+                group
+                    .into_iter()
+                    .map(|c| ToolInvocation {
+                        call_id: c.call_id,
+                        tool: c.tool,
+                        arguments: c.arguments,
+                    })
+                    .collect(),
+            ),
+            RepairAction::ReportInterrupted => {
+                for call in group {
+                    emit(st, out, interrupted(label.clone(), call));
+                }
                 self.advance(st, env, out)
             }
         }
@@ -423,5 +461,19 @@ impl Core {
                 finish(st, StopReason::Stalled, out)
             }
         }
+    }
+}
+
+/// The failed result of a call a dead process started and did not finish, not run again.
+fn interrupted(label: Option<String>, call: PendingCall) -> RunEvent {
+    RunEvent::ToolResult {
+        label,
+        call_id: call.call_id,
+        tool: call.tool,
+        success: false,
+        content: INTERRUPTED_CALL.to_string(),
+        summary: summarize(INTERRUPTED_CALL),
+        artifacts: Vec::new(),
+        permission: None,
     }
 }

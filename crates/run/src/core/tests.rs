@@ -76,6 +76,8 @@ fn core_config(max_tokens: u64) -> CoreConfig {
         window: crate::compaction::CompactionConfig::default().window(None, Some(4096)),
         standing_memory: true,
         run_context: crate::context::RunContext::default(),
+        concurrent_tools: Default::default(),
+        max_parallel_tools: 4,
     }
 }
 
@@ -506,6 +508,7 @@ fn a_failed_model_call_ends_the_phase_as_error_and_a_broken_chain_forgets_the_re
 mod context;
 mod control;
 mod hooks;
+mod parallel;
 mod requests;
 mod stall;
 mod tools;

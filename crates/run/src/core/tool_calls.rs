@@ -180,9 +180,54 @@ impl Core {
         env: &Env<'_>,
         out: &mut Vec<RunEvent>,
     ) -> Effect {
-        let Some(pending) = st.current.as_ref().and_then(|p| p.pending.as_ref()) else {
-            return self.advance(st, env, out);
-        };
+        let call_id = st
+            .current
+            .as_ref()
+            .and_then(|p| p.pending.as_ref())
+            .map(|p| p.call_id.clone());
+        if let Some(call_id) = call_id
+            && let Some(post) = self.record_outcome(st, &call_id, run, spend, guidance, out)
+        {
+            return Effect::RunHooks(post);
+        }
+        self.advance(st, env, out)
+    }
+
+    /// The calls of a concurrent group ended: their outcomes are recorded in the answer's
+    /// order, then the loop goes on.
+    pub(super) fn tools_done(
+        &self,
+        st: &mut RunState,
+        done: Vec<ToolDone>,
+        env: &Env<'_>,
+        out: &mut Vec<RunEvent>,
+    ) -> Effect {
+        for d in done {
+            // No `post_tool` hook matches a call that ran in a group (`Core::group`
+            // leaves such calls to run alone), so there is no hook to run here.
+            let _no_hook = self.record_outcome(st, &d.call_id, d.run, d.spend, d.guidance, out);
+        }
+        self.advance(st, env, out)
+    }
+
+    /// Record how the unfinished call `call_id` ended; the `post_tool` hooks' event when
+    /// one matches it.
+    fn record_outcome(
+        &self,
+        st: &mut RunState,
+        call_id: &str,
+        run: ToolRun,
+        spend: Option<ToolSpend>,
+        guidance: Vec<crate::context::InstructionFile>,
+        out: &mut Vec<RunEvent>,
+    ) -> Option<HookEvent> {
+        let pending = st
+            .current
+            .as_ref()?
+            .pending
+            .iter()
+            .chain(&st.current.as_ref()?.parallel)
+            .find(|p| p.call_id == call_id)?;
         // The id and the tool name go into the events; the arguments only into a post-tool
         // hook's event, so they are copied only when such a hook matches.
         let call_id = pending.call_id.clone();
@@ -296,10 +341,7 @@ impl Core {
         if let Some((call_id, tool)) = guided {
             self.add_guidance(st, &call_id, &tool, guidance, out);
         }
-        if let Some(event) = post {
-            return Effect::RunHooks(event);
-        }
-        self.advance(st, env, out)
+        post
     }
 }
 

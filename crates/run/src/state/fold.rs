@@ -71,6 +71,7 @@ impl RunState {
                     tool_calls: Vec::new(),
                     batch,
                     pending: None,
+                    parallel: Vec::new(),
                     iteration_start: 0,
                     stall: StallState::default(),
                     agent_stop_blocks: 0,
@@ -249,12 +250,18 @@ impl RunState {
                     if let Some(i) = pos.batch.iter().position(|c| &c.id == call_id) {
                         pos.batch.remove(i);
                     }
-                    pos.pending = Some(PendingCall {
+                    let call = PendingCall {
                         call_id: call_id.clone(),
                         tool: tool.clone(),
                         arguments: arguments.clone(),
                         hooks_cleared: false,
-                    });
+                    };
+                    // A call started while another is unfinished runs beside it.
+                    if pos.pending.is_some() {
+                        pos.parallel.push(call);
+                    } else {
+                        pos.pending = Some(call);
+                    }
                 }
             }
             RunEvent::ToolDenied {
@@ -291,12 +298,16 @@ impl RunState {
                     ToolOutcome::Error(content.clone())
                 };
                 if *success {
-                    // The pending call is lent out while its evidence is noted (not copied),
-                    // then put back for `finish_call`.
-                    let pending = self.current.as_mut().and_then(|p| p.pending.take());
+                    // The unfinished calls are lent out while the call's evidence is noted (its
+                    // arguments not copied), then put back for `finish_call`.
+                    let (pending, parallel) = self.current.as_mut().map_or_else(
+                        || (None, Vec::new()),
+                        |p| (p.pending.take(), std::mem::take(&mut p.parallel)),
+                    );
                     let arguments = pending
-                        .as_ref()
-                        .filter(|p| &p.call_id == call_id)
+                        .iter()
+                        .chain(&parallel)
+                        .find(|p| &p.call_id == call_id)
                         .map(|p| &p.arguments);
                     self.note_evidence(
                         call_id,
@@ -305,6 +316,7 @@ impl RunState {
                     );
                     if let Some(pos) = self.current.as_mut() {
                         pos.pending = pending;
+                        pos.parallel = parallel;
                     }
                 }
                 self.finish_call(call_id, tool, outcome);

@@ -67,10 +67,19 @@ impl RunState {
             return;
         };
         let arguments = match pos.pending.take() {
-            Some(p) if p.call_id == call_id => p.arguments,
+            Some(p) if p.call_id == call_id => {
+                // The next of a concurrent group, if any, is the first unfinished one now.
+                if !pos.parallel.is_empty() {
+                    pos.pending = Some(pos.parallel.remove(0));
+                }
+                p.arguments
+            }
             other => {
                 pos.pending = other;
-                serde_json::Value::Null
+                match pos.parallel.iter().position(|p| p.call_id == call_id) {
+                    Some(i) => pos.parallel.remove(i).arguments,
+                    None => serde_json::Value::Null,
+                }
             }
         };
         let for_model = match &outcome {

@@ -3,7 +3,7 @@
 use super::*;
 
 /// A hook the core only asks whether it matches (the driver runs hooks, not the core).
-struct At(crate::hooks::HookPoint);
+pub(super) struct At(pub(super) crate::hooks::HookPoint);
 
 #[async_trait::async_trait]
 impl crate::hooks::Hook for At {
