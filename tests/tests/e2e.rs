@@ -66,6 +66,9 @@ mod run_many;
 /// `lsm runs show` on the file store.
 #[path = "e2e/runs_show.rs"]
 mod runs_show;
+/// `--max-wall-seconds`: a run out of time pauses with exit code 9 and resumes.
+#[path = "e2e/wall_time.rs"]
+mod wall_time;
 /// Runs on PostgreSQL: workers, a killed worker's runs, cancel, follow, a database restart.
 #[path = "e2e/workers_pg.rs"]
 mod workers_pg;

@@ -22,6 +22,8 @@ pub const STALLED: u8 = 7;
 /// The run's completion checks (task contract, work items, `work_complete`) were not met
 /// in the `strict_automation` stop mode.
 pub const CONTRACT_UNMET: u8 = 8;
+/// The run's wall-clock limit (`--max-wall-seconds`) was reached; the run can be resumed.
+pub const WALL_TIME_EXCEEDED: u8 = 9;
 
 /// The multi-threaded tokio runtime a command runs on (`worker_threads`: all cores when
 /// `None`).
@@ -124,6 +126,7 @@ pub fn for_stop_reason(reason: StopReason) -> u8 {
         StopReason::MaxIterations => MAX_ITERATIONS,
         StopReason::Stalled => STALLED,
         StopReason::ContractUnmet => CONTRACT_UNMET,
+        StopReason::WallTimeExceeded => WALL_TIME_EXCEEDED,
     }
 }
 
@@ -162,7 +165,7 @@ mod tests {
             .iter()
             .map(|r| for_stop_reason(*r))
             .collect();
-        assert_eq!(codes, [0, 6, 3, 4, 5, 1, 7, 8]);
+        assert_eq!(codes, [0, 6, 3, 4, 5, 1, 7, 8, 9]);
         assert!(!codes.contains(&USAGE));
     }
 }

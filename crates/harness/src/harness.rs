@@ -48,6 +48,7 @@ mod builders;
 mod effects;
 mod ending;
 mod run_context;
+mod wall;
 mod worker_waves;
 
 fn core_step(
@@ -111,6 +112,8 @@ pub struct AgentHarness {
     /// The project's root, canonical (`with_project_root`): where the context providers
     /// read from. `None`: the run has no context providers.
     project_root: Option<PathBuf>,
+    /// The run's wall-clock limit (`max_wall_seconds`), if it has one.
+    wall: Option<wall::WallClock>,
 }
 
 /// What a resumed harness records first.

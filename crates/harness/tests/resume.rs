@@ -327,3 +327,6 @@ async fn a_second_resume_of_a_run_being_resumed_is_refused_and_a_finished_run_ca
     drop(held);
     ResumePoint::open(&first.run_dir).unwrap();
 }
+
+#[path = "resume/wall_time.rs"]
+mod wall_time;

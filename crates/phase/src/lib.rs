@@ -54,11 +54,15 @@ pub enum StopReason {
     /// met after the allowed retries, in the `strict_automation` stop mode. What was unmet is
     /// in the run's records.
     ContractUnmet,
+    /// The run's wall-clock limit (`max_wall_seconds`) is reached. The run is not finished:
+    /// its journal keeps the phase where it was, to be resumed (with a higher limit) counting
+    /// the time already spent.
+    WallTimeExceeded,
 }
 
 impl StopReason {
     /// Every stop reason, in declaration order.
-    pub const ALL: [StopReason; 8] = [
+    pub const ALL: [StopReason; 9] = [
         StopReason::Done,
         StopReason::MaxIterations,
         StopReason::BudgetExhausted,
@@ -67,6 +71,7 @@ impl StopReason {
         StopReason::Error,
         StopReason::Stalled,
         StopReason::ContractUnmet,
+        StopReason::WallTimeExceeded,
     ];
 
     /// The wire name (`"done"`, `"max_iterations"`, …).
@@ -80,15 +85,16 @@ impl StopReason {
             StopReason::Error => "error",
             StopReason::Stalled => "stalled",
             StopReason::ContractUnmet => "contract_unmet",
+            StopReason::WallTimeExceeded => "wall_time_exceeded",
         }
     }
 
     /// Whether a multi-phase agent should stop starting new phases after this one
-    /// (budget gone or stop requested: later phases would return at once anyway).
+    /// (budget or time gone, or stop requested: later phases would return at once anyway).
     pub fn ends_run(self) -> bool {
         matches!(
             self,
-            StopReason::BudgetExhausted | StopReason::StopRequested
+            StopReason::BudgetExhausted | StopReason::StopRequested | StopReason::WallTimeExceeded
         )
     }
 }

@@ -65,6 +65,7 @@ fn every_stop_reason_round_trips_in_snake_case() {
         "error",
         "stalled",
         "contract_unmet",
+        "wall_time_exceeded",
     ];
     assert_eq!(StopReason::ALL.len(), expected.len());
     for (reason, name) in StopReason::ALL.iter().zip(expected) {
@@ -93,7 +94,7 @@ fn tool_outcome_is_result_or_error_on_the_wire() {
 }
 
 #[test]
-fn only_budget_and_stop_end_a_multi_phase_run() {
+fn only_budget_time_and_stop_end_a_multi_phase_run() {
     let ending: Vec<_> = StopReason::ALL
         .iter()
         .filter(|r| r.ends_run())
@@ -101,7 +102,11 @@ fn only_budget_and_stop_end_a_multi_phase_run() {
         .collect();
     assert_eq!(
         ending,
-        [StopReason::BudgetExhausted, StopReason::StopRequested]
+        [
+            StopReason::BudgetExhausted,
+            StopReason::StopRequested,
+            StopReason::WallTimeExceeded
+        ]
     );
 }
 

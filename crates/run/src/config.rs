@@ -121,6 +121,9 @@ pub struct HarnessConfig {
     /// How many read-only calls of one answer run at the same time (a writing or executing
     /// call runs alone, after the calls before it). 1: every call runs alone.
     pub max_parallel_tools: usize,
+    /// Wall-clock limit of a run in seconds, its earlier processes' time included (a resumed
+    /// run counts what it spent before). Reached, the run pauses, resumable. `None`: no limit.
+    pub max_wall_seconds: Option<u64>,
 }
 
 impl Default for HarnessConfig {
@@ -143,6 +146,7 @@ impl Default for HarnessConfig {
             compaction: crate::compaction::CompactionConfig::default(),
             context: crate::context::ContextConfig::default(),
             max_parallel_tools: DEFAULT_MAX_PARALLEL_TOOLS,
+            max_wall_seconds: None,
         }
     }
 }

@@ -290,6 +290,11 @@ impl Core {
                 );
                 finish(st, StopReason::StopRequested, out)
             }
+            Input::OutOfTime {
+                at,
+                elapsed_seconds,
+                max_wall_seconds,
+            } => out_of_time(st, at, elapsed_seconds, max_wall_seconds, out),
             Input::ToolDone {
                 run,
                 spend,
@@ -425,6 +430,46 @@ fn current_label(st: &RunState) -> String {
     st.current
         .as_ref()
         .map_or_else(String::new, |p| label_name(p.label()).to_string())
+}
+
+/// The wall-clock limit passed: recorded, and the phase returns `wall_time_exceeded` with
+/// what it has so far, but is not ended — its position stays in the state (and the journal
+/// holds no `phase_ended`), so that a resumed run goes on from there.
+fn out_of_time(
+    st: &mut RunState,
+    at: String,
+    elapsed_seconds: f64,
+    max_wall_seconds: u64,
+    out: &mut Vec<RunEvent>,
+) -> Effect {
+    let label = st
+        .current
+        .as_ref()
+        .filter(|p| p.mode == PhaseMode::Llm)
+        .map(|p| label_name(p.label()).to_string());
+    emit(
+        st,
+        out,
+        RunEvent::WallTimeExceeded(crate::event::WallTimeExceeded {
+            label,
+            at,
+            elapsed_seconds,
+            max_wall_seconds,
+        }),
+    );
+    Effect::Finish(PhaseResult {
+        final_text: st
+            .current
+            .as_ref()
+            .map(|p| p.final_text.clone())
+            .unwrap_or_default(),
+        tool_calls: st
+            .current
+            .as_ref()
+            .map(|p| p.tool_calls.clone())
+            .unwrap_or_default(),
+        stop_reason: StopReason::WallTimeExceeded,
+    })
 }
 
 /// End the phase with `reason` and what it has so far.

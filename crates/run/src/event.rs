@@ -3,8 +3,7 @@
 //! printer, TUI log) and the JSON schema committed as `docs/run-event.schema.json`.
 //!
 //! On the wire every event is wrapped in an [`EventEnvelope`]: `{"seq", "ts", "run_id",
-//! "schema_version", "event": "<name>", ...fields}`. Version 1 was the untyped transcript of
-//! earlier releases; the renames are listed in `docs/CHANGELOG.md`.
+//! "schema_version", "event": "<name>", ...fields}` (version 1: the untyped transcript of old).
 
 use crate::message::{ToolCall, Usage};
 use lsm_phase::{PhaseRequest, PhaseResult};
@@ -21,7 +20,8 @@ pub use names::{SCHEMA_VERSION, TOOL_SUMMARY_CHARS, event_schema, summarize};
 pub use parts::{
     Decision, EventEnvelope, PhaseMode, RepairAction, RunLaunch, ToolSideEffect, UnknownEvent,
 };
-pub use payloads::{BudgetExhausted, GuidanceAdded, HookDecision, RunStarted, ToolUsage};
+pub use payloads::{BudgetExhausted, GuidanceAdded, HookDecision, RunStarted};
+pub use payloads::{ToolUsage, WallTimeExceeded};
 
 /// Everything a run records. See the module documentation for the wire form.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -180,6 +180,8 @@ pub enum RunEvent {
     },
     /// No further model call fits in the budget.
     BudgetExhausted(BudgetExhausted),
+    /// The run's wall-clock limit is reached; the run pauses where it is (resumable).
+    WallTimeExceeded(WallTimeExceeded),
     /// A tool call is about to run or be refused; written before anything happens
     /// (was `tool_call`).
     ToolCallStarted {

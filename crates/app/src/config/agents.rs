@@ -160,6 +160,7 @@ impl<'de> Deserialize<'de> for AgentsConfig {
             ("max_tokens_budget", harness.max_tokens_budget),
             ("max_output_tokens", harness.max_output_tokens.unwrap_or(1)),
             ("max_parallel_tools", harness.max_parallel_tools as u64),
+            ("max_wall_seconds", harness.max_wall_seconds.unwrap_or(1)),
         ] {
             if value == 0 {
                 return Err(D::Error::custom(format!(

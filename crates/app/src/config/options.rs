@@ -20,6 +20,8 @@ pub enum Setting {
     MaxTokensBudget(u64),
     /// `agents.max_cost_usd`.
     MaxCostUsd(f64),
+    /// `agents.max_wall_seconds`.
+    MaxWallSeconds(u64),
     /// `agents.stop_mode`.
     StopMode(StopMode),
     /// `conductor.max_workers`.
@@ -34,6 +36,7 @@ impl Setting {
             Setting::MaxIterations(_) => "agents.max_iterations",
             Setting::MaxTokensBudget(_) => "agents.max_tokens_budget",
             Setting::MaxCostUsd(_) => "agents.max_cost_usd",
+            Setting::MaxWallSeconds(_) => "agents.max_wall_seconds",
             Setting::StopMode(_) => "agents.stop_mode",
             Setting::MaxWorkers(_) => "conductor.max_workers",
         }
@@ -95,6 +98,10 @@ impl Config {
                     config.agents.max_tokens_budget = *n;
                 }
                 Setting::MaxCostUsd(usd) => config.agents.max_cost_usd = Some(*usd),
+                Setting::MaxWallSeconds(n) => {
+                    at_least_one(*n)?;
+                    config.agents.max_wall_seconds = Some(*n);
+                }
                 Setting::StopMode(mode) => config.agents.stop_mode = *mode,
                 Setting::MaxWorkers(n) => {
                     at_least_one(u64::try_from(*n).unwrap_or(u64::MAX))?;

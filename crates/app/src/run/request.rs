@@ -103,6 +103,13 @@ pub struct RunSettings {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_cost_usd: Option<f64>,
 
+    /// Wall-clock limit of the run in seconds (default: [agents] max_wall_seconds, none).
+    /// Reached, the run pauses (exit code 9); `lsm runs resume` with a higher limit goes on,
+    /// counting the time already spent.
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_wall_seconds: Option<u64>,
+
     /// How strictly the run must prove its task complete before it stops:
     /// `interactive` (after the retries a stop is accepted, the summary lists what was unmet)
     /// or `strict_automation` (`done` only with `work_complete` called and the contract and
@@ -154,6 +161,9 @@ impl RunSettings {
         }
         if let Some(usd) = self.max_cost_usd {
             options.set(Setting::MaxCostUsd(usd), "--max-cost-usd");
+        }
+        if let Some(n) = self.max_wall_seconds {
+            options.set(Setting::MaxWallSeconds(n), "--max-wall-seconds");
         }
         if let Some(mode) = self.stop_mode {
             options.set(Setting::StopMode(mode.into()), "--stop-mode");
@@ -230,6 +240,7 @@ impl RunRequest {
             max_iterations: self.settings.max_iterations,
             max_rounds: self.max_rounds,
             extra_tools: self.allow_tools.clone(),
+            max_wall_seconds: self.settings.max_wall_seconds,
         }
     }
 }

@@ -97,6 +97,8 @@ pub fn recorded(
     args.allow_tools = launch.extra_tools;
     args.settings.max_tokens_budget = Some(started.max_tokens_budget);
     args.settings.max_cost_usd = started.max_cost_usd;
+    // A run paused by its wall-clock limit is resumed with a higher one.
+    args.settings.max_wall_seconds = args.settings.max_wall_seconds.or(launch.max_wall_seconds);
     // The run's own folder decides where its records are, whatever the configuration says.
     args.settings.agents_folder = point
         .run_dir()

@@ -92,6 +92,10 @@ pub struct ResumeArgs {
     /// Approve every permission request automatically (not carried over from the first run).
     #[arg(long)]
     yes: bool,
+    /// Wall-clock limit of the run in seconds, counting the time it already spent (default:
+    /// the limit it was started with, else [agents] max_wall_seconds).
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    max_wall_seconds: Option<u64>,
 }
 
 /// Run a `lsm runs` command; returns the exit code.
@@ -233,6 +237,7 @@ fn resume(cfg: &lsm_app::config::ConfigArgs, args: ResumeArgs) -> u8 {
     let request = RunRequest {
         settings: RunSettings {
             agents_folder: args.agents_folder,
+            max_wall_seconds: args.max_wall_seconds,
             ..RunSettings::default()
         },
         resume: Some(args.run_id),

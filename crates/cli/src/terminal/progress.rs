@@ -471,6 +471,11 @@ fn described(e: &EventEnvelope) -> Option<String> {
             format!("budget exhausted ({reason}); no further LLM calls")
         }
         RunEvent::StopRequested { .. } => "stop requested".to_string(),
+        RunEvent::WallTimeExceeded(e) => format!(
+            "wall-clock limit reached ({:.0} s of {} s); the run pauses here: resume it with a \
+             higher --max-wall-seconds",
+            e.elapsed_seconds, e.max_wall_seconds
+        ),
         RunEvent::Blocked { reason, .. } => format!("blocked: {reason}"),
         RunEvent::InteractionRequest(m) => format!(
             "  ?? {} [{}] waiting for an answer: {}",

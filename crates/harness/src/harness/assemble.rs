@@ -146,6 +146,7 @@ impl AgentHarness {
             .collect();
         let mut started_at = Utc::now();
         // A new run's folder and id, or the interrupted run's with its journal and state.
+        let mut spent_before = std::time::Duration::ZERO;
         let (run_dir, run_id, state, takeover) = match point {
             None => {
                 let run_id = run_id.unwrap_or_else(new_run_id);
@@ -157,6 +158,7 @@ impl AgentHarness {
                 (run_dir, run_id, RunState::default(), None)
             }
             Some(point) => {
+                spent_before = super::wall::time_spent(&point.journal);
                 if let Ok(t) = DateTime::parse_from_rfc3339(&point.started.started_at) {
                     started_at = t.with_timezone(&Utc);
                 }
@@ -227,6 +229,7 @@ impl AgentHarness {
             concurrent_tools,
             max_parallel_tools: config.max_parallel_tools,
         });
+        let wall = super::wall::WallClock::new(config.max_wall_seconds, spent_before);
         let harness = AgentHarness {
             identity,
             config,
@@ -250,6 +253,7 @@ impl AgentHarness {
             waves_requested: 0,
             spawner,
             project_root: None,
+            wall,
         };
         let harness = match handle {
             Some(handle) => harness.with_run_handle(handle),

@@ -18,19 +18,24 @@ impl AgentHarness {
     /// Carry effects out until the phase ends.
     pub(super) async fn drive(&mut self, mut effect: Effect) -> PhaseResult {
         loop {
-            let input = match effect {
+            let effect_now = match effect {
                 Effect::Finish(result) => {
                     if result.stop_reason == StopReason::Error {
                         tracing::warn!(run_id = %self.run_id, "phase ended in error: {}", result.final_text);
                     }
                     return result;
                 }
-                Effect::FetchStanding { topic } => Input::Standing(
-                    self.memory
-                        .standing_context(&self.identity.name, &topic)
-                        .await,
-                ),
-                Effect::CallModel { request, grant } => {
+                other => other,
+            };
+            let input = match (self.out_of_time_before(), effect_now) {
+                (Some(input), _) => input,
+                (None, Effect::Finish(result)) => return result,
+                (None, Effect::FetchStanding { topic }) => {
+                    let standing = self.memory.standing_context(&self.identity.name, &topic);
+                    self.until_deadline("standing", async { Input::Standing(standing.await) })
+                        .await
+                }
+                (None, Effect::CallModel { request, grant }) => {
                     let answer = self.call_model(&request, grant).await;
                     // Its message list is the next request's to build on.
                     self.core.recycle(request);
@@ -42,27 +47,43 @@ impl AgentHarness {
                         }
                     }
                 }
-                Effect::RunTool {
-                    call_id: _,
-                    tool,
-                    arguments,
-                } => {
+                (
+                    None,
+                    Effect::RunTool {
+                        call_id: _,
+                        tool,
+                        arguments,
+                    },
+                ) => {
                     let before = self.budget.usage();
-                    let run = self.execute_tool(&tool, &arguments).await;
-                    let guidance = self.guidance_for(&run, &tool, &arguments).await;
-                    Input::ToolDone {
-                        run,
-                        spend: self.spent_since(&before),
-                        guidance,
-                    }
+                    let work = async {
+                        let run = self.execute_tool(&tool, &arguments).await;
+                        let guidance = self.guidance_for(&run, &tool, &arguments).await;
+                        Input::ToolDone {
+                            run,
+                            spend: self.spent_since(&before),
+                            guidance,
+                        }
+                    };
+                    self.until_deadline("tools", work).await
                 }
-                Effect::RunTools(calls) => self.run_tools(calls).await,
-                Effect::RunHooks(mut event) => {
+                (None, Effect::RunTools(calls)) => {
+                    self.until_deadline("tools", self.run_tools(calls)).await
+                }
+                (None, Effect::RunHooks(mut event)) => {
                     event.run_id.clone_from(&self.run_id);
-                    let runs = run_hooks(&self.core.config().hooks, &event).await;
-                    Input::HooksAnswered { event, runs }
+                    let work = async {
+                        let runs = run_hooks(&self.core.config().hooks, &event).await;
+                        Input::HooksAnswered {
+                            event: event.clone(),
+                            runs,
+                        }
+                    };
+                    self.until_deadline("hooks", work).await
                 }
-                Effect::CheckFiles(paths) => Input::FilesChecked(self.check_files(paths).await),
+                (None, Effect::CheckFiles(paths)) => {
+                    Input::FilesChecked(self.check_files(paths).await)
+                }
             };
             effect = self.step_and_commit(input);
         }
@@ -116,6 +137,12 @@ impl AgentHarness {
                             self.provider_event(ev)?;
                         }
                         return Ok(Input::StoppedDuringCall);
+                    }
+                    out_of_time = self.deadline() => {
+                        while let Ok(ev) = rx.try_recv() {
+                            self.provider_event(ev)?;
+                        }
+                        return Ok(out_of_time);
                     }
                     Some(ev) = rx.recv() => self.provider_event(ev)?,
                     r = &mut call => break r,

@@ -156,13 +156,20 @@ impl AgentHarness {
             return (self.summary(status, run_outcome), None);
         }
         self.finished = true;
-        self.final_coverage();
+        // Out of time, the run pauses: its journal stays open (no `run_finished`), for a
+        // resumed run to go on from where it is.
+        let pauses = outcome == RunOutcome::Stopped(StopReason::WallTimeExceeded);
+        if !pauses {
+            self.final_coverage();
+        }
         let summary = self.summary(status, run_outcome);
-        let _ = self.emit(RunEvent::RunFinished {
-            status: status.to_string(),
-            run_outcome: run_outcome.to_string(),
-            tokens_used: self.budget.usage().tokens_used,
-        });
+        if !pauses {
+            let _ = self.emit(RunEvent::RunFinished {
+                status: status.to_string(),
+                run_outcome: run_outcome.to_string(),
+                tokens_used: self.budget.usage().tokens_used,
+            });
+        }
         let error = self
             .recorder()
             .write_summary(&summary)

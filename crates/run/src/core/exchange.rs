@@ -187,6 +187,16 @@ pub enum Input {
     },
     /// A stop was requested while the model call was in flight (the call was abandoned).
     StoppedDuringCall,
+    /// The run's wall-clock limit passed (before the next effect, or while one was under
+    /// way, which was abandoned): the phase pauses where it is, resumable.
+    OutOfTime {
+        /// What was under way (`llm_call`, `tools`, `hooks`, `standing`, `between`).
+        at: String,
+        /// The run's wall-clock time so far, its earlier processes' included, in seconds.
+        elapsed_seconds: f64,
+        /// The limit.
+        max_wall_seconds: u64,
+    },
     /// A tool call ended.
     ToolDone {
         /// What it did.

@@ -512,3 +512,4 @@ mod parallel;
 mod requests;
 mod stall;
 mod tools;
+mod wall;

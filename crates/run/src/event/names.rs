@@ -29,6 +29,7 @@ impl RunEvent {
             RunEvent::LlmError { .. } => "llm_error",
             RunEvent::LlmStream { .. } => "llm_stream",
             RunEvent::BudgetExhausted(crate::event::BudgetExhausted { .. }) => "budget_exhausted",
+            RunEvent::WallTimeExceeded(_) => "wall_time_exceeded",
             RunEvent::ToolCallStarted { .. } => "tool_call_started",
             RunEvent::ToolResult { .. } => "tool_result",
             RunEvent::ToolDenied { .. } => "tool_denied",

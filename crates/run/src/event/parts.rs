@@ -57,6 +57,10 @@ pub struct RunLaunch {
     /// Tools added to the agent's allowlist.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extra_tools: Vec<String>,
+    /// The wall-clock limit the owner set (`--max-wall-seconds`); a resume keeps it unless
+    /// given another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_wall_seconds: Option<u64>,
 }
 
 /// What a resumed run does about a tool call that started and never finished.

@@ -137,6 +137,22 @@ pub struct BudgetExhausted {
     pub prompt_tokens_estimate: Option<u64>,
 }
 
+/// The run's wall-clock limit is reached: the phase stops where it is, not ended (no
+/// `phase_ended`, no `run_finished`), so that a resumed run goes on from there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WallTimeExceeded {
+    /// Label (`None` in tool-only mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// What was under way: `llm_call`, `tools`, `hooks`, `standing`, or `between` (steps).
+    #[serde(rename = "where")]
+    pub at: String,
+    /// The run's wall-clock time so far, its earlier processes' included, in seconds.
+    pub elapsed_seconds: f64,
+    /// The limit.
+    pub max_wall_seconds: u64,
+}
+
 fn default_completion_retries() -> u32 {
     crate::config::DEFAULT_COMPLETION_RETRIES
 }

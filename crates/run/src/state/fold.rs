@@ -459,6 +459,9 @@ impl RunState {
             RunEvent::WorkersFinished { wave, outcomes } => {
                 self.waves.entry(*wave).or_default().finished = Some(outcomes.clone());
             }
+            // The phase pauses where it is, as if its process had died (`run_resumed`
+            // forgets a model call in flight).
+            RunEvent::WallTimeExceeded(_) => {}
             RunEvent::StopRequested { .. } => {
                 self.skip_batch(NOT_EXECUTED_STOPPED);
                 if let Some(pos) = self.current.as_mut() {
