@@ -405,3 +405,65 @@ fn a_conductor_killed_while_its_workers_ran_resumes_to_the_same_report() {
     );
     assert_eq!(lines.last().unwrap()["event"], "run_finished");
 }
+
+#[test]
+fn a_capabilitys_own_time_and_iteration_limits_bound_its_workers() {
+    // a1's model takes 5 s to answer: its capability allows 1 s. a2's model keeps calling
+    // tools: its capability allows 1 iteration.
+    let mut slow = text("too late");
+    slow["delay_ms"] = json!(5_000);
+    let items = json!([
+        {"id": "a1", "objective": "list the workspace", "capability": "terminal"},
+        {"id": "a2", "objective": "what the notes say", "capability": "reader"}
+    ]);
+    let dir = workspace(
+        &[
+            agenda(items),
+            text(r#"{"complete": true}"#),
+            text("# Report\nNothing came back."),
+        ],
+        &[("a1", vec![slow]), ("a2", reader("Soil stores carbon"))],
+    );
+    let mut toml = std::fs::read_to_string(dir.path().join("lsm.toml")).unwrap();
+    toml.push_str(
+        "\n[conductor.capabilities.terminal]\ntimeout_seconds = 1\n\
+         [conductor.capabilities.reader]\nagent = \"researcher\"\nmax_iterations = 1\n",
+    );
+    std::fs::write(dir.path().join("lsm.toml"), toml).unwrap();
+    let out = run(&mut conductor_cmd(dir.path(), &["--json"]));
+    assert!(out.status.code().is_some(), "{}", stderr(&out));
+    let lines = journal(&conductor_run(dir.path()));
+    let ended = |item: &str| {
+        lines
+            .iter()
+            .find(|l| {
+                (l["event"] == "worker_failed" || l["event"] == "worker_completed")
+                    && l["item_id"] == item
+            })
+            .unwrap_or_else(|| panic!("{item} ended: {lines:#?}"))
+            .clone()
+    };
+    assert_eq!(
+        ended("a1")["outcome"]["stop_reason"],
+        "wall_time_exceeded",
+        "{lines:#?}"
+    );
+    assert_eq!(
+        ended("a2")["outcome"]["stop_reason"],
+        "max_iterations",
+        "{lines:#?}"
+    );
+
+    // A zero limit is refused with the capability's name.
+    let mut toml = std::fs::read_to_string(dir.path().join("lsm.toml")).unwrap();
+    toml = toml.replace("timeout_seconds = 1", "timeout_seconds = 0");
+    std::fs::write(dir.path().join("lsm.toml"), toml).unwrap();
+    let out = run(&mut conductor_cmd(dir.path(), &["--json"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out)
+            .contains("[conductor.capabilities.terminal] timeout_seconds must be at least 1"),
+        "{}",
+        stderr(&out)
+    );
+}

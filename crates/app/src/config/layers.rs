@@ -457,7 +457,7 @@ fn check_agent_names(config: &Config, origins: &Origins, root: &Path) -> Result<
                 .conductor
                 .capabilities
                 .iter()
-                .map(|(c, a)| ("conductor", "capabilities", c.as_str(), a.as_str())),
+                .map(|(c, a)| ("conductor", "capabilities", c.as_str(), a.agent_name(c))),
         );
     for (section, table, key, agent) in names {
         let capability = table == "capabilities";

@@ -10,6 +10,7 @@ use lsm_tools_kb::KbConfig;
 use serde::Deserialize;
 
 mod agents;
+mod capability;
 mod env;
 pub mod layers;
 mod llm;
@@ -20,6 +21,7 @@ mod sections;
 pub mod show;
 
 pub use agents::{AgentsConfig, read_contract};
+pub use capability::Capability;
 pub use env::{LOG_ENV, lsm_env};
 use env::{TIERS, apply_env_overrides, lift_llm_tiers, parse_value};
 pub use layers::Inputs;

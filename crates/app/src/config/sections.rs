@@ -12,9 +12,9 @@ use crate::error::ConfigError;
 pub struct ConductorConfig {
     /// Worker runs at once (at least 1). Flag: `--max-workers`.
     pub max_workers: usize,
-    /// Capability → the agent its workers run (beside `researcher` and `terminal`, which run
-    /// the agents of those names unless mapped here).
-    pub capabilities: std::collections::BTreeMap<String, String>,
+    /// Capability → the agent its workers run and their limits (beside `researcher` and
+    /// `terminal`, which run the agents of those names unless mapped here).
+    pub capabilities: std::collections::BTreeMap<String, super::Capability>,
 }
 
 impl Default for ConductorConfig {
@@ -31,12 +31,17 @@ impl ConductorConfig {
     /// known: [`super::layers`]'s `check_agent_names`).
     ///
     /// # Errors
-    /// A zero `max_workers`.
+    /// A zero `max_workers`; a capability's bad limits.
     pub fn validate(&self) -> Result<(), crate::error::ConfigError> {
         if self.max_workers == 0 {
             return Err(crate::error::ConfigError(
                 "[conductor] max_workers must be at least 1".into(),
             ));
+        }
+        for (name, capability) in &self.capabilities {
+            capability
+                .validate(name)
+                .map_err(crate::error::ConfigError)?;
         }
         Ok(())
     }
@@ -46,7 +51,7 @@ impl ConductorConfig {
         let name = self
             .capabilities
             .get(capability)
-            .map_or(capability, String::as_str);
+            .map_or(capability, |c| c.agent_name(capability));
         let builtin_worker = matches!(name, "researcher" | "terminal");
         (name != "conductor" && (builtin_worker || self.capabilities.contains_key(capability)))
             .then_some(name)
@@ -193,12 +198,16 @@ mod tests {
             c.agent_for("conductor").is_none(),
             "no conductor under a conductor"
         );
+        c.capabilities.insert(
+            "librarian".into(),
+            super::super::Capability::agent("librarian"),
+        );
         c.capabilities
-            .insert("librarian".into(), "librarian".into());
-        c.capabilities.insert("writer".into(), "writing".into());
+            .insert("writer".into(), super::super::Capability::agent("writing"));
         c.validate().unwrap();
         assert_eq!(c.agent_for("writer"), Some("writing"));
-        c.capabilities.insert("boss".into(), "conductor".into());
+        c.capabilities
+            .insert("boss".into(), super::super::Capability::agent("conductor"));
         assert!(c.agent_for("boss").is_none(), "no conductor as a worker");
         let zero = ConductorConfig {
             max_workers: 0,

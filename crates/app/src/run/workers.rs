@@ -113,6 +113,15 @@ impl WorkerRuns {
                     known: known.join(", "),
                 }
             })?;
+        // The capability's own limits and model (`[conductor.capabilities.NAME]`).
+        let capability = self
+            .config
+            .conductor
+            .capabilities
+            .get(&request.capability)
+            .cloned()
+            .unwrap_or_default();
+        let (definition, catalog) = self.with_tier(definition, &capability);
         let spec = &definition.spec;
         let resume = match (&job.resume, &self.pg) {
             // In PostgreSQL: a worker whose journal has lines is continued from it.
@@ -187,7 +196,12 @@ impl WorkerRuns {
             .map_err(WorkerJobError::Run)?;
         let mut llm_flags = ProviderFlags {
             provider: self.request.llm.provider.clone(),
-            model: self.request.llm.model.clone(),
+            // The capability's model or tier decides over the parent's `--model`.
+            model: match (&capability.model, capability.tier) {
+                (Some(model), _) => Some(model.clone()),
+                (None, Some(_)) => None,
+                (None, None) => self.request.llm.model.clone(),
+            },
             base_url: self.request.llm.base_url.clone(),
             ..ProviderFlags::default()
         };
@@ -210,6 +224,11 @@ impl WorkerRuns {
             allow_tools.push("bash".to_string());
         }
         let worker_request = RunRequest {
+            settings: crate::run::RunSettings {
+                max_iterations: capability.max_iterations,
+                max_wall_seconds: capability.timeout_seconds,
+                ..crate::run::RunSettings::default()
+            },
             llm: llm_flags,
             yes: self.request.yes,
             allow_tools,
@@ -224,7 +243,7 @@ impl WorkerRuns {
         let start = Start::new(job.stop.clone(), crate::notice::to_log())
             .in_store(store)
             .in_dir(self.cwd.clone())
-            .with_catalog(self.catalog.clone())
+            .with_catalog(catalog)
             .for_worker(WorkerOf {
                 budget: job.budget.clone(),
                 sandbox,
@@ -251,6 +270,30 @@ impl WorkerRuns {
             report: output.report.unwrap_or_default(),
             error: output.error,
         })
+    }
+}
+
+impl WorkerRuns {
+    /// `definition` as a worker of `capability` runs it (its tier, when the capability
+    /// names one, with the agent's own model dropped), and the catalog that holds it so.
+    fn with_tier(
+        &self,
+        mut definition: lsm_agents::AgentDefinition,
+        capability: &crate::config::Capability,
+    ) -> (lsm_agents::AgentDefinition, lsm_agents::Catalog) {
+        let Some(tier) = capability.tier else {
+            return (definition, self.catalog.clone());
+        };
+        definition.spec.tier = tier;
+        definition.settings.model = None;
+        // One definition in a layer cannot clash with another of its layer.
+        match self.catalog.clone().with_layer(vec![definition.clone()]) {
+            Ok(catalog) => (definition, catalog),
+            Err(e) => {
+                tracing::warn!("worker tier not applied: {e}");
+                (definition, self.catalog.clone())
+            }
+        }
     }
 }
 
