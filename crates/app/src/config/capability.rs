@@ -13,6 +13,8 @@
 use lsm_phase::LlmTier;
 use serde::de::{self, MapAccess, Visitor};
 
+use crate::error::ConfigError;
+
 /// A capability's worker: its agent and its limits.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Capability {
@@ -47,19 +49,23 @@ impl Capability {
     ///
     /// # Errors
     /// A zero limit, or both `model` and `tier`, named with the capability.
-    pub fn validate(&self, name: &str) -> Result<(), String> {
+    pub fn validate(&self, name: &str) -> Result<(), ConfigError> {
         let at = format!("[conductor.capabilities.{name}]");
         if self.timeout_seconds == Some(0) {
-            return Err(format!("{at} timeout_seconds must be at least 1"));
+            return Err(ConfigError(format!(
+                "{at} timeout_seconds must be at least 1"
+            )));
         }
         if self.max_iterations == Some(0) {
-            return Err(format!("{at} max_iterations must be at least 1"));
+            return Err(ConfigError(format!(
+                "{at} max_iterations must be at least 1"
+            )));
         }
         if self.model.is_some() && self.tier.is_some() {
-            return Err(format!(
+            return Err(ConfigError(format!(
                 "{at} gives both model and tier: give one (a model, or the tier whose model \
                  [llm.tiers] names)"
-            ));
+            )));
         }
         Ok(())
     }
@@ -152,6 +158,7 @@ mod tests {
         assert!(
             zero.validate("w")
                 .unwrap_err()
+                .0
                 .contains("[conductor.capabilities.w] timeout_seconds")
         );
         let both = Capability {
@@ -162,6 +169,7 @@ mod tests {
         assert!(
             both.validate("w")
                 .unwrap_err()
+                .0
                 .contains("both model and tier")
         );
     }

@@ -39,9 +39,7 @@ impl ConductorConfig {
             ));
         }
         for (name, capability) in &self.capabilities {
-            capability
-                .validate(name)
-                .map_err(crate::error::ConfigError)?;
+            capability.validate(name)?;
         }
         Ok(())
     }
