@@ -36,6 +36,9 @@ mod context;
 /// Stall detection and hooks through `lsm agent run`.
 #[path = "e2e/control.rs"]
 mod control;
+/// Deferred tools: a run waits for a call handled outside lsm, exit code 10, and resumes.
+#[path = "e2e/deferred.rs"]
+mod deferred;
 /// Agent definition files: list, show, check, run, override.
 #[path = "e2e/definitions.rs"]
 mod definitions;

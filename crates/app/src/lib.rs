@@ -24,6 +24,7 @@
 pub mod agent_defs;
 pub mod agent_files;
 pub mod config;
+pub mod deferred_tools;
 pub mod error;
 pub mod llm;
 pub mod mcp_server;

@@ -21,6 +21,8 @@ pub enum Offered {
     KnowledgeBase,
     /// A configured MCP server's tool (`[mcp.servers.<name>]`), when an allowlist names it.
     Mcp,
+    /// A tool handled outside `lsm` (`[agents.deferred_tools]`), when an allowlist names it.
+    Deferred,
 }
 
 impl Offered {
@@ -31,6 +33,7 @@ impl Offered {
             Offered::Memory => " [memory]",
             Offered::KnowledgeBase => " [kb]",
             Offered::Mcp => " [mcp]",
+            Offered::Deferred => " [deferred]",
         }
     }
 }
@@ -99,6 +102,8 @@ pub fn rows(config: &config::Config, catalog: &Catalog) -> Vec<Row> {
     let mut rows: Vec<Row> = builtin.iter().map(|t| row(t, Offered::Always)).collect();
     rows.extend(interaction.iter().map(|t| row(t, Offered::Always)));
     rows.extend(memory.iter().map(|t| row(t, Offered::Memory)));
+    let deferred = crate::deferred_tools::listed(&config.agents.deferred_tools);
+    rows.extend(deferred.iter().map(|t| row(t, Offered::Deferred)));
     rows.extend(
         lsm_tools_kb::tools::catalog(&config.kb.remote)
             .into_iter()

@@ -24,6 +24,9 @@ pub const STALLED: u8 = 7;
 pub const CONTRACT_UNMET: u8 = 8;
 /// The run's wall-clock limit (`--max-wall-seconds`) was reached; the run can be resumed.
 pub const WALL_TIME_EXCEEDED: u8 = 9;
+/// The run waits for the result of a tool handled outside `lsm` (a deferred tool); `lsm runs
+/// resume RUN --tool-result ID=FILE` supplies it.
+pub const DEFERRED: u8 = 10;
 
 /// The multi-threaded tokio runtime a command runs on (`worker_threads`: all cores when
 /// `None`).
@@ -127,6 +130,7 @@ pub fn for_stop_reason(reason: StopReason) -> u8 {
         StopReason::Stalled => STALLED,
         StopReason::ContractUnmet => CONTRACT_UNMET,
         StopReason::WallTimeExceeded => WALL_TIME_EXCEEDED,
+        StopReason::Deferred => DEFERRED,
     }
 }
 
@@ -165,7 +169,7 @@ mod tests {
             .iter()
             .map(|r| for_stop_reason(*r))
             .collect();
-        assert_eq!(codes, [0, 6, 3, 4, 5, 1, 7, 8, 9]);
+        assert_eq!(codes, [0, 6, 3, 4, 5, 1, 7, 8, 9, 10]);
         assert!(!codes.contains(&USAGE));
     }
 }

@@ -114,6 +114,9 @@ pub struct AgentHarness {
     project_root: Option<PathBuf>,
     /// The run's wall-clock limit (`max_wall_seconds`), if it has one.
     wall: Option<wall::WallClock>,
+    /// On a resumed harness until its phase goes on: the result of the deferred call the
+    /// run waits for, `(call id, content)`.
+    supplied: Option<(String, String)>,
 }
 
 /// What a resumed harness records first.
@@ -329,7 +332,14 @@ impl AgentHarness {
             .is_some_and(|p| p.phase == index)
         {
             let repair = self.repair.take().unwrap_or(RepairAction::RunAgain);
-            self.step_and_commit_with(|core, state, env, out| core.resume(state, repair, env, out))
+            match self.supplied.take() {
+                Some((call_id, content)) => {
+                    self.step_and_commit(Input::Supplied { call_id, content })
+                }
+                None => self.step_and_commit_with(|core, state, env, out| {
+                    core.resume(state, repair, env, out)
+                }),
+            }
         } else {
             let was_started = self.state.started;
             let effect = self.step_and_commit(Input::Start {

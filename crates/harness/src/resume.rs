@@ -88,6 +88,9 @@ pub struct ResumePoint {
     pub(crate) writer: Box<dyn JournalWriter>,
     pub(crate) started: StartedRun,
     warning: Option<String>,
+    /// The result of the deferred call the run waits for, supplied from outside:
+    /// `(call id, content)`.
+    pub(crate) supplied: Option<(String, String)>,
 }
 
 impl ResumePoint {
@@ -161,6 +164,7 @@ impl ResumePoint {
             writer,
             started,
             warning,
+            supplied: None,
         })
     }
 
@@ -187,6 +191,40 @@ impl ResumePoint {
     /// The journal as read.
     pub fn journal(&self) -> &[EventEnvelope] {
         &self.journal
+    }
+
+    /// The call of a tool handled outside `lsm` (deferred) the run waits for, if it waits.
+    pub fn waiting_for(&self) -> Option<&lsm_run::state::PendingCall> {
+        lsm_run::core::Core::waiting_for(&self.state)
+    }
+
+    /// Supply `content` as the result of the deferred call `call_id` the run waits for.
+    ///
+    /// # Errors
+    /// [`HarnessError::Resume`] when the run waits for no deferred call, or for another.
+    pub fn with_tool_result(
+        mut self,
+        call_id: &str,
+        content: String,
+    ) -> Result<ResumePoint, HarnessError> {
+        match self.waiting_for() {
+            Some(p) if p.call_id == call_id => {
+                self.supplied = Some((call_id.to_string(), content));
+                Ok(self)
+            }
+            other => Err(HarnessError::Resume {
+                run_dir: self.run_dir.display().to_string(),
+                reason: match other {
+                    Some(p) => format!(
+                        "it waits for the result of call '{}' (tool {}), not of '{call_id}'",
+                        p.call_id, p.tool
+                    ),
+                    None => format!(
+                        "it waits for no deferred call; there is no call '{call_id}' to give a result to"
+                    ),
+                },
+            }),
+        }
     }
 
     /// Why the last line was cut off, if it was torn.

@@ -58,11 +58,14 @@ pub enum StopReason {
     /// its journal keeps the phase where it was, to be resumed (with a higher limit) counting
     /// the time already spent.
     WallTimeExceeded,
+    /// The model called a tool that is handled outside `lsm` (a deferred tool): the run
+    /// pauses, its journal keeping the call, until its result is supplied on resume.
+    Deferred,
 }
 
 impl StopReason {
     /// Every stop reason, in declaration order.
-    pub const ALL: [StopReason; 9] = [
+    pub const ALL: [StopReason; 10] = [
         StopReason::Done,
         StopReason::MaxIterations,
         StopReason::BudgetExhausted,
@@ -72,6 +75,7 @@ impl StopReason {
         StopReason::Stalled,
         StopReason::ContractUnmet,
         StopReason::WallTimeExceeded,
+        StopReason::Deferred,
     ];
 
     /// The wire name (`"done"`, `"max_iterations"`, …).
@@ -86,16 +90,27 @@ impl StopReason {
             StopReason::Stalled => "stalled",
             StopReason::ContractUnmet => "contract_unmet",
             StopReason::WallTimeExceeded => "wall_time_exceeded",
+            StopReason::Deferred => "deferred",
         }
     }
 
     /// Whether a multi-phase agent should stop starting new phases after this one
-    /// (budget or time gone, or stop requested: later phases would return at once anyway).
+    /// (budget or time gone, a deferred call, a stop requested: later phases would return
+    /// at once anyway).
     pub fn ends_run(self) -> bool {
         matches!(
             self,
-            StopReason::BudgetExhausted | StopReason::StopRequested | StopReason::WallTimeExceeded
+            StopReason::BudgetExhausted
+                | StopReason::StopRequested
+                | StopReason::WallTimeExceeded
+                | StopReason::Deferred
         )
+    }
+
+    /// Whether the run pauses on this stop rather than finishing: its journal stays open,
+    /// and a resume goes on from where it is.
+    pub fn pauses_run(self) -> bool {
+        matches!(self, StopReason::WallTimeExceeded | StopReason::Deferred)
     }
 }
 

@@ -66,6 +66,7 @@ fn every_stop_reason_round_trips_in_snake_case() {
         "stalled",
         "contract_unmet",
         "wall_time_exceeded",
+        "deferred",
     ];
     assert_eq!(StopReason::ALL.len(), expected.len());
     for (reason, name) in StopReason::ALL.iter().zip(expected) {
@@ -105,7 +106,8 @@ fn only_budget_time_and_stop_end_a_multi_phase_run() {
         [
             StopReason::BudgetExhausted,
             StopReason::StopRequested,
-            StopReason::WallTimeExceeded
+            StopReason::WallTimeExceeded,
+            StopReason::Deferred
         ]
     );
 }

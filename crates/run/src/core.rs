@@ -295,6 +295,7 @@ impl Core {
                 elapsed_seconds,
                 max_wall_seconds,
             } => out_of_time(st, at, elapsed_seconds, max_wall_seconds, out),
+            Input::Supplied { call_id, content } => self.supplied(st, &call_id, content, env, out),
             Input::ToolDone {
                 run,
                 spend,
@@ -426,6 +427,14 @@ fn block_reason(block: &crate::message::ToolCall) -> String {
         .to_string()
 }
 
+/// The current phase's label in a model phase; `None` in tool-only mode.
+fn model_label(st: &RunState) -> Option<String> {
+    st.current
+        .as_ref()
+        .filter(|p| p.mode == PhaseMode::Llm)
+        .map(|p| label_name(p.label()).to_string())
+}
+
 fn current_label(st: &RunState) -> String {
     st.current
         .as_ref()
@@ -442,11 +451,7 @@ fn out_of_time(
     max_wall_seconds: u64,
     out: &mut Vec<RunEvent>,
 ) -> Effect {
-    let label = st
-        .current
-        .as_ref()
-        .filter(|p| p.mode == PhaseMode::Llm)
-        .map(|p| label_name(p.label()).to_string());
+    let label = model_label(st);
     emit(
         st,
         out,
@@ -457,6 +462,12 @@ fn out_of_time(
             max_wall_seconds,
         }),
     );
+    paused(st, StopReason::WallTimeExceeded)
+}
+
+/// The phase's result so far, returned with `reason` while the phase stays where it is (a
+/// run that pauses: [`StopReason::pauses_run`]).
+fn paused(st: &RunState, reason: StopReason) -> Effect {
     Effect::Finish(PhaseResult {
         final_text: st
             .current
@@ -468,7 +479,7 @@ fn out_of_time(
             .as_ref()
             .map(|p| p.tool_calls.clone())
             .unwrap_or_default(),
-        stop_reason: StopReason::WallTimeExceeded,
+        stop_reason: reason,
     })
 }
 
@@ -519,6 +530,7 @@ fn end_phase(
 }
 
 mod compact;
+mod deferred;
 mod hook_answers;
 mod model_calls;
 mod phases;

@@ -21,7 +21,7 @@ pub use parts::{
     Decision, EventEnvelope, PhaseMode, RepairAction, RunLaunch, ToolSideEffect, UnknownEvent,
 };
 pub use payloads::{BudgetExhausted, GuidanceAdded, HookDecision, RunStarted};
-pub use payloads::{ToolUsage, WallTimeExceeded};
+pub use payloads::{ToolDeferred, ToolUsage, WallTimeExceeded};
 
 /// Everything a run records. See the module documentation for the wire form.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -173,8 +173,7 @@ pub enum RunEvent {
     LlmStream {
         /// Label.
         label: String,
-        /// `kind` (`text_delta`, `tool_call_started`, `tool_call_arguments_delta`) and its
-        /// fields.
+        /// `kind` (`text_delta`, `tool_call_started`, …) and its fields.
         #[serde(flatten)]
         data: Map<String, Value>,
     },
@@ -182,8 +181,9 @@ pub enum RunEvent {
     BudgetExhausted(BudgetExhausted),
     /// The run's wall-clock limit is reached; the run pauses where it is (resumable).
     WallTimeExceeded(WallTimeExceeded),
-    /// A tool call is about to run or be refused; written before anything happens
-    /// (was `tool_call`).
+    /// A call of a tool handled outside `lsm`: the run pauses until its result is supplied.
+    ToolDeferred(ToolDeferred),
+    /// A tool call is about to run or be refused; written before anything happens.
     ToolCallStarted {
         /// Label (`None` in tool-only mode).
         label: Option<String>,

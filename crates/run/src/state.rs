@@ -53,6 +53,9 @@ pub struct PendingCall {
     /// The `pre_tool` hooks allowed it (recorded in `hook_decision`).
     #[serde(default)]
     pub hooks_cleared: bool,
+    /// Its tool is handled outside `lsm`: the run waits for its result (`tool_deferred`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deferred: bool,
 }
 
 /// Where the loop is inside the current phase.

@@ -180,6 +180,21 @@ pub struct RunSummary {
     /// accounting in it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report: Option<lsm_phase::TurnReport>,
+    /// The call of a tool handled outside `lsm` the run waits for (status `deferred`): give
+    /// its result with `lsm runs resume RUN --tool-result ID=FILE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deferred_call: Option<DeferredCall>,
+}
+
+/// A deferred call the run waits for, as the run summary gives it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeferredCall {
+    /// The call's id (the `ID` of `--tool-result ID=FILE`).
+    pub call_id: String,
+    /// The tool.
+    pub tool: String,
+    /// Its arguments, as the model gave them.
+    pub arguments: serde_json::Value,
 }
 
 /// A task contract's coverage ledger, as the run summary gives it.

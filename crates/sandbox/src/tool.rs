@@ -30,6 +30,13 @@ pub trait Tool: Send + Sync {
         false
     }
 
+    /// Whether the tool is handled outside `lsm` (a deferred tool): a call of it is never
+    /// executed here; the run pauses until its result is supplied (`lsm runs resume
+    /// --tool-result`).
+    fn deferred(&self) -> bool {
+        false
+    }
+
     /// Whether a call is bounded by limits of its own rather than by the sandbox's
     /// `timeout_seconds`: a tool that waits for a person (bounded by the interaction
     /// channel's timeout), one that runs a whole agent (bounded by that run's token budget

@@ -32,6 +32,9 @@ pub struct AgentsConfig {
     /// `[agents.contracts.<agent>]`: the task contract each agent's runs are held to
     /// (`lsm agent run --contract FILE` replaces it for one run).
     pub contracts: BTreeMap<String, TaskContract>,
+    /// `[agents.deferred_tools.<name>]`: tools handled outside `lsm` (their description and
+    /// parameters); offered to the agents whose allowlist names them.
+    pub deferred_tools: BTreeMap<String, crate::deferred_tools::DeferredToolConfig>,
 }
 
 impl Default for AgentsConfig {
@@ -43,6 +46,7 @@ impl Default for AgentsConfig {
             log_stream_queue_limit: 500,
             extra_tools: BTreeMap::new(),
             contracts: BTreeMap::new(),
+            deferred_tools: BTreeMap::new(),
         }
     }
 }
@@ -81,6 +85,7 @@ struct RuntimeKeys {
     log_stream_queue_limit: usize,
     extra_tools: BTreeMap<String, Vec<String>>,
     contracts: BTreeMap<String, TaskContract>,
+    deferred_tools: BTreeMap<String, crate::deferred_tools::DeferredToolConfig>,
 }
 
 impl Default for RuntimeKeys {
@@ -92,16 +97,18 @@ impl Default for RuntimeKeys {
             log_stream_queue_limit: d.log_stream_queue_limit,
             extra_tools: d.extra_tools,
             contracts: d.contracts,
+            deferred_tools: d.deferred_tools,
         }
     }
 }
 
-const RUNTIME_KEYS: [&str; 5] = [
+const RUNTIME_KEYS: [&str; 6] = [
     "interaction",
     "max_concurrent",
     "log_stream_queue_limit",
     "extra_tools",
     "contracts",
+    "deferred_tools",
 ];
 
 /// Read the task contract in the TOML file `path` (`lsm agent run --contract`).
@@ -175,6 +182,15 @@ impl<'de> Deserialize<'de> for AgentsConfig {
             .interaction
             .validate()
             .map_err(|e| D::Error::custom(e.to_string()))?;
+        let builtin = lsm_sandbox::builtin::registry();
+        for name in runtime.deferred_tools.keys() {
+            if builtin.contains(name) || lsm_harness::is_control_tool(name) {
+                return Err(D::Error::custom(format!(
+                    "[agents.deferred_tools.{name}]: '{name}' is a tool of lsm's own; give the \
+                     deferred tool another name"
+                )));
+            }
+        }
         if runtime.max_concurrent == 0 {
             return Err(D::Error::custom(
                 "[agents] max_concurrent must be at least 1",
@@ -199,6 +215,7 @@ impl<'de> Deserialize<'de> for AgentsConfig {
             log_stream_queue_limit: runtime.log_stream_queue_limit,
             extra_tools: runtime.extra_tools,
             contracts: runtime.contracts,
+            deferred_tools: runtime.deferred_tools,
         })
     }
 }

@@ -286,6 +286,7 @@ pub fn prepare(mut request: RunRequest, config: &Config, start: Start) -> Result
             if let Some(dir) = resume::recorded(&mut request, &point, &catalog)? {
                 cwd = dir;
             }
+            let point = resume::supply_results(point, &request.tool_results, &cwd)?;
             // The run's own folder and limits, from its records.
             config = config.with_options(&request.options(), &cwd)?;
             Some(point)

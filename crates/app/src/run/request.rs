@@ -50,6 +50,12 @@ pub struct RunRequest {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resume: Option<String>,
 
+    /// With `resume`: results of deferred calls, `(call id, file)` (`lsm runs resume
+    /// --tool-result ID=FILE`); the file's text is the call's result.
+    #[arg(skip)]
+    #[serde(skip)]
+    pub tool_results: Vec<(String, PathBuf)>,
+
     /// Approve every permission request automatically (recorded as such in the transcript
     /// and the summary). Without it, a request is asked on the terminal, or denied at once
     /// when nobody can answer (stdin is not a terminal, `run-many`, a worker).

@@ -108,3 +108,54 @@ pub fn recorded(
         .map(Path::to_path_buf);
     Ok(launch.working_dir.map(PathBuf::from))
 }
+
+/// `point` with the result of the deferred call it waits for, read from the file `results`
+/// gives for it (relative to `cwd`).
+///
+/// # Errors
+/// A usage error when the run waits for a call's result and `results` has none for it
+/// (naming the call, its tool and arguments), when a result is for a call the run does not
+/// wait for, or when its file cannot be read.
+pub fn supply_results(
+    point: ResumePoint,
+    results: &[(String, PathBuf)],
+    cwd: &Path,
+) -> Result<ResumePoint> {
+    let Some(waiting) = point.waiting_for() else {
+        return match results.first() {
+            Some((id, _)) => Err(usage(format!(
+                "--tool-result {id}=…: run {} waits for no deferred call's result",
+                point.run_id()
+            ))),
+            None => Ok(point),
+        };
+    };
+    let (call_id, tool, arguments) = (
+        waiting.call_id.clone(),
+        waiting.tool.clone(),
+        waiting.arguments.to_string(),
+    );
+    if let Some((other, _)) = results.iter().find(|(id, _)| *id != call_id) {
+        return Err(usage(format!(
+            "--tool-result {other}=…: run {} waits for the result of call '{call_id}' (tool {tool}), not of '{other}'",
+            point.run_id()
+        )));
+    }
+    let Some((_, file)) = results.first() else {
+        return Err(usage(format!(
+            "run {run} waits for the result of call '{call_id}' (tool {tool}, arguments {arguments}), \
+             which is handled outside lsm: give it with `lsm runs resume {run} --tool-result {call_id}=FILE`",
+            run = point.run_id()
+        )));
+    };
+    let path = cwd.join(file);
+    let content = std::fs::read_to_string(&path).map_err(|e| {
+        usage(format!(
+            "--tool-result {call_id}={}: cannot read the file: {e}",
+            file.display()
+        ))
+    })?;
+    point
+        .with_tool_result(&call_id, content)
+        .map_err(|e| usage(e.to_string()))
+}

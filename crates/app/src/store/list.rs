@@ -24,6 +24,9 @@ pub enum Status {
     Running,
     /// Not finished, and no live process drives it: resume it.
     Interrupted,
+    /// Not finished: waiting for the result of a call handled outside `lsm` (`lsm runs
+    /// resume RUN --tool-result ID=FILE`).
+    Deferred,
     /// Finished: completed or stopped.
     Done,
     /// Finished as failed.
@@ -138,6 +141,14 @@ pub fn read_run(run_dir: &Path) -> Option<(RunRow, Vec<EventEnvelope>)> {
         Some(_) => Status::Done,
         None => match lsm_harness::lock_state(run_dir) {
             LockState::Held(_) => Status::Running,
+            LockState::Stale(_) | LockState::Absent
+                if lsm_harness::core::Core::waiting_for(&lsm_harness::RunState::fold(
+                    &journal.events,
+                ))
+                .is_some() =>
+            {
+                Status::Deferred
+            }
             LockState::Stale(_) | LockState::Absent => Status::Interrupted,
         },
     };
@@ -150,7 +161,7 @@ pub fn read_run(run_dir: &Path) -> Option<(RunRow, Vec<EventEnvelope>)> {
         finished,
         run_dir: run_dir.display().to_string(),
         schema_version: u64::from(journal.events.first()?.schema_version),
-        resumable: status == Status::Interrupted,
+        resumable: matches!(status, Status::Interrupted | Status::Deferred),
     };
     Some((row, journal.events))
 }
@@ -264,7 +275,13 @@ pub fn shown_from_folder(root: &Path, run_id: &str) -> Result<Shown> {
         .count();
     let row = lsm_store_pg::RunRow {
         request: launch(&events),
-        status: listed.finished.clone().unwrap_or_else(|| "running".into()),
+        status: listed.finished.clone().unwrap_or_else(|| {
+            if listed.status == Status::Deferred {
+                "deferred".into()
+            } else {
+                "running".into()
+            }
+        }),
         created_at: listed.started_at.clone(),
         started_at: Some(listed.started_at),
         finished_at,

@@ -68,6 +68,7 @@ pub(crate) fn build_run(
     if let Some(store) = &memory {
         registry = memory_wiring::with_memory_tools(registry, store);
     }
+    registry = crate::deferred_tools::with_deferred_tools(registry, &config.agents.deferred_tools);
     let mcp_tools = super::mcp::tools_for_run(config);
     let mcp_tool_names = mcp_tools.iter().map(|t| t.name().to_string()).collect();
     for tool in mcp_tools {

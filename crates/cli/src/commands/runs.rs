@@ -96,6 +96,23 @@ pub struct ResumeArgs {
     /// the limit it was started with, else [agents] max_wall_seconds).
     #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
     max_wall_seconds: Option<u64>,
+    /// The result of the deferred call ID the run waits for: the text of FILE (the call and
+    /// its arguments are in the run's summary, `deferred_call`, and `lsm runs show`).
+    #[arg(long = "tool-result", value_name = "ID=FILE", value_parser = parse_tool_result)]
+    tool_results: Vec<(String, PathBuf)>,
+}
+
+/// `ID=FILE` of `--tool-result`.
+fn parse_tool_result(text: &str) -> Result<(String, PathBuf), String> {
+    match text.split_once('=') {
+        // Relative to where the command is typed, not to the run's own folder.
+        Some((id, file)) if !id.is_empty() && !file.is_empty() => std::path::absolute(file)
+            .map(|path| (id.to_string(), path))
+            .map_err(|e| format!("{file}: {e}")),
+        _ => Err(format!(
+            "'{text}' is not ID=FILE (the deferred call's id, then the file holding its result)"
+        )),
+    }
 }
 
 /// Run a `lsm runs` command; returns the exit code.
@@ -241,6 +258,7 @@ fn resume(cfg: &lsm_app::config::ConfigArgs, args: ResumeArgs) -> u8 {
             ..RunSettings::default()
         },
         resume: Some(args.run_id),
+        tool_results: args.tool_results,
         yes: args.yes,
         // A resumed run keeps the provider, limits, stop mode and contract its journal
         // recorded.

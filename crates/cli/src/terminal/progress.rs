@@ -471,6 +471,11 @@ fn described(e: &EventEnvelope) -> Option<String> {
             format!("budget exhausted ({reason}); no further LLM calls")
         }
         RunEvent::StopRequested { .. } => "stop requested".to_string(),
+        RunEvent::ToolDeferred(d) => format!(
+            "{} is handled outside lsm: the run waits for the result of call {} (`lsm runs \
+             resume RUN --tool-result {}=FILE`)",
+            d.tool, d.call_id, d.call_id
+        ),
         RunEvent::WallTimeExceeded(e) => format!(
             "wall-clock limit reached ({:.0} s of {} s); the run pauses here: resume it with a \
              higher --max-wall-seconds",

@@ -133,11 +133,19 @@ impl AgentHarness {
             .collect();
         // Calls of these tools may run at the same time as others of one answer: read-only,
         // and run without asking a person (two questions at once would wait on each other).
+        // Calls of these tools are handled outside `lsm`: the run pauses on them.
+        let deferred_tools: std::collections::HashSet<String> = sandbox
+            .registry()
+            .iter()
+            .filter(|t| t.deferred())
+            .map(|t| t.name().to_string())
+            .collect();
         let concurrent_tools = sandbox
             .registry()
             .iter()
             .filter(|t| {
-                t.risk() == lsm_sandbox::RiskLevel::ReadOnly
+                !t.deferred()
+                    && t.risk() == lsm_sandbox::RiskLevel::ReadOnly
                     && !sandbox
                         .config()
                         .asks_permission(t.name(), t.risk(), t.needs_permission())
@@ -147,6 +155,7 @@ impl AgentHarness {
         let mut started_at = Utc::now();
         // A new run's folder and id, or the interrupted run's with its journal and state.
         let mut spent_before = std::time::Duration::ZERO;
+        let mut supplied = None;
         let (run_dir, run_id, state, takeover) = match point {
             None => {
                 let run_id = run_id.unwrap_or_else(new_run_id);
@@ -157,8 +166,9 @@ impl AgentHarness {
                     .join(&run_id);
                 (run_dir, run_id, RunState::default(), None)
             }
-            Some(point) => {
+            Some(mut point) => {
                 spent_before = super::wall::time_spent(&point.journal);
+                supplied = point.supplied.take();
                 if let Ok(t) = DateTime::parse_from_rfc3339(&point.started.started_at) {
                     started_at = t.with_timezone(&Utc);
                 }
@@ -228,6 +238,7 @@ impl AgentHarness {
             run_context: lsm_run::context::RunContext::default(),
             concurrent_tools,
             max_parallel_tools: config.max_parallel_tools,
+            deferred_tools,
         });
         let wall = super::wall::WallClock::new(config.max_wall_seconds, spent_before);
         let harness = AgentHarness {
@@ -254,6 +265,7 @@ impl AgentHarness {
             spawner,
             project_root: None,
             wall,
+            supplied,
         };
         let harness = match handle {
             Some(handle) => harness.with_run_handle(handle),

@@ -56,6 +56,7 @@ impl AgentHarness {
         match outcome {
             RunOutcome::Completed => ("completed", last),
             RunOutcome::Stopped(StopReason::Error) => ("failed", "error"),
+            RunOutcome::Stopped(StopReason::Deferred) => ("deferred", "deferred"),
             RunOutcome::Stopped(reason) => ("stopped", reason.as_str()),
             RunOutcome::Failed => ("failed", if last == "done" { "error" } else { last }),
         }
@@ -141,6 +142,11 @@ impl AgentHarness {
             }),
             unmet_checks: self.state.unmet_accepted.clone(),
             report: self.run_report(),
+            deferred_call: Core::waiting_for(&self.state).map(|p| lsm_run::summary::DeferredCall {
+                call_id: p.call_id.clone(),
+                tool: p.tool.clone(),
+                arguments: p.arguments.clone(),
+            }),
         }
     }
 
@@ -156,9 +162,9 @@ impl AgentHarness {
             return (self.summary(status, run_outcome), None);
         }
         self.finished = true;
-        // Out of time, the run pauses: its journal stays open (no `run_finished`), for a
-        // resumed run to go on from where it is.
-        let pauses = outcome == RunOutcome::Stopped(StopReason::WallTimeExceeded);
+        // Out of time or waiting for a deferred call's result, the run pauses: its journal
+        // stays open (no `run_finished`), for a resumed run to go on from where it is.
+        let pauses = matches!(outcome, RunOutcome::Stopped(reason) if reason.pauses_run());
         if !pauses {
             self.final_coverage();
         }

@@ -82,6 +82,9 @@ pub struct CoreConfig {
     /// How many calls of one answer may run at once (`[agents] max_parallel_tools`; 1 runs
     /// every call alone).
     pub max_parallel_tools: usize,
+    /// The tools handled outside `lsm` (deferred): a call of one pauses the run until its
+    /// result is supplied.
+    pub deferred_tools: HashSet<String>,
 }
 
 impl std::fmt::Debug for CoreConfig {
@@ -209,6 +212,14 @@ pub enum Input {
     },
     /// The calls of an [`Effect::RunTools`] ended, in its order.
     ToolsDone(Vec<ToolDone>),
+    /// The result of the deferred call the run waits for, supplied from outside (`lsm runs
+    /// resume --tool-result`): recorded as its result, and the loop goes on.
+    Supplied {
+        /// The call's id.
+        call_id: String,
+        /// Its result.
+        content: String,
+    },
     /// The driver could not record the last events: the phase ends as `error`.
     RecordFailed(String),
     /// What the driver found at the paths of an [`Effect::CheckFiles`], in its order.

@@ -110,11 +110,9 @@ impl Core {
                         );
                         self.advance(st, env, out)
                     }
-                    None => Effect::RunTool {
-                        call_id: pending.call_id,
-                        tool: pending.tool,
-                        arguments: pending.arguments,
-                    },
+                    None => {
+                        self.run_or_defer(st, pending.call_id, pending.tool, pending.arguments, out)
+                    }
                 }
             }
             HookPoint::AgentStop => self.iteration_end(st, Signal::Done, env, out),

@@ -79,11 +79,7 @@ impl Core {
                         ));
                     }
                     None => {
-                        return Effect::RunTool {
-                            call_id: call.id,
-                            tool: call.name,
-                            arguments: call.arguments,
-                        };
+                        return self.run_or_defer(st, call.id, call.name, call.arguments, out);
                     }
                 }
                 continue;

@@ -119,6 +119,10 @@ impl Core {
                 .decided_before_the_crash(st, env, out)
                 .unwrap_or_else(|| self.advance(st, env, out));
         };
+        if pending.deferred {
+            // Still no result for it: the run goes on waiting.
+            return self.still_deferred(st, out);
+        }
         let label = (pos.mode == PhaseMode::Llm).then(|| label_name(pos.label()).to_string());
         if !pos.parallel.is_empty() {
             let group: Vec<PendingCall> = std::iter::once(pending)

@@ -78,6 +78,7 @@ fn core_config(max_tokens: u64) -> CoreConfig {
         run_context: crate::context::RunContext::default(),
         concurrent_tools: Default::default(),
         max_parallel_tools: 4,
+        deferred_tools: Default::default(),
     }
 }
 
@@ -507,6 +508,7 @@ fn a_failed_model_call_ends_the_phase_as_error_and_a_broken_chain_forgets_the_re
 
 mod context;
 mod control;
+mod deferred;
 mod hooks;
 mod parallel;
 mod requests;

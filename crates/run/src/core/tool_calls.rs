@@ -235,11 +235,7 @@ impl Core {
         let post_arguments = self
             .hooks_match(HookPoint::PostTool, Some(&tool))
             .then(|| pending.arguments.clone());
-        let label = st
-            .current
-            .as_ref()
-            .filter(|p| p.mode == PhaseMode::Llm)
-            .map(|p| label_name(p.label()).to_string());
+        let label = model_label(st);
         let model_phase = label.is_some();
         if let Some(s) = spend {
             emit(

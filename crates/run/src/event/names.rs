@@ -30,6 +30,7 @@ impl RunEvent {
             RunEvent::LlmStream { .. } => "llm_stream",
             RunEvent::BudgetExhausted(crate::event::BudgetExhausted { .. }) => "budget_exhausted",
             RunEvent::WallTimeExceeded(_) => "wall_time_exceeded",
+            RunEvent::ToolDeferred(_) => "tool_deferred",
             RunEvent::ToolCallStarted { .. } => "tool_call_started",
             RunEvent::ToolResult { .. } => "tool_result",
             RunEvent::ToolDenied { .. } => "tool_denied",

@@ -4,6 +4,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::RunLaunch;
 use crate::message::Usage;
@@ -151,6 +152,22 @@ pub struct WallTimeExceeded {
     pub elapsed_seconds: f64,
     /// The limit.
     pub max_wall_seconds: u64,
+}
+
+/// The model called a tool that is handled outside `lsm` (a deferred tool). Its
+/// `tool_call_started` is recorded; its result is not, until a resumed run is given it
+/// (`lsm runs resume RUN --tool-result ID=FILE`). The phase pauses, not ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolDeferred {
+    /// Label (`None` in tool-only mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// The call's id.
+    pub call_id: String,
+    /// The tool.
+    pub tool: String,
+    /// Its arguments.
+    pub arguments: Value,
 }
 
 fn default_completion_retries() -> u32 {

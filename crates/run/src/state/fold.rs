@@ -255,6 +255,7 @@ impl RunState {
                         tool: tool.clone(),
                         arguments: arguments.clone(),
                         hooks_cleared: false,
+                        deferred: false,
                     };
                     // A call started while another is unfinished runs beside it.
                     if pos.pending.is_some() {
@@ -462,6 +463,13 @@ impl RunState {
             // The phase pauses where it is, as if its process had died (`run_resumed`
             // forgets a model call in flight).
             RunEvent::WallTimeExceeded(_) => {}
+            RunEvent::ToolDeferred(d) => {
+                if let Some(p) = self.current.as_mut().and_then(|p| p.pending.as_mut())
+                    && p.call_id == d.call_id
+                {
+                    p.deferred = true;
+                }
+            }
             RunEvent::StopRequested { .. } => {
                 self.skip_batch(NOT_EXECUTED_STOPPED);
                 if let Some(pos) = self.current.as_mut() {

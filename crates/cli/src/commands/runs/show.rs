@@ -83,6 +83,22 @@ fn print_text(shown: &Shown) {
         Some(summary) => print_summary(summary),
         None => println!("usage: not known before the run ends"),
     }
+    if let Some(call) = r
+        .summary
+        .as_ref()
+        .and_then(|s| s.get("deferred_call"))
+        .filter(|c| c.is_object())
+    {
+        let id = call["call_id"].as_str().unwrap_or_default();
+        println!(
+            "waiting for: call {} of {} with {} (handled outside lsm; `lsm runs resume {} --tool-result {}=FILE` gives its result)",
+            masked_line(id),
+            masked_line(call["tool"].as_str().unwrap_or_default()),
+            masked_line(&call["arguments"].to_string()),
+            masked_line(&r.run_id),
+            masked_line(id),
+        );
+    }
     println!("last events:");
     for event in &shown.last_events {
         println!("  {}", event_line(event));
