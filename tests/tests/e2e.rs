@@ -2528,9 +2528,14 @@ fn knowledge_base_synthesis_stops_at_the_runs_token_budget() {
         .filter(|e| e["event"] == "tool_result")
         .collect();
     assert_eq!(results.len(), 4);
-    assert!(results[0]["content"].as_str().unwrap().contains("answer 0"));
-    for r in &results[1..] {
-        let error = r["content"].as_str().unwrap();
+    // The four read-only calls run at once: whichever reached the model first got its
+    // answer; the other three were refused by the budget.
+    let (answered, refused): (Vec<&str>, Vec<&str>) = results
+        .iter()
+        .map(|r| r["content"].as_str().unwrap())
+        .partition(|c| c.contains("answer 0"));
+    assert_eq!(answered.len(), 1, "{results:?}");
+    for error in refused {
         assert!(
             error.contains(
                 "budget exhausted: the run's token budget (300) is spent; no further model calls are possible in this run"

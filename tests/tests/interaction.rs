@@ -418,3 +418,6 @@ fn tui_without_a_provider_is_a_usage_error_before_touching_the_terminal() {
     let out = run(lsm(dir.path()).arg("--help"));
     assert!(String::from_utf8_lossy(&out.stdout).contains("tui"));
 }
+
+#[path = "interaction/chat.rs"]
+mod chat;

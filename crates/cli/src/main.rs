@@ -32,7 +32,9 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use lsm_app::{config, secrets};
 
-use commands::{agent_run, agent_view, init, kb, llm, mcp, memory, run_many, runs, tools, worker};
+use commands::{
+    agent_run, agent_view, chat, init, kb, llm, mcp, memory, run_many, runs, tools, worker,
+};
 
 /// What `lsm` is for, first thing in `lsm -h`.
 const ABOUT: &str = "lsm runs LLM agents on your tasks and answers questions from your own \
@@ -101,6 +103,9 @@ enum Command {
     /// Inspect, approve and remove what agents remember across runs.
     #[command(subcommand)]
     Memory(memory::MemoryCommand),
+    /// A conversation with an agent in the terminal: each line a turn (a durable run),
+    /// slash commands (/help), Ctrl-C stops the turn; `--continue` picks one up again.
+    Chat(chat::ChatArgs),
     /// A terminal UI: start runs, follow their logs, answer their requests.
     Tui(tui::TuiArgs),
     /// Check the configured LLM provider.
@@ -282,6 +287,7 @@ fn main() -> ExitCode {
         Command::Agent(AgentCommand::Run(args)) if args.enqueue => worker::submit(cfg, *args),
         Command::Agent(AgentCommand::Run(args)) => agent_run::run(cfg, *args),
         Command::Agent(AgentCommand::RunMany(args)) => run_many::run(cfg, *args),
+        Command::Chat(args) => chat::run(cfg, args),
         Command::Agent(AgentCommand::List(args)) => agent_view::list(cfg, args.json),
         Command::Agent(AgentCommand::Show(args)) => agent_view::show(cfg, &args.name, args.json),
         Command::Agent(AgentCommand::Check(args)) => agent_view::check(cfg, &args.file, args.json),

@@ -112,6 +112,13 @@ impl HarnessFactory {
         self
     }
 
+    /// The run built continues the conversation of a finished run (`--continue`): its
+    /// contexts, and what its turns spent.
+    pub fn continuing(mut self, continuation: lsm_run::event::ConversationContinued) -> Self {
+        self.seams.continuation = Some(continuation);
+        self
+    }
+
     /// Call `hook` with every harness built, before its first phase (e.g. to record a run's
     /// interaction events through its [`crate::RecordHandle`]).
     pub fn with_on_build(mut self, hook: impl Fn(&AgentHarness) + Send + Sync + 'static) -> Self {

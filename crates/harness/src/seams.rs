@@ -65,6 +65,10 @@ pub struct RunSeams {
     /// The id a new run gets (one assigned before it started, such as a queued run's);
     /// `None`: a fresh one. A resumed run keeps its own.
     pub run_id: Option<String>,
+    /// The finished run's conversation a new run continues (`--continue`): its contexts and
+    /// what its turns spent, which the new run's budget starts from. A resumed run keeps
+    /// what its journal recorded.
+    pub continuation: Option<lsm_run::event::ConversationContinued>,
 }
 
 impl Default for RunSeams {
@@ -85,6 +89,7 @@ impl Default for RunSeams {
             handle: None,
             project_root: None,
             run_id: None,
+            continuation: None,
         }
     }
 }
@@ -105,6 +110,10 @@ impl std::fmt::Debug for RunSeams {
             .field("launch", &self.launch)
             .field("project_root", &self.project_root)
             .field("run_id", &self.run_id)
+            .field(
+                "continues",
+                &self.continuation.as_ref().map(|c| &c.from_run_id),
+            )
             .finish_non_exhaustive()
     }
 }

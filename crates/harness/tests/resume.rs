@@ -330,3 +330,6 @@ async fn a_second_resume_of_a_run_being_resumed_is_refused_and_a_finished_run_ca
 
 #[path = "resume/wall_time.rs"]
 mod wall_time;
+
+#[path = "resume/conversation.rs"]
+mod conversation;

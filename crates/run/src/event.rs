@@ -21,7 +21,7 @@ pub use parts::{
     Decision, EventEnvelope, PhaseMode, RepairAction, RunLaunch, ToolSideEffect, UnknownEvent,
 };
 pub use payloads::{BudgetExhausted, GuidanceAdded, HookDecision, RunStarted};
-pub use payloads::{ToolDeferred, ToolUsage, WallTimeExceeded};
+pub use payloads::{ConversationContinued, ToolDeferred, ToolUsage, WallTimeExceeded};
 
 /// Everything a run records. See the module documentation for the wire form.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -29,9 +29,10 @@ pub use payloads::{ToolDeferred, ToolUsage, WallTimeExceeded};
 pub enum RunEvent {
     /// The run's first line: who runs, on what, within which limits.
     RunStarted(RunStarted),
+    /// The run is a new turn of a finished run's conversation (`--continue`): its contexts.
+    ConversationContinued(ConversationContinued),
     /// A process took the run over after its previous process died; written before anything
-    /// else that process records. A model call requested and not answered is forgotten (it
-    /// is requested again).
+    /// else it records. A model call requested and not answered is asked again.
     RunResumed {
         /// The resuming process.
         pid: u32,
@@ -74,9 +75,8 @@ pub enum RunEvent {
         /// The block, or `None` when there is none any more.
         text: Option<String>,
     },
-    /// The project's instruction files (`AGENTS.md`, `LSM.md`) given to the run as standing
-    /// instructions; recorded once, after `run_started`. A resumed run uses these texts and
-    /// never reads the files again.
+    /// The project's instruction files (`AGENTS.md`, `LSM.md`) given to the run; recorded
+    /// once, after `run_started` (a resumed run uses these texts, never the files again).
     ProjectInstructions {
         /// The files, in the order given, each with its size, hash and the text given.
         files: Vec<crate::context::InstructionFile>,

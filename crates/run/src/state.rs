@@ -228,6 +228,12 @@ pub struct RunState {
     /// What the ended workers spent (charged to this run's budget, the tree's).
     #[serde(default)]
     pub worker_usage: RunUsage,
+    /// The run this one continues the conversation of (`conversation_continued`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continues: Option<String>,
+    /// What the conversation's earlier turns spent (the budget's ledger starts from it).
+    #[serde(default)]
+    pub earlier_usage: RunUsage,
 }
 
 impl RunState {
@@ -250,10 +256,18 @@ impl RunState {
             .collect()
     }
 
-    /// What the run and its ended workers spent: what a resumed run's budget starts from.
+    /// What the run and its ended workers spent.
     pub fn tree_usage(&self) -> RunUsage {
         let mut total = self.usage;
         total.absorb(&self.worker_usage);
+        total
+    }
+
+    /// What the conversation spent so far, its earlier turns included: what a resumed run's
+    /// budget starts from, and what a turn that continues it starts from.
+    pub fn conversation_usage(&self) -> RunUsage {
+        let mut total = self.tree_usage();
+        total.absorb(&self.earlier_usage);
         total
     }
 

@@ -184,6 +184,10 @@ pub struct RunSummary {
     /// its result with `lsm runs resume RUN --tool-result ID=FILE`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deferred_call: Option<DeferredCall>,
+    /// The run whose conversation this one continues (`--continue`); its token totals are
+    /// its own, the earlier turns' are theirs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continues: Option<String>,
 }
 
 /// A deferred call the run waits for, as the run summary gives it.

@@ -85,6 +85,27 @@ fn a_deferred_call_pauses_the_run_and_its_supplied_result_lets_it_finish() {
         "{}",
         stderr(&refused)
     );
+    // Not finished: it can be resumed, not continued.
+    let mut c = ws.cmd();
+    c.args([
+        "agent",
+        "run",
+        "general",
+        "--task",
+        "again",
+        "--continue",
+        &run_id,
+    ])
+    .arg("--provider")
+    .arg(format!("scripted:{}", ws.script.display()))
+    .args(["--agents-folder", "Agents"]);
+    let refused = lsm_e2e::run(&mut c);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        stderr(&refused).contains("has not finished"),
+        "{}",
+        stderr(&refused)
+    );
     // A result for another call: refused.
     let refused = ws.resume(&run_id, &["--tool-result", "nope=result.txt"]);
     assert_eq!(refused.status.code(), Some(2));

@@ -8,7 +8,7 @@ pub mod answer;
 mod launch;
 mod prepare;
 mod request;
-mod resume;
+pub mod resume;
 pub mod sinks;
 mod workers;
 

@@ -340,12 +340,23 @@ pub fn prepare(mut request: RunRequest, config: &Config, start: Start) -> Result
         )));
     }
 
+    // A new turn of a finished run's conversation starts from its contexts and spending.
+    let continuation = match &request.continue_run {
+        Some(earlier) => Some(super::resume::continuation(
+            &config.agents.agents_folder,
+            earlier,
+            &spec.name,
+        )?),
+        None => None,
+    };
     let llm = crate::agent_defs::resolve_llm(&config, &definition)?;
     let flags = wiring::ProviderFlags {
-        // A script continues where the interrupted run left it.
-        script_start: point.as_ref().map_or(0, |p| {
-            usize::try_from(p.model_calls_made()).unwrap_or(usize::MAX)
-        }),
+        // A script continues where the interrupted run (or the conversation) left it.
+        script_start: match (&point, &continuation) {
+            (Some(p), _) => usize::try_from(p.model_calls_made()).unwrap_or(usize::MAX),
+            (None, Some(c)) => usize::try_from(c.usage.llm_calls).unwrap_or(usize::MAX),
+            (None, None) => 0,
+        },
         model_flag: true,
         ..request.llm.clone()
     };
@@ -424,6 +435,9 @@ pub fn prepare(mut request: RunRequest, config: &Config, start: Start) -> Result
     });
     if let Some(point) = point {
         factory = factory.resuming(point);
+    }
+    if let Some(continuation) = continuation {
+        factory = factory.continuing(continuation);
     }
     let launch = AgentLaunch {
         definition,

@@ -50,6 +50,12 @@ pub struct RunRequest {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resume: Option<String>,
 
+    /// Start a new turn on the finished run RUN_ID's conversation: the same contexts (the
+    /// model sees the earlier turns), its budget's ledger going on from what they spent.
+    #[arg(long = "continue", value_name = "RUN_ID", conflicts_with = "resume")]
+    #[serde(default, rename = "continue", skip_serializing_if = "Option::is_none")]
+    pub continue_run: Option<String>,
+
     /// With `resume`: results of deferred calls, `(call id, file)` (`lsm runs resume
     /// --tool-result ID=FILE`); the file's text is the call's result.
     #[arg(skip)]
@@ -247,6 +253,7 @@ impl RunRequest {
             max_rounds: self.max_rounds,
             extra_tools: self.allow_tools.clone(),
             max_wall_seconds: self.settings.max_wall_seconds,
+            continues: self.continue_run.clone(),
         }
     }
 }

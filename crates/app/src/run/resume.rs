@@ -159,3 +159,49 @@ pub fn supply_results(
         .with_tool_result(&call_id, content)
         .map_err(|e| usage(e.to_string()))
 }
+
+/// What a new turn of the finished run `run_id` (under `root`) starts from: that run's
+/// contexts and what its conversation spent.
+///
+/// # Errors
+/// A usage error when there is no such run, it is another agent's, it has not finished (an
+/// interrupted, paused or deferred run is resumed, not continued), or its journal cannot be
+/// read.
+pub fn continuation(
+    root: &Path,
+    run_id: &str,
+    agent: &str,
+) -> Result<lsm_harness::event::ConversationContinued> {
+    let Some(run_dir) = crate::store::run_folder(root, run_id) else {
+        return Err(usage(format!(
+            "--continue {run_id}: no run of that id under {}; `lsm runs list` shows the runs",
+            root.display()
+        )));
+    };
+    let journal = lsm_harness::read_journal(&run_dir.join("transcript.jsonl"))
+        .map_err(|e| usage(format!("--continue {run_id}: {e}")))?;
+    let started = lsm_harness::StartedRun::of(&journal.events).ok_or_else(|| {
+        usage(format!(
+            "--continue {run_id}: its transcript has no run_started line; nothing ran"
+        ))
+    })?;
+    if started.agent != agent {
+        return Err(usage(format!(
+            "--continue {run_id}: it is a run of agent '{}', not '{agent}'",
+            started.agent
+        )));
+    }
+    let state = lsm_harness::RunState::fold(&journal.events);
+    if state.finished.is_none() {
+        return Err(usage(format!(
+            "--continue {run_id}: the run has not finished; `lsm runs resume {run_id}` finishes it first"
+        )));
+    }
+    let contexts = serde_json::to_value(&state.contexts)
+        .map_err(|e| usage(format!("--continue {run_id}: {e}")))?;
+    Ok(lsm_harness::event::ConversationContinued {
+        from_run_id: run_id.to_string(),
+        contexts,
+        usage: state.conversation_usage(),
+    })
+}

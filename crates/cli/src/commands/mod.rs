@@ -3,6 +3,7 @@
 
 pub mod agent_run;
 pub mod agent_view;
+pub mod chat;
 pub mod config;
 pub mod init;
 pub mod kb;

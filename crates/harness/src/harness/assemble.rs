@@ -122,6 +122,7 @@ impl AgentHarness {
             handle,
             project_root,
             run_id,
+            continuation,
         } = seams;
         // Calls of these tools can change something outside the run: their start is made
         // durable before they run.
@@ -201,10 +202,15 @@ impl AgentHarness {
             recorder.set_store(store);
         }
         let budget = budget.unwrap_or_else(|| RunBudget::new(BudgetLimits::from_config(&config)));
+        // A new turn of a conversation: its ledger starts from what the earlier turns spent.
+        let continuation = continuation.filter(|_| takeover.is_none());
+        if let Some(c) = &continuation {
+            budget.restore(c.usage);
+        }
         if takeover.is_some() {
             // A resumed run continues with what its journal records as spent (its ended
             // workers' spending included).
-            budget.restore(state.tree_usage());
+            budget.restore(state.conversation_usage());
         }
         let core = Core::new(CoreConfig {
             agent: identity.name.clone(),
@@ -239,6 +245,7 @@ impl AgentHarness {
             concurrent_tools,
             max_parallel_tools: config.max_parallel_tools,
             deferred_tools,
+            continuation,
         });
         let wall = super::wall::WallClock::new(config.max_wall_seconds, spent_before);
         let harness = AgentHarness {

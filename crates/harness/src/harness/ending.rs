@@ -103,7 +103,8 @@ impl AgentHarness {
             approvals_denials: self.state.approvals.clone(),
             artifacts_created: self.state.artifacts.clone(),
             token_usage: {
-                let usage = self.budget.usage();
+                // This run's own: a continued conversation's earlier turns are theirs.
+                let usage = self.budget.usage().minus(&self.state.earlier_usage);
                 let limits = self.budget.limits();
                 TokenUsage {
                     tokens_used: usage.tokens_used,
@@ -142,6 +143,7 @@ impl AgentHarness {
             }),
             unmet_checks: self.state.unmet_accepted.clone(),
             report: self.run_report(),
+            continues: self.state.continues.clone(),
             deferred_call: Core::waiting_for(&self.state).map(|p| lsm_run::summary::DeferredCall {
                 call_id: p.call_id.clone(),
                 tool: p.tool.clone(),

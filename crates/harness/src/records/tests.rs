@@ -217,6 +217,7 @@ fn secrets_never_reach_the_transcript_or_the_summary() {
         unmet_checks: vec![format!("text_contains {key}: no")],
         report: None,
         deferred_call: None,
+        continues: None,
     };
     r.write_summary(&summary).unwrap();
     for file in [r.transcript_path(), r.summary_path()] {

@@ -85,6 +85,8 @@ pub struct CoreConfig {
     /// The tools handled outside `lsm` (deferred): a call of one pauses the run until its
     /// result is supplied.
     pub deferred_tools: HashSet<String>,
+    /// The finished run's conversation this run continues (recorded when the run starts).
+    pub continuation: Option<crate::event::ConversationContinued>,
 }
 
 impl std::fmt::Debug for CoreConfig {

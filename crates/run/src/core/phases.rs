@@ -75,6 +75,9 @@ impl Core {
                 contract: c.contract.clone(),
             }),
         );
+        if let Some(continued) = &c.continuation {
+            emit(st, out, RunEvent::ConversationContinued(continued.clone()));
+        }
         // The context providers' texts are journaled, so that a resumed run folds back
         // exactly what this one started with.
         if !c.run_context.instructions.is_empty() {

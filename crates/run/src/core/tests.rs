@@ -79,6 +79,7 @@ fn core_config(max_tokens: u64) -> CoreConfig {
         concurrent_tools: Default::default(),
         max_parallel_tools: 4,
         deferred_tools: Default::default(),
+        continuation: None,
     }
 }
 

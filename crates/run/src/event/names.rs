@@ -16,6 +16,7 @@ impl RunEvent {
         match self {
             RunEvent::RunStarted(crate::event::RunStarted { .. }) => "run_started",
             RunEvent::RunResumed { .. } => "run_resumed",
+            RunEvent::ConversationContinued(_) => "conversation_continued",
             RunEvent::ToolCallRepaired { .. } => "tool_call_repaired",
             RunEvent::PhaseStarted { .. } => "phase_started",
             RunEvent::StandingContext { .. } => "standing_context",

@@ -61,6 +61,9 @@ pub struct RunLaunch {
     /// given another.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_wall_seconds: Option<u64>,
+    /// The run whose conversation this one continues (`--continue`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continues: Option<String>,
 }
 
 /// What a resumed run does about a tool call that started and never finished.

@@ -170,6 +170,21 @@ pub struct ToolDeferred {
     pub arguments: Value,
 }
 
+/// The run continues a finished run's conversation (`lsm agent run --continue RUN_ID`):
+/// recorded after `run_started`, it carries the contexts the new turn starts from, so that
+/// the run's own journal folds back its whole conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ConversationContinued {
+    /// The run it continues (the conversation's last turn).
+    pub from_run_id: String,
+    /// The contexts (each label's conversation) as that run left them: a list of
+    /// `{"label", "context"}` objects, as the run state keeps them.
+    pub contexts: Value,
+    /// What the conversation's earlier turns spent: the budget's ledger starts from it; the
+    /// run's own totals do not count it.
+    pub usage: crate::usage::RunUsage,
+}
+
 fn default_completion_retries() -> u32 {
     crate::config::DEFAULT_COMPLETION_RETRIES
 }

@@ -84,6 +84,11 @@ impl RunState {
                     compacted_at: None,
                 });
             }
+            RunEvent::ConversationContinued(c) => {
+                self.contexts = serde_json::from_value(c.contexts.clone()).unwrap_or_default();
+                self.earlier_usage = c.usage;
+                self.continues = Some(c.from_run_id.clone());
+            }
             RunEvent::RunResumed { .. } => {
                 // The previous process's unanswered model call is forgotten: the next step
                 // requests it again, as the same iteration.
