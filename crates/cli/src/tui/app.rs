@@ -15,6 +15,8 @@ use crate::terminal::text::clip;
 use lsm_app::run::RunRequest;
 use lsm_app::runtime::{AgentRuntimeManager, LogSnapshot, ManagerError, RunInfo};
 
+mod follow_up;
+
 /// What the TUI needs from the runtime. [`AgentRuntimeManager`] is the real one.
 pub trait Runs {
     /// Every run with its status.
@@ -90,6 +92,16 @@ pub enum Input {
     Reply(String),
     /// The task of a new run.
     Task(String),
+    /// A follow-up to the finished run `run` (its records' id) of `agent`: a new turn of its
+    /// conversation.
+    FollowUp {
+        /// The agent.
+        agent: String,
+        /// The run it continues.
+        run: String,
+        /// The message.
+        text: String,
+    },
 }
 
 /// One refresh's worth of what is on screen.
@@ -261,7 +273,8 @@ impl App {
         }
         match &mut self.input {
             Input::Keys => self.on_command(key.code, runs),
-            Input::Reply(text) | Input::Task(text) => match key.code {
+            Input::Reply(text) | Input::Task(text) | Input::FollowUp { text, .. } => match key.code
+            {
                 KeyCode::Esc => {
                     self.input = Input::Keys;
                     self.message = "cancelled".into();
@@ -292,6 +305,7 @@ impl App {
                 self.scroll_back = 0;
             }
             KeyCode::Char('t') => self.input = Input::Task(String::new()),
+            KeyCode::Char('c') => self.follow_up(runs),
             KeyCode::Char('g') => {
                 self.agent = self.next_agent();
                 self.message = format!("new runs start the {} agent", self.agent);
@@ -356,6 +370,7 @@ impl App {
         match input {
             Input::Keys => {}
             Input::Reply(text) => self.answer(runs, Decision::Reply, text.trim()),
+            Input::FollowUp { agent, run, text } => self.send_follow_up(runs, &agent, &run, &text),
             Input::Task(text) => {
                 let task = text.trim();
                 if task.is_empty() {
@@ -555,7 +570,10 @@ impl App {
                 self.agent,
                 self.input_kind()
             ),
-            _ => "[t] new run [g] agent [s] stop [j/k] select [PgUp/Dn] scroll [y/n/a/r] [q] quit"
+            Input::FollowUp { run, text, .. } => {
+                format!("continue {run}> {text}_   [Enter] send  [Esc] cancel")
+            }
+            _ => "[t] new run [c] chat [g] agent [s] stop [j/k] select [PgUp/Dn] [y/n/a/r] [q]uit"
                 .into(),
         };
         f.render_widget(

@@ -299,6 +299,48 @@ fn t_starts_the_agent_with_the_typed_task_and_s_stops_the_selected_run() {
     assert!(app.quit);
 }
 
+#[test]
+fn c_sends_a_follow_up_that_continues_the_selected_finished_run() {
+    let fake = Fake::default();
+    fake.runs
+        .borrow_mut()
+        .push(run("m1", "capital of France?", RunStatus::Running));
+    let mut app = App::new("general");
+    // Not finished: nothing to continue yet.
+    app.on_key(key('c'), &fake);
+    assert_eq!(*app.input(), Input::Keys);
+    {
+        let mut runs = fake.runs.borrow_mut();
+        runs[0].status = RunStatus::Completed;
+        runs[0].record_id = Some("rec-1".into());
+        runs[0].end = Some(RunEnd {
+            status: RunStatus::Completed,
+            outcome: "done".into(),
+            final_text: "Paris.".into(),
+        });
+    }
+    app.on_key(key('c'), &fake);
+    for c in "and its population?".chars() {
+        app.on_key(key(c), &fake);
+    }
+    let mut t = terminal();
+    app.tick(&mut t, &fake).unwrap();
+    assert!(
+        t.backend()
+            .to_string()
+            .contains("continue rec-1> and its population?_"),
+        "{}",
+        t.backend()
+    );
+    app.on_key(code(KeyCode::Enter), &fake);
+    let starts = fake.starts.borrow();
+    assert_eq!(starts.len(), 1);
+    assert_eq!(starts[0].continue_run.as_deref(), Some("rec-1"));
+    assert_eq!(starts[0].task.as_deref(), Some("and its population?"));
+    assert_eq!(starts[0].name, "general");
+    assert_eq!(*app.input(), Input::Keys);
+}
+
 // ---------- screens ----------
 
 fn screen(fake: &Fake, app: &mut App) -> String {
