@@ -71,6 +71,10 @@ pub struct ToolOverride {
     pub risk: Option<RiskLevel>,
     /// Whether this tool asks a person first, instead of the server's setting.
     pub needs_permission: Option<bool>,
+    /// The tool is handled outside `lsm` (deferred): offered to the model, never called on
+    /// the server by `lsm`; a call of it pauses the run until its result is supplied
+    /// (`lsm runs resume RUN --tool-result ID=FILE`).
+    pub deferred: bool,
 }
 
 /// How to reach a server.
@@ -120,6 +124,11 @@ impl ServerConfig {
             .get(tool)
             .and_then(|t| t.risk)
             .unwrap_or(self.risk)
+    }
+
+    /// Whether `tool` is deferred (handled outside `lsm`).
+    pub fn deferred(&self, tool: &str) -> bool {
+        self.tools.get(tool).is_some_and(|t| t.deferred)
     }
 
     /// Whether `tool` asks a person first by default.
@@ -186,6 +195,7 @@ mod tests {
         assert_eq!(s.risk_of("read"), RiskLevel::ReadOnly);
         assert!(!s.needs_permission_of("read"));
         assert_eq!(s.risk_of("write"), RiskLevel::Exec);
+        assert!(!s.deferred("write"));
         assert!(s.needs_permission_of("write"));
         assert!(s.enabled);
     }

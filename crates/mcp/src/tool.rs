@@ -22,6 +22,7 @@ pub struct McpTool {
     parameters: Value,
     risk: RiskLevel,
     needs_permission: bool,
+    deferred: bool,
     connection: Arc<Connection>,
 }
 
@@ -96,6 +97,7 @@ impl McpTool {
             name: naming::tool_name(connection.server(), &remote),
             risk: config.risk_of(&remote),
             needs_permission: config.needs_permission_of(&remote),
+            deferred: config.deferred(&remote),
             remote,
             description,
             parameters,
@@ -154,6 +156,10 @@ impl Tool for McpTool {
         self.needs_permission
     }
 
+    fn deferred(&self) -> bool {
+        self.deferred
+    }
+
     async fn execute(&self, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         let arguments = match ctx.args {
             Value::Object(map) => map,
@@ -176,5 +182,38 @@ impl Tool for McpTool {
             )));
         }
         Ok(ToolOutput::text(text))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ServerConfig, ToolOverride};
+
+    #[test]
+    fn a_tool_the_configuration_defers_says_so_and_the_others_do_not() {
+        let mut config = ServerConfig {
+            command: Some("mcp-ops".into()),
+            ..ServerConfig::default()
+        };
+        config.tools.insert(
+            "deploy".into(),
+            ToolOverride {
+                deferred: true,
+                ..ToolOverride::default()
+            },
+        );
+        let connection = Arc::new(Connection::new("ops", config));
+        let tool = |name: &str| {
+            let info = McpToolInfo::new(
+                name.to_string(),
+                "x".to_string(),
+                Arc::new(serde_json::Map::new()),
+            );
+            McpTool::new(&info, Arc::clone(&connection)).unwrap()
+        };
+        assert!(tool("deploy").deferred());
+        assert_eq!(tool("deploy").name(), "mcp__ops__deploy");
+        assert!(!tool("status").deferred());
     }
 }
