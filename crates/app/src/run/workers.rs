@@ -196,12 +196,7 @@ impl WorkerRuns {
             .map_err(WorkerJobError::Run)?;
         let mut llm_flags = ProviderFlags {
             provider: self.request.llm.provider.clone(),
-            // The capability's model or tier decides over the parent's `--model`.
-            model: match (&capability.model, capability.tier) {
-                (Some(model), _) => Some(model.clone()),
-                (None, Some(_)) => None,
-                (None, None) => self.request.llm.model.clone(),
-            },
+            model: worker_model(&capability, self.request.llm.model.as_ref()),
             base_url: self.request.llm.base_url.clone(),
             ..ProviderFlags::default()
         };
@@ -273,6 +268,16 @@ impl WorkerRuns {
     }
 }
 
+/// The model flag of a worker of `capability`: the capability's model or tier decides over
+/// the parent's `--model` (a tier: the model `[llm.tiers]` names for it).
+fn worker_model(capability: &crate::config::Capability, parent: Option<&String>) -> Option<String> {
+    match (&capability.model, capability.tier) {
+        (Some(model), _) => Some(model.clone()),
+        (None, Some(_)) => None,
+        (None, None) => parent.cloned(),
+    }
+}
+
 impl WorkerRuns {
     /// `definition` as a worker of `capability` runs it (its tier, when the capability
     /// names one, with the agent's own model dropped), and the catalog that holds it so.
@@ -311,6 +316,47 @@ impl WorkerSpawner for WorkerRuns {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_capabilitys_tier_or_model_decides_its_workers_model() {
+        use crate::config::Capability;
+        use lsm_phase::LlmTier;
+        let runs = WorkerRuns {
+            config: Config::default(),
+            request: RunRequest::default(),
+            cwd: PathBuf::from("."),
+            pg: None,
+            catalog: lsm_agents::Catalog::builtin(),
+        };
+        let researcher = runs.catalog.get("researcher").unwrap().clone();
+        assert_ne!(researcher.spec.tier, LlmTier::Complex);
+        let quick = Capability {
+            tier: Some(LlmTier::Complex),
+            ..Capability::default()
+        };
+        let (definition, catalog) = runs.with_tier(researcher.clone(), &quick);
+        assert_eq!(definition.spec.tier, LlmTier::Complex);
+        assert!(definition.settings.model.is_none());
+        assert_eq!(catalog.get("researcher").unwrap().spec.tier, LlmTier::Complex);
+        // No tier: the agent as it is.
+        let (same, _) = runs.with_tier(researcher.clone(), &Capability::default());
+        assert_eq!(same.spec.tier, researcher.spec.tier);
+
+        let parent = Some("parent-model".to_string());
+        assert_eq!(worker_model(&quick, parent.as_ref()), None);
+        let small = Capability {
+            model: Some("small".into()),
+            ..Capability::default()
+        };
+        assert_eq!(
+            worker_model(&small, parent.as_ref()).as_deref(),
+            Some("small")
+        );
+        assert_eq!(
+            worker_model(&Capability::default(), parent.as_ref()).as_deref(),
+            Some("parent-model")
+        );
+    }
 
     #[test]
     fn a_worker_plays_the_script_named_after_its_item() {
