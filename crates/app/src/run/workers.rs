@@ -337,7 +337,10 @@ mod tests {
         let (definition, catalog) = runs.with_tier(researcher.clone(), &quick);
         assert_eq!(definition.spec.tier, LlmTier::Complex);
         assert!(definition.settings.model.is_none());
-        assert_eq!(catalog.get("researcher").unwrap().spec.tier, LlmTier::Complex);
+        assert_eq!(
+            catalog.get("researcher").unwrap().spec.tier,
+            LlmTier::Complex
+        );
         // No tier: the agent as it is.
         let (same, _) = runs.with_tier(researcher.clone(), &Capability::default());
         assert_eq!(same.spec.tier, researcher.spec.tier);

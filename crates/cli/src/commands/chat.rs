@@ -15,6 +15,8 @@ use lsm_app::wiring::ProviderFlags;
 use rustyline::error::ReadlineError;
 use tokio_util::sync::CancellationToken;
 
+mod stream;
+
 use crate::exit;
 use crate::terminal::output::OutputFormat;
 use crate::terminal::{foreground, notices, report, sinks};
@@ -334,8 +336,16 @@ async fn run_turn(
     let config = cfg.load()?;
     let yes = request.yes;
     let run = lsm_app::run::prepare(request, &config, Start::new(stop, notices::on_stderr()))?;
-    let sink = sinks::for_output(OutputFormat::Text, run.max_retries());
-    let run = run.watched_by(sink).with_log_sink(report::agent_log());
+    let streamed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sink: std::sync::Arc<dyn lsm_app::protocol::EventSink> =
+        std::sync::Arc::new(stream::Streaming::new(
+            sinks::for_output(OutputFormat::Text, run.max_retries()),
+            std::io::stdout(),
+            std::sync::Arc::clone(&streamed),
+        ));
+    let run = run
+        .watched_by(Some(sink))
+        .with_log_sink(report::agent_log());
     let _ = channel_tx.send(std::sync::Arc::clone(run.channel()));
     let interactive = std::io::IsTerminal::is_terminal(&std::io::stdin());
     let answering = foreground::spawn(
@@ -351,7 +361,24 @@ async fn run_turn(
     answering.abort();
     let finished = finished?;
     let code = exit::of_run(&finished);
-    report::report(&finished, OutputFormat::Text, code)?;
+    match &finished.summary {
+        // The answer is on screen already: only how the turn ended.
+        Some(s)
+            if streamed.load(std::sync::atomic::Ordering::SeqCst)
+                && finished.output.error.is_none()
+                && finished.records_problem.is_none() =>
+        {
+            eprintln!(
+                "run {} — {} ({}), {} of {} tokens",
+                s.run_id,
+                s.status,
+                s.run_outcome,
+                s.token_usage.tokens_used,
+                s.token_usage.max_tokens_budget
+            );
+        }
+        _ => report::report(&finished, OutputFormat::Text, code)?,
+    }
     let summary = finished.summary.as_ref().map(|s| Turn {
         run_id: s.run_id.clone(),
         tokens_used: s.token_usage.tokens_used,
