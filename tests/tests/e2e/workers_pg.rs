@@ -409,6 +409,38 @@ fn a_foreground_run_on_postgres_that_crashed_is_listed_interrupted_and_resumed_f
         "{}",
         stderr(&out)
     );
+
+    // Continued from the database: a new turn of its conversation (its script goes on after
+    // the three calls the conversation made).
+    let next: String = [
+        text_line("x"),
+        text_line("x"),
+        text_line("x"),
+        text_line("and again"),
+    ]
+    .concat();
+    std::fs::write(dir.path().join("r1.jsonl"), next).unwrap();
+    let out = run(store
+        .cmd(dir.path())
+        .args([
+            "agent",
+            "run",
+            "general",
+            "--task",
+            "once more",
+            "--continue",
+            &id,
+        ])
+        .args(["--provider", "scripted:r1.jsonl", "--yes", "--json"])
+        .args(["--agents-folder", "Agents"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["continues"], json!(id));
+    assert_eq!(summary["final_text"], "and again");
+}
+
+fn text_line(text: &str) -> String {
+    format!("{}\n", json!({"text": text}))
 }
 
 /// A row of the shared queue is outside text to a worker: anyone who can write to the

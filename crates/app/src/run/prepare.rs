@@ -346,6 +346,7 @@ pub fn prepare(mut request: RunRequest, config: &Config, start: Start) -> Result
             &config.agents.agents_folder,
             earlier,
             &spec.name,
+            pg.as_ref(),
         )?),
         None => None,
     };

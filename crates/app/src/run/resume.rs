@@ -171,16 +171,39 @@ pub fn continuation(
     root: &Path,
     run_id: &str,
     agent: &str,
+    pg: Option<&lsm_store_pg::PgRuns>,
 ) -> Result<lsm_harness::event::ConversationContinued> {
-    let Some(run_dir) = crate::store::run_folder(root, run_id) else {
-        return Err(usage(format!(
-            "--continue {run_id}: no run of that id under {}; `lsm runs list` shows the runs",
-            root.display()
-        )));
+    let events = match pg {
+        Some(pg) => {
+            let key = lsm_harness::RunKey {
+                run_id: run_id.to_string(),
+                agent: agent.to_string(),
+                run_dir: root.join(agent).join("logs").join(run_id),
+            };
+            crate::store::store_of(pg)
+                .read(&key)
+                .map_err(|e| usage(format!("--continue {run_id}: {e}")))?
+                .ok_or_else(|| {
+                    usage(format!(
+                        "--continue {run_id}: no run of agent '{agent}' with that id in the \
+                         PostgreSQL store; `lsm runs list` shows the runs"
+                    ))
+                })?
+                .events
+        }
+        None => {
+            let Some(run_dir) = crate::store::run_folder(root, run_id) else {
+                return Err(usage(format!(
+                    "--continue {run_id}: no run of that id under {}; `lsm runs list` shows the runs",
+                    root.display()
+                )));
+            };
+            lsm_harness::read_journal(&run_dir.join("transcript.jsonl"))
+                .map_err(|e| usage(format!("--continue {run_id}: {e}")))?
+                .events
+        }
     };
-    let journal = lsm_harness::read_journal(&run_dir.join("transcript.jsonl"))
-        .map_err(|e| usage(format!("--continue {run_id}: {e}")))?;
-    let started = lsm_harness::StartedRun::of(&journal.events).ok_or_else(|| {
+    let started = lsm_harness::StartedRun::of(&events).ok_or_else(|| {
         usage(format!(
             "--continue {run_id}: its transcript has no run_started line; nothing ran"
         ))
@@ -191,7 +214,7 @@ pub fn continuation(
             started.agent
         )));
     }
-    let state = lsm_harness::RunState::fold(&journal.events);
+    let state = lsm_harness::RunState::fold(&events);
     if state.finished.is_none() {
         return Err(usage(format!(
             "--continue {run_id}: the run has not finished; `lsm runs resume {run_id}` finishes it first"

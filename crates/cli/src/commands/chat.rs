@@ -87,6 +87,7 @@ fn chat(cfg: &lsm_app::config::ConfigArgs, args: ChatArgs) -> Result<u8> {
     let cwd = std::env::current_dir()?;
     let config = config.with_options(&args.settings.options(), &cwd)?;
     let root = config.agents.agents_folder.clone();
+    let pg = lsm_app::store::pg_runs(&config)?;
     let mut session = Session {
         agent: args.agent.unwrap_or_else(|| "general".into()),
         llm: args.llm,
@@ -117,7 +118,7 @@ fn chat(cfg: &lsm_app::config::ConfigArgs, args: ChatArgs) -> Result<u8> {
             let (_, status) = turn(&runtime, &mut editor, cfg, request);
             session.turns.push((id.clone(), status));
         }
-        session.continue_from(&root, &id)?;
+        session.continue_from(&root, &id, pg.as_ref())?;
     }
     let history = root.join(&session.agent).join("chat_history.txt");
     // A first chat has no history yet.
@@ -135,7 +136,7 @@ fn chat(cfg: &lsm_app::config::ConfigArgs, args: ChatArgs) -> Result<u8> {
                 }
                 let _ = editor.add_history_entry(line);
                 if let Some(command) = line.strip_prefix('/') {
-                    if !session.command(cfg, &root, command) {
+                    if !session.command(cfg, &root, pg.as_ref(), command) {
                         break;
                     }
                     continue;
@@ -181,8 +182,13 @@ impl Session {
     }
 
     /// Go on with the conversation of run `id`.
-    fn continue_from(&mut self, root: &Path, id: &str) -> Result<()> {
-        let earlier = lsm_app::run::resume::continuation(root, id, &self.agent)?;
+    fn continue_from(
+        &mut self,
+        root: &Path,
+        id: &str,
+        pg: Option<&lsm_app::store::PgRuns>,
+    ) -> Result<()> {
+        let earlier = lsm_app::run::resume::continuation(root, id, &self.agent, pg)?;
         self.used = earlier.usage.tokens_used;
         self.last = Some(id.to_string());
         eprintln!(
@@ -193,7 +199,13 @@ impl Session {
     }
 
     /// Carry out a slash command; `false` to leave.
-    fn command(&mut self, cfg: &lsm_app::config::ConfigArgs, root: &Path, command: &str) -> bool {
+    fn command(
+        &mut self,
+        cfg: &lsm_app::config::ConfigArgs,
+        root: &Path,
+        pg: Option<&lsm_app::store::PgRuns>,
+        command: &str,
+    ) -> bool {
         let (name, rest) = command
             .split_once(char::is_whitespace)
             .map_or((command, ""), |(n, r)| (n, r.trim()));
@@ -225,7 +237,7 @@ impl Session {
             }
             "continue" if rest.is_empty() => println!("/continue RUN: which run?"),
             "continue" => {
-                if let Err(e) = self.continue_from(root, rest) {
+                if let Err(e) = self.continue_from(root, rest, pg) {
                     eprintln!("error: {e:#}");
                 }
             }
