@@ -95,6 +95,8 @@ pub enum Input {
     /// A follow-up to the finished run `run` (its records' id) of `agent`: a new turn of its
     /// conversation.
     FollowUp {
+        /// The run it follows (the manager's id).
+        from: String,
         /// The agent.
         agent: String,
         /// The run it continues.
@@ -157,6 +159,9 @@ pub struct App {
     selected: usize,
     input: Input,
     acknowledged: HashSet<String>,
+    /// The turns started here as follow-ups: new run → the run it continues (the
+    /// manager's ids).
+    turns: std::collections::HashMap<String, String>,
     message: String,
     /// Set when the person asked to quit.
     pub quit: bool,
@@ -173,6 +178,7 @@ impl App {
             selected: 0,
             input: Input::Keys,
             acknowledged: HashSet::new(),
+            turns: std::collections::HashMap::new(),
             message: String::new(),
             quit: false,
         }
@@ -370,7 +376,12 @@ impl App {
         match input {
             Input::Keys => {}
             Input::Reply(text) => self.answer(runs, Decision::Reply, text.trim()),
-            Input::FollowUp { agent, run, text } => self.send_follow_up(runs, &agent, &run, &text),
+            Input::FollowUp {
+                from,
+                agent,
+                run,
+                text,
+            } => self.send_follow_up(runs, &from, &agent, &run, &text),
             Input::Task(text) => {
                 let task = text.trim();
                 if task.is_empty() {
@@ -414,6 +425,7 @@ impl App {
         let [list, log] =
             Layout::horizontal([Constraint::Length(list_width), Constraint::Min(20)]).areas(top);
         self.draw_runs(f, list, view);
+        let log = self.draw_conversation(f, log, view);
         self.draw_log(f, log, view);
         self.draw_panel(f, panel, view);
         self.draw_footer(f, footer, view);

@@ -338,7 +338,16 @@ fn c_sends_a_follow_up_that_continues_the_selected_finished_run() {
     assert_eq!(starts[0].continue_run.as_deref(), Some("rec-1"));
     assert_eq!(starts[0].task.as_deref(), Some("and its population?"));
     assert_eq!(starts[0].name, "general");
+    drop(starts);
     assert_eq!(*app.input(), Input::Keys);
+    // The new turn is selected, and the conversation pane shows both turns above its log.
+    let mut t = terminal();
+    app.tick(&mut t, &fake).unwrap();
+    let screen = t.backend().to_string();
+    assert!(screen.contains("Conversation (2 turns)"), "{screen}");
+    assert!(screen.contains("you: capital of France?"), "{screen}");
+    assert!(screen.contains("general: Paris."), "{screen}");
+    assert!(screen.contains("you: and its population?"), "{screen}");
 }
 
 // ---------- screens ----------
