@@ -16,6 +16,7 @@ use lsm_app::run::RunRequest;
 use lsm_app::runtime::{AgentRuntimeManager, LogSnapshot, ManagerError, RunInfo};
 
 mod follow_up;
+mod manager;
 
 /// What the TUI needs from the runtime. [`AgentRuntimeManager`] is the real one.
 pub trait Runs {
@@ -51,36 +52,6 @@ pub trait Runs {
     /// # Errors
     /// As [`AgentRuntimeManager::start`].
     fn start(&self, request: RunRequest) -> Result<String, ManagerError>;
-}
-
-impl Runs for AgentRuntimeManager {
-    fn list(&self) -> Vec<RunInfo> {
-        AgentRuntimeManager::list(self)
-    }
-    fn pending(&self, run_id: &str) -> Option<PendingView> {
-        AgentRuntimeManager::pending(self, run_id).ok().flatten()
-    }
-    fn logs(&self, run_id: &str) -> LogSnapshot {
-        AgentRuntimeManager::logs(self, run_id).unwrap_or_default()
-    }
-    fn acknowledge(&self, run_id: &str, request_id: &str) -> Result<bool, ManagerError> {
-        self.acknowledge_interaction(run_id, request_id)
-    }
-    fn respond(
-        &self,
-        run_id: &str,
-        request_id: &str,
-        decision: Decision,
-        message: &str,
-    ) -> Result<(), ManagerError> {
-        AgentRuntimeManager::respond(self, run_id, request_id, decision, message)
-    }
-    fn stop(&self, run_id: &str) -> Result<(), ManagerError> {
-        AgentRuntimeManager::stop(self, run_id)
-    }
-    fn start(&self, request: RunRequest) -> Result<String, ManagerError> {
-        AgentRuntimeManager::start(self, request)
-    }
 }
 
 /// What is being typed.
