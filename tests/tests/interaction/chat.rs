@@ -138,3 +138,30 @@ fn a_chat_killed_mid_turn_is_picked_up_by_chat_continue() {
         "the killed turn was resumed"
     );
 }
+
+#[test]
+fn ctrl_c_stops_the_turn_and_the_chat_goes_on() {
+    let (dir, script) = workspace(&[
+        {
+            let mut slow = text("too slow to wait for");
+            slow["delay_ms"] = json!(60_000);
+            slow
+        },
+        text("Here now."),
+    ]);
+    let tmux = Tmux::start(dir.path(), &chat_command(dir.path(), &script, ""));
+    tmux.wait_for("you>");
+    tmux.text("take your time");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("waiting for the model");
+    tmux.keys(&["C-c"]);
+    tmux.wait_for("stopped (stop_requested)");
+    // The session goes on: the next turn continues the stopped one.
+    tmux.wait_until("the prompt again", |s| s.trim_end().ends_with("you>"));
+    tmux.text("/runs");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("1. run ");
+    tmux.text("/exit");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("EXIT=0");
+}

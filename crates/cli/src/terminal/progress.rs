@@ -161,7 +161,12 @@ impl ProgressView {
                     streaming: false,
                 });
             }
-            RunEvent::LlmError { .. } => self.call = None,
+            // A call that failed, or was abandoned (a stop, the wall-clock limit), is over:
+            // no spinner is left drawing after it.
+            RunEvent::LlmError { .. }
+            | RunEvent::StopRequested { .. }
+            | RunEvent::WallTimeExceeded(_)
+            | RunEvent::PhaseEnded { .. } => self.call = None,
             RunEvent::LlmResponse { .. } => {
                 if let Some(call) = self.call.take() {
                     let took = now.saturating_sub(call.started);

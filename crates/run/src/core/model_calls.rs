@@ -335,7 +335,8 @@ impl Core {
         tool_names: Option<&[String]>,
     ) -> Vec<ToolInvocation> {
         let c = &self.config;
-        if c.max_parallel_tools < 2 {
+        // A call alone is not a group (and its checks are made once, by the caller).
+        if c.max_parallel_tools < 2 || batch.len() < 2 {
             return Vec::new();
         }
         let mut group: Vec<ToolInvocation> = Vec::new();

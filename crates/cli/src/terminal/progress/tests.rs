@@ -363,3 +363,28 @@ fn a_model_call_s_lines_written_in_place_are_the_lines_made_whole() {
         }
     }
 }
+
+#[test]
+fn a_call_abandoned_by_a_stop_or_the_time_limit_leaves_no_spinner() {
+    for end in [
+        ev(
+            "stop_requested",
+            json!({"label": "__default__", "where": "llm_call"}),
+        ),
+        ev(
+            "wall_time_exceeded",
+            json!({"label": "__default__", "where": "llm_call", "elapsed_seconds": 31.0,
+                   "max_wall_seconds": 30}),
+        ),
+    ] {
+        let mut view = ProgressView::new(Some(4));
+        let ms = Duration::from_millis;
+        view.print(&[*request("__default__", 1)], ms(0));
+        assert!(
+            view.redraw(ms(100)).is_some(),
+            "the spinner while the call is under way"
+        );
+        view.print(&[*end], ms(200));
+        assert_eq!(view.spinner(ms(300)), None);
+    }
+}
